@@ -1,0 +1,1 @@
+//! Dialect-agnostic conformance suite for syncstore storage dialects.

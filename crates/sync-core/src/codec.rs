@@ -1,0 +1,1 @@
+//! Row payload codec (in progress).

@@ -1,0 +1,58 @@
+//! Scopes: stored scope maps, scope filters and the matching rule
+//! (`storage-contract.md` §2.1, §7.1).
+
+use std::collections::BTreeMap;
+
+/// Variable → allowed values. An item matches when, for **every** variable,
+/// its stored value exists and is one of the listed values.
+pub type ScopeFilter = BTreeMap<String, Vec<String>>;
+
+/// Variable → value, as stored with a row or change (without pattern prefixes).
+pub type StoredScopes = BTreeMap<String, String>;
+
+/// The candidate variable of a filter: its first key in byte order.
+pub fn candidate_variable(filter: &ScopeFilter) -> Option<&str> {
+    filter.keys().next().map(String::as_str)
+}
+
+/// Whether `stored` satisfies every variable of `filter`.
+///
+/// An empty filter matches nothing: scan contexts reject or short-circuit
+/// before calling this.
+pub fn matches_filter(stored: &StoredScopes, filter: &ScopeFilter) -> bool {
+    !filter.is_empty()
+        && filter.iter().all(|(variable, allowed)| {
+            stored
+                .get(variable)
+                .is_some_and(|value| allowed.iter().any(|a| a == value))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(pairs: &[(&str, &[&str])]) -> ScopeFilter {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn candidate_is_first_key_in_byte_order() {
+        let f = filter(&[("project_id", &["p"]), ("org_id", &["o"])]);
+        assert_eq!(candidate_variable(&f), Some("org_id"));
+        assert_eq!(candidate_variable(&ScopeFilter::new()), None);
+    }
+
+    #[test]
+    fn matching_is_and_across_variables_or_within_one() {
+        let stored: StoredScopes = [("a".into(), "1".into()), ("b".into(), "2".into())].into();
+        assert!(matches_filter(&stored, &filter(&[("a", &["0", "1"])])));
+        assert!(matches_filter(&stored, &filter(&[("a", &["1"]), ("b", &["2"])])));
+        assert!(!matches_filter(&stored, &filter(&[("a", &["1"]), ("b", &["3"])])));
+        assert!(!matches_filter(&stored, &filter(&[("c", &["1"])])));
+        assert!(!matches_filter(&stored, &ScopeFilter::new()));
+    }
+}

@@ -1,0 +1,426 @@
+//! The `ServerStorage` trait: every pool-level method of the contract
+//! (`storage-contract.md` §4).
+//!
+//! Pool reads see committed state only; argument validation precedes
+//! database access; unknown partitions read as empty. Optional capability
+//! groups have default bodies returning `sync.storage.capability_unsupported`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::authoritative::{AuthoritativeQueryRequest, AuthoritativeQueryResult};
+use crate::capabilities::{Capabilities, Capability};
+use crate::checkpoints::{
+    ActivationOutcome, CheckpointDeclaration, CheckpointKey, Coverage, StoredCheckpoint,
+};
+use crate::clients::{ClientCursorInfo, ClientRecord, PartitionRegistryEntry};
+use crate::error::Result;
+use crate::gate::{ServeContext, ServeGate};
+use crate::push_result::StoredPushResult;
+use crate::queries::{
+    BlobReferencingRow, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult,
+    CommitWindowQuery, IndexRowScanQuery, RowScanQuery, ScopeActivityQuery, ScopeCommitActivity,
+};
+use crate::reactions::{
+    PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery,
+    ReactionPruneQuery, StoredReaction,
+};
+use crate::rows::{CommitMetadata, SourceChange, StoredCommit, StoredRow};
+use crate::schema::CompiledSchema;
+use crate::scope::{ScopeFilter, StoredScopes};
+use crate::transaction::StorageTransaction;
+
+/// Options of `ensure_schema`.
+#[derive(Clone, Default)]
+pub struct EnsureOptions {
+    /// Checkpoints this process declares (installed by a bump; matched by the startup check).
+    pub declarations: Vec<CheckpointDeclaration>,
+    /// Test hook called inside the migration transaction right after the
+    /// migration lock is held (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
+    pub after_migration_lock: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl EnsureOptions {
+    /// Options with these declarations.
+    // The update is needed when the `test-hooks` field is compiled in.
+    #[allow(clippy::needless_update)]
+    pub fn with_declarations(declarations: Vec<CheckpointDeclaration>) -> Self {
+        Self {
+            declarations,
+            ..Self::default()
+        }
+    }
+
+    /// Called by dialects right after taking the migration lock. Runs the
+    /// `after_migration_lock` hook when the `test-hooks` feature is enabled;
+    /// a no-op otherwise.
+    pub fn notify_migration_locked(&self) {
+        #[cfg(feature = "test-hooks")]
+        if let Some(hook) = &self.after_migration_lock {
+            hook();
+        }
+    }
+}
+
+impl fmt::Debug for EnsureOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnsureOptions")
+            .field("declarations", &self.declarations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The stored schema marker (`tables.md` §3.1), for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaMarker {
+    /// Stored schema version.
+    pub schema_version: i64,
+    /// Stored layouts text (verbatim).
+    pub layouts: String,
+    /// Database-wide writer fence.
+    pub required_writer_version: Option<i32>,
+}
+
+/// Server-side storage of one database: every pool-level method of the contract.
+///
+/// Implementations are `Send + Sync` and shared behind `Arc`. Every call is
+/// synchronous and blocks until the database answers or a configured timeout
+/// expires (`sync.storage.busy`).
+pub trait ServerStorage: Send + Sync {
+    // ---- §4.1 schema lifecycle -------------------------------------------
+
+    /// The optional groups this storage implements.
+    fn capabilities(&self) -> Capabilities;
+    /// Brings the database to `schema.version` or proves it is there, then
+    /// records the schema on this instance (`schema-and-migrations.md` §9).
+    fn ensure_schema(&self, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<()>;
+    /// The running version: `None` before the first successful `ensure_schema`.
+    fn ensured_version(&self) -> Option<i32>;
+    /// The schema last ensured on this instance.
+    fn ensured_schema(&self) -> Option<Arc<CompiledSchema>>;
+    /// The stored schema marker, `None` on a database never bumped.
+    fn read_schema_marker(&self) -> Result<Option<SchemaMarker>>;
+
+    // ---- §4.2 partition registry -----------------------------------------
+
+    /// Registers a partition (or refreshes its activity) and returns the persisted entry.
+    fn touch_partition(
+        &self,
+        partition: &str,
+        authenticated_at_ms: i64,
+        initial_log_epoch: &str,
+    ) -> Result<PartitionRegistryEntry>;
+    /// Replaces the log epoch after a restore; deletes the partition's client records.
+    fn rotate_partition_log_epoch(
+        &self,
+        partition: &str,
+        log_epoch: &str,
+        authenticated_at_ms: i64,
+    ) -> Result<PartitionRegistryEntry>;
+    /// The registry epoch, without refreshing activity.
+    fn get_partition_log_epoch(&self, partition: &str) -> Result<Option<String>>;
+    /// Every registry entry, byte-ordered by partition.
+    fn list_partition_registry(&self) -> Result<Vec<PartitionRegistryEntry>>;
+    /// The registered partition names, byte-ordered.
+    fn list_partitions(&self) -> Result<Vec<String>>;
+
+    // ---- §4.3 transactions -----------------------------------------------
+
+    /// Opens a transaction bound to `partition`. Dropping it rolls back.
+    fn begin(&self, partition: &str) -> Result<Box<dyn StorageTransaction + '_>>;
+
+    // ---- §4.4 commit log, horizon, pruning -------------------------------
+
+    /// The allocated commit counter (0 for an unknown partition).
+    fn get_max_commit_seq(&self, partition: &str) -> Result<i64>;
+    /// The horizon (0 by default).
+    fn get_horizon_seq(&self, partition: &str) -> Result<i64>;
+    /// Raises the horizon monotonically.
+    fn set_horizon_seq(&self, partition: &str, seq: i64) -> Result<()>;
+    /// Atomic, epoch-fenced pruning through `query.through_seq`.
+    fn prune_commits_through(
+        &self,
+        partition: &str,
+        query: &CommitPruneQuery,
+    ) -> Result<CommitPruneResult>;
+    /// Newest retained `commit_seq` created strictly before the bound; 0 if none.
+    fn get_commit_seq_before(&self, partition: &str, created_before_ms: i64) -> Result<i64>;
+
+    // ---- §4.5–§4.7 reads -------------------------------------------------
+
+    /// The committed current row.
+    fn get_row(&self, partition: &str, table: &str, row_id: &str) -> Result<Option<StoredRow>>;
+    /// The stored push result of a commit key.
+    fn get_push_result(
+        &self,
+        partition: &str,
+        client_id: &str,
+        client_commit_id: &str,
+    ) -> Result<Option<StoredPushResult>>;
+    /// Scope-filtered commits of one table, oldest first; commits never split.
+    fn read_commit_window(
+        &self,
+        partition: &str,
+        query: &CommitWindowQuery,
+    ) -> Result<Vec<StoredCommit>>;
+    /// Newest `commit_seq` with a change-scope entry matching the candidate variable.
+    fn latest_scoped_change_seq(
+        &self,
+        partition: &str,
+        table: &str,
+        filter: &ScopeFilter,
+    ) -> Result<i64>;
+    /// Scope-filtered current rows in byte order of row id.
+    fn scan_rows(&self, partition: &str, query: &RowScanQuery) -> Result<Vec<StoredRow>>;
+
+    // ---- §4.8 trusted lookups and partition scans ------------------------
+
+    /// Exact lookup through a declared index (capability `IndexScan`).
+    fn scan_rows_by_index(
+        &self,
+        partition: &str,
+        query: &IndexRowScanQuery,
+    ) -> Result<Vec<StoredRow>> {
+        let _ = (partition, query);
+        Err(Capability::IndexScan.unsupported())
+    }
+    /// Keyset scan of every row of one table in one partition.
+    fn scan_partition_rows(
+        &self,
+        partition: &str,
+        table: &str,
+        after_row_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<StoredRow>>;
+
+    // ---- §4.9 clients and cursors ----------------------------------------
+
+    /// One client record.
+    fn get_client_record(&self, partition: &str, client_id: &str) -> Result<Option<ClientRecord>>;
+    /// Inserts or fully replaces a client record.
+    fn put_client_record(&self, partition: &str, record: &ClientRecord) -> Result<()>;
+    /// Cursor summaries ordered by client id.
+    fn list_client_cursors(&self, partition: &str) -> Result<Vec<ClientCursorInfo>>;
+    /// Actor- and epoch-guarded monotonic cursor update; returns whether the guard matched.
+    fn advance_client_cursor(
+        &self,
+        partition: &str,
+        client_id: &str,
+        actor_id: &str,
+        log_epoch: &str,
+        cursor: i64,
+        updated_at_ms: i64,
+    ) -> Result<bool>;
+    /// Unguarded monotonic cursor update; false for a missing record.
+    fn update_client_cursor(
+        &self,
+        partition: &str,
+        client_id: &str,
+        cursor: i64,
+        updated_at_ms: i64,
+    ) -> Result<bool>;
+    /// Minimum cursor of records updated at or after `cutoff_ms`.
+    fn get_active_client_cursor_floor(&self, partition: &str, cutoff_ms: i64)
+        -> Result<Option<i64>>;
+
+    // ---- §4.10 reactions (capability `Reactions`) ------------------------
+
+    /// Leases due reactions.
+    fn claim_reactions(
+        &self,
+        partition: &str,
+        query: &ReactionClaimQuery,
+    ) -> Result<Vec<StoredReaction>> {
+        let _ = (partition, query);
+        Err(Capability::Reactions.unsupported())
+    }
+    /// Owner-guarded completion.
+    fn complete_reaction(
+        &self,
+        partition: &str,
+        key: &str,
+        lease_owner: &str,
+        completed_at_ms: i64,
+    ) -> Result<bool> {
+        let _ = (partition, key, lease_owner, completed_at_ms);
+        Err(Capability::Reactions.unsupported())
+    }
+    /// Owner-guarded lease extension.
+    fn extend_reaction_lease(
+        &self,
+        partition: &str,
+        key: &str,
+        lease_owner: &str,
+        lease_expires_at_ms: i64,
+    ) -> Result<bool> {
+        let _ = (partition, key, lease_owner, lease_expires_at_ms);
+        Err(Capability::Reactions.unsupported())
+    }
+    /// Owner-guarded failure (retry or dead-letter).
+    fn fail_reaction(
+        &self,
+        partition: &str,
+        key: &str,
+        update: &ReactionFailureUpdate,
+    ) -> Result<bool> {
+        let _ = (partition, key, update);
+        Err(Capability::Reactions.unsupported())
+    }
+    /// Re-queues a dead-letter reaction.
+    fn retry_reaction(&self, partition: &str, key: &str, now_ms: i64) -> Result<bool> {
+        let _ = (partition, key, now_ms);
+        Err(Capability::Reactions.unsupported())
+    }
+    /// One reaction.
+    fn get_reaction(&self, partition: &str, key: &str) -> Result<Option<StoredReaction>> {
+        let _ = (partition, key);
+        Err(Capability::Reactions.unsupported())
+    }
+    /// Reactions newest first.
+    fn list_reactions(
+        &self,
+        partition: &str,
+        query: &ReactionListQuery,
+    ) -> Result<Vec<StoredReaction>> {
+        let _ = (partition, query);
+        Err(Capability::Reactions.unsupported())
+    }
+    /// Deletes aged completed and dead-letter reactions.
+    fn prune_reactions(
+        &self,
+        partition: &str,
+        query: &ReactionPruneQuery,
+    ) -> Result<PrunedReactionCounts> {
+        let _ = (partition, query);
+        Err(Capability::Reactions.unsupported())
+    }
+
+    // ---- §4.11 blob references (capability `BlobRefs`) -------------------
+
+    /// Rows whose reference set contains the blob, ordered `(table, row_id)`.
+    fn list_rows_referencing_blob(
+        &self,
+        partition: &str,
+        blob_id: &str,
+    ) -> Result<Vec<BlobReferencingRow>> {
+        let _ = (partition, blob_id);
+        Err(Capability::BlobRefs.unsupported())
+    }
+    /// Distinct referenced blob ids, byte-ordered.
+    fn list_referenced_blob_ids(&self, partition: &str) -> Result<Vec<String>> {
+        let _ = partition;
+        Err(Capability::BlobRefs.unsupported())
+    }
+
+    // ---- §4.12 admin (capability `Admin`) --------------------------------
+
+    /// Client records, newest update first.
+    fn list_client_records(&self, partition: &str) -> Result<Vec<ClientRecord>> {
+        let _ = partition;
+        Err(Capability::Admin.unsupported())
+    }
+    /// Commit metadata, newest first.
+    fn list_commit_metadata(
+        &self,
+        partition: &str,
+        query: &CommitMetadataQuery,
+    ) -> Result<Vec<CommitMetadata>> {
+        let _ = (partition, query);
+        Err(Capability::Admin.unsupported())
+    }
+    /// Commits touching one scope value, newest first.
+    fn scope_activity(
+        &self,
+        partition: &str,
+        query: &ScopeActivityQuery,
+    ) -> Result<Vec<ScopeCommitActivity>> {
+        let _ = (partition, query);
+        Err(Capability::Admin.unsupported())
+    }
+    /// `(server_version, scopes)` of a row without decoding its payload.
+    fn get_row_scopes(
+        &self,
+        partition: &str,
+        table: &str,
+        row_id: &str,
+    ) -> Result<Option<(i64, StoredScopes)>> {
+        let _ = (partition, table, row_id);
+        Err(Capability::Admin.unsupported())
+    }
+
+    // ---- §4.13 registered queries (capability `AuthoritativeQuery`) ------
+
+    /// A registered query in one snapshot with the serve gate and `max_commit_seq`.
+    fn query_authoritative(
+        &self,
+        partition: &str,
+        request: &AuthoritativeQueryRequest,
+        ctx: &ServeContext,
+    ) -> Result<AuthoritativeQueryResult> {
+        let _ = (partition, request, ctx);
+        Err(Capability::AuthoritativeQuery.unsupported())
+    }
+
+    // ---- §4.14 RFC 0007 --------------------------------------------------
+
+    /// Every checkpoint of the partition, ordered by name.
+    fn read_checkpoints(&self, partition: &str) -> Result<Vec<StoredCheckpoint>>;
+    /// One checkpoint.
+    fn read_checkpoint(&self, partition: &str, name: &str) -> Result<Option<StoredCheckpoint>>;
+    /// Database-wide non-activated checkpoints at `schema_version`, ordered `(partition, name)`.
+    fn list_pending_checkpoints(&self, schema_version: i32) -> Result<Vec<CheckpointKey>>;
+    /// The serve-gate token, read in one snapshot; never cached.
+    fn read_serve_gate(&self, partition: &str, running_schema_version: i32) -> Result<ServeGate>;
+    /// Declares a checkpoint at the current marker version and raises the partition fence.
+    fn declare_checkpoint(
+        &self,
+        partition: &str,
+        name: &str,
+        schema_version: i32,
+        now_ms: i64,
+    ) -> Result<StoredCheckpoint>;
+    /// Claims the checkpoint: `owner_epoch + 1`, state `backfilling`.
+    fn claim_checkpoint(
+        &self,
+        partition: &str,
+        name: &str,
+        schema_version: i32,
+        now_ms: i64,
+    ) -> Result<StoredCheckpoint>;
+    /// Compare-and-set progress; false when superseded or finished.
+    fn advance_checkpoint(
+        &self,
+        partition: &str,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        observed_rows: i64,
+        now_ms: i64,
+    ) -> Result<bool>;
+    /// Activates under the partition write lock after re-checking coverage.
+    fn activate_checkpoint(
+        &self,
+        partition: &str,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        sources: &[String],
+        now_ms: i64,
+    ) -> Result<ActivationOutcome>;
+    /// Highest retained `commit_seq` among changes of `tables`; 0 when none.
+    fn source_coverage_seq(&self, partition: &str, tables: &[String]) -> Result<i64>;
+    /// Whether retained changes of `tables` exist above `seq`, or coverage is unknowable.
+    fn has_source_changes_above(&self, partition: &str, tables: &[String], seq: i64)
+        -> Result<Coverage>;
+    /// Retained changes of `tables` above `after_seq`, ordered `(commit_seq, idx)`.
+    fn list_source_changes(
+        &self,
+        partition: &str,
+        tables: &[String],
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<SourceChange>>;
+    /// The effective writer fence of the partition.
+    fn required_writer_version(&self, partition: &str) -> Result<Option<i32>>;
+}

@@ -1,0 +1,144 @@
+//! The `StorageTransaction` trait (`storage-contract.md` §5).
+//!
+//! A transaction is bound to one partition, used by one thread at a time
+//! (`&mut self`), and rolled back when dropped without `commit`/`rollback`.
+//! A method that fails after issuing a statement poisons it: afterwards only
+//! `rollback` (and, after a constraint violation under the push lock,
+//! `commit_rejected_push_result`) are allowed.
+
+use crate::authoritative::{AuthoritativeQueryRequest, AuthoritativeQueryResult};
+use crate::capabilities::Capability;
+use crate::checkpoints::{ActivationOutcome, Coverage, StoredCheckpoint};
+use crate::error::Result;
+use crate::gate::ServeGate;
+use crate::push_result::StoredPushResult;
+use crate::queries::{IndexRowScanQuery, RowScanQuery};
+use crate::reactions::NewReaction;
+use crate::rows::{NewCommit, SourceChange, StoredRow};
+
+/// One open storage transaction bound to a partition.
+pub trait StorageTransaction: Send {
+    // ---- §5.2 reads ------------------------------------------------------
+
+    /// The partition this transaction is bound to.
+    fn partition(&self) -> &str;
+    /// The writer version stamped on appended commits (0 before `ensure_schema`).
+    fn writer_version(&self) -> i32;
+    /// The candidate row (staged writes included).
+    fn get_row(&mut self, table: &str, row_id: &str) -> Result<Option<StoredRow>>;
+    /// `commit_seq` of the newest retained delete of the row.
+    fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>>;
+    /// The push result, on this transaction's connection.
+    fn get_push_result(
+        &mut self,
+        client_id: &str,
+        client_commit_id: &str,
+    ) -> Result<Option<StoredPushResult>>;
+    /// Scope-filtered scan over the candidate state.
+    fn scan_rows(&mut self, query: &RowScanQuery) -> Result<Vec<StoredRow>>;
+    /// Index lookup over the candidate state (capability `IndexScan`).
+    fn scan_rows_by_index(&mut self, query: &IndexRowScanQuery) -> Result<Vec<StoredRow>> {
+        let _ = query;
+        Err(Capability::IndexScan.unsupported())
+    }
+    /// Keyset scan of one table over the candidate state.
+    fn scan_partition_rows(
+        &mut self,
+        table: &str,
+        after_row_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<StoredRow>>;
+    /// The partition counter as seen by this transaction.
+    fn max_commit_seq(&mut self) -> Result<i64>;
+    /// A registered query over the candidate state (capability `AuthoritativeQuery`).
+    fn query_authoritative(
+        &mut self,
+        request: &AuthoritativeQueryRequest,
+    ) -> Result<AuthoritativeQueryResult> {
+        let _ = request;
+        Err(Capability::AuthoritativeQuery.unsupported())
+    }
+
+    // ---- §5.3 locking and rejection finalization -------------------------
+
+    /// Takes the partition push lock and marks the rejection savepoint. Idempotent.
+    fn lock_partition_for_push(&mut self) -> Result<()>;
+    /// Discards every staged write after the lock, stores `result` (first
+    /// writer wins) and commits.
+    fn commit_rejected_push_result(
+        self: Box<Self>,
+        client_id: &str,
+        client_commit_id: &str,
+        result: &StoredPushResult,
+    ) -> Result<()>;
+
+    // ---- §5.4 writes -----------------------------------------------------
+
+    /// Inserts or replaces a row, its projection and its scope-index entries.
+    fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()>;
+    /// Removes a row, its scope-index entries and blob references.
+    fn delete_row(&mut self, table: &str, row_id: &str) -> Result<()>;
+    /// Removes the row's tombstone.
+    fn clear_tombstone(&mut self, table: &str, row_id: &str) -> Result<()>;
+    /// Replaces the row's blob reference set (capability `BlobRefs`).
+    fn set_blob_refs(&mut self, table: &str, row_id: &str, blob_ids: &[String]) -> Result<()> {
+        let _ = (table, row_id, blob_ids);
+        Err(Capability::BlobRefs.unsupported())
+    }
+    /// Allocates the next dense `commit_seq` and appends the commit.
+    fn append_commit(&mut self, commit: &NewCommit) -> Result<i64>;
+    /// Enqueues reactions in this transaction (capability `Reactions`).
+    fn enqueue_reactions(&mut self, reactions: &[NewReaction]) -> Result<()> {
+        let _ = reactions;
+        Err(Capability::Reactions.unsupported())
+    }
+    /// Stores a push result if its key is absent (first writer wins).
+    fn put_push_result(
+        &mut self,
+        client_id: &str,
+        client_commit_id: &str,
+        result: &StoredPushResult,
+    ) -> Result<()>;
+
+    // ---- §5.5 RFC 0007 ---------------------------------------------------
+
+    /// The serve gate on this transaction's connection.
+    fn read_serve_gate(&mut self, running_schema_version: i32) -> Result<ServeGate>;
+    /// One checkpoint, read-your-own-writes.
+    fn read_checkpoint(&mut self, name: &str) -> Result<Option<StoredCheckpoint>>;
+    /// Compare-and-set progress inside this transaction.
+    fn advance_checkpoint(
+        &mut self,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        observed_rows: i64,
+        now_ms: i64,
+    ) -> Result<bool>;
+    /// Activation inside this transaction (sees its own staged commits).
+    fn activate_checkpoint(
+        &mut self,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        sources: &[String],
+        now_ms: i64,
+    ) -> Result<ActivationOutcome>;
+    /// Coverage probe, read-your-own-writes.
+    fn has_source_changes_above(&mut self, tables: &[String], seq: i64) -> Result<Coverage>;
+    /// Catch-up listing, read-your-own-writes.
+    fn list_source_changes(
+        &mut self,
+        tables: &[String],
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<SourceChange>>;
+
+    // ---- lifecycle -------------------------------------------------------
+
+    /// Commits every staged write atomically (a poisoned transaction rolls back
+    /// and reports `transaction_aborted`).
+    fn commit(self: Box<Self>) -> Result<()>;
+    /// Rolls back; never fails because of poison.
+    fn rollback(self: Box<Self>) -> Result<()>;
+}

@@ -1,0 +1,1 @@
+//! The Postgres dialect of the syncstore storage layer.

@@ -1,0 +1,1 @@
+//! The SQLite dialect of the syncstore storage layer.

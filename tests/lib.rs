@@ -1,0 +1,1 @@
+//! Workspace-level integration tests live in `tests/tests/`; this library only anchors the package.
