@@ -56,6 +56,7 @@ impl Capability {
 
     /// `sync.storage.capability_unsupported` for this group.
     pub fn unsupported(self) -> crate::Error {
-        crate::Error::new(crate::ErrorCode::CapabilityUnsupported).detail("capability", self.as_str())
+        crate::Error::new(crate::ErrorCode::CapabilityUnsupported)
+            .detail("capability", self.as_str())
     }
 }

@@ -370,7 +370,10 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for code in ErrorCode::ALL {
             assert!(!code.default_message().is_empty());
-            assert!(seen.insert(code.default_message()), "{code} shares a message");
+            assert!(
+                seen.insert(code.default_message()),
+                "{code} shares a message"
+            );
         }
     }
 }

@@ -54,18 +54,16 @@ pub use queries::{
     CommitWindowQuery, IndexRowScanQuery, RowScanQuery, ScopeActivityQuery, ScopeCommitActivity,
 };
 pub use reactions::{
-    NewReaction, PrunedReactionCounts, ReactionClaimQuery, ReactionFailure,
-    ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, ReactionStatus,
-    StoredReaction,
+    NewReaction, PrunedReactionCounts, ReactionClaimQuery, ReactionFailure, ReactionFailureUpdate,
+    ReactionListQuery, ReactionPruneQuery, ReactionStatus, StoredReaction,
 };
 pub use retention::{prune_commit_log, RetentionPolicy};
 pub use rows::{
-    ChangeOp, CommitMetadata, NewChange, NewCommit, SourceChange, StoredChange, StoredCommit,
-    StoredRow,
+    ChangeOp, CommitMetadata, CommitRecord, NewChange, NewCommit, SourceChange, StoredChange,
+    StoredCommit, StoredRow,
 };
 pub use schema::{
-    ColumnType, CompiledColumn, CompiledSchema, CompiledTable, IndexDef, LayoutColumn,
-    ScopePattern,
+    ColumnType, CompiledColumn, CompiledSchema, CompiledTable, IndexDef, LayoutColumn, ScopePattern,
 };
 pub use scope::{candidate_variable, matches_filter, ScopeFilter, StoredScopes};
 pub use storage::{EnsureOptions, SchemaMarker, ServerStorage};

@@ -131,8 +131,7 @@ impl StoredPushResult {
     /// the document (double encoding by some drivers) is parsed once more.
     pub fn from_value(value: &Value) -> Result<Self> {
         if let Value::String(inner) = value {
-            let value: Value =
-                serde_json::from_str(inner).map_err(|_| cache_miss("not_json"))?;
+            let value: Value = serde_json::from_str(inner).map_err(|_| cache_miss("not_json"))?;
             return match value {
                 Value::Object(_) => Self::from_value(&value),
                 _ => Err(cache_miss("not_object")),
@@ -148,7 +147,11 @@ impl StoredPushResult {
         if status == PushStatus::Applied && commit_seq.is_none() {
             return Err(cache_miss("applied_without_commit_seq"));
         }
-        let commit_seq = if status == PushStatus::Applied { commit_seq } else { None };
+        let commit_seq = if status == PushStatus::Applied {
+            commit_seq
+        } else {
+            None
+        };
         let recorded_at_ms = optional_i64(root, "recordedAtMs")?;
         let cache_identity = optional_string(root, "cacheIdentity")?;
         let results = match root.get("results") {
@@ -295,7 +298,11 @@ fn details_from_json(d: &Map<String, Value>) -> Result<RejectionDetails> {
         Some(Value::Array(items)) => Some(
             items
                 .iter()
-                .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| cache_miss("bad_member")))
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| cache_miss("bad_member"))
+                })
                 .collect::<Result<_>>()?,
         ),
         Some(_) => return Err(cache_miss("bad_member")),
@@ -329,7 +336,9 @@ fn optional_i64(map: &Map<String, Value>, key: &str) -> Result<Option<i64>> {
             .or_else(|| {
                 // Integral floats such as 5.0 (JSONB may normalise numbers).
                 v.as_f64()
-                    .filter(|f| f.fract() == 0.0 && f.abs() <= crate::limits::MAX_SAFE_INTEGER as f64)
+                    .filter(|f| {
+                        f.fract() == 0.0 && f.abs() <= crate::limits::MAX_SAFE_INTEGER as f64
+                    })
                     .map(|f| f as i64)
             })
             .map(Some)
@@ -390,8 +399,14 @@ mod tests {
         let r = sample();
         assert_eq!(StoredPushResult::from_json(&r.to_json()).unwrap(), r);
         let applied = StoredPushResult::applied(5);
-        assert_eq!(applied.to_json(), r#"{"status":"applied","commitSeq":5,"results":[]}"#);
-        assert_eq!(StoredPushResult::from_json(&applied.to_json()).unwrap(), applied);
+        assert_eq!(
+            applied.to_json(),
+            r#"{"status":"applied","commitSeq":5,"results":[]}"#
+        );
+        assert_eq!(
+            StoredPushResult::from_json(&applied.to_json()).unwrap(),
+            applied
+        );
     }
 
     #[test]
@@ -415,7 +430,10 @@ mod tests {
     #[test]
     fn double_encoded_documents_are_read() {
         let text = serde_json::to_string(&StoredPushResult::applied(2).to_json()).unwrap();
-        assert_eq!(StoredPushResult::from_json(&text).unwrap().commit_seq, Some(2));
+        assert_eq!(
+            StoredPushResult::from_json(&text).unwrap().commit_seq,
+            Some(2)
+        );
     }
 
     #[test]

@@ -56,7 +56,10 @@ impl ReactionFailure {
         map.insert("code".into(), self.code.clone().into());
         map.insert("atMs".into(), self.at_ms.into());
         if let Some(details) = &self.details {
-            let d = details.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let d = details
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             map.insert("details".into(), serde_json::Value::Object(d));
         }
         serde_json::Value::Object(map).to_string()
@@ -65,7 +68,9 @@ impl ReactionFailure {
     /// Parses the stored JSON form (a double-encoded string is parsed once more).
     pub fn from_value(value: &serde_json::Value) -> Option<Self> {
         if let serde_json::Value::String(inner) = value {
-            return serde_json::from_str(inner).ok().and_then(|v| Self::from_value(&v));
+            return serde_json::from_str(inner)
+                .ok()
+                .and_then(|v| Self::from_value(&v));
         }
         let map = value.as_object()?;
         let details = match map.get("details") {

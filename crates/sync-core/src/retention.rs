@@ -43,7 +43,8 @@ pub fn prune_commit_log(
     let floor = storage
         .get_active_client_cursor_floor(partition, now_ms.saturating_sub(policy.active_window_ms))?
         .unwrap_or(i64::MAX);
-    let forced = storage.get_commit_seq_before(partition, now_ms.saturating_sub(policy.age_force_ms))?;
+    let forced =
+        storage.get_commit_seq_before(partition, now_ms.saturating_sub(policy.age_force_ms))?;
     let retain_floor = max.saturating_sub(policy.min_retained_commits);
     let target = floor.max(forced).min(retain_floor);
     let through_seq = target.max(0);

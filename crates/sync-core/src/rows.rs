@@ -89,7 +89,11 @@ impl NewChange {
     }
 
     /// A delete change carrying the deleted row's stored scopes.
-    pub fn delete(table: impl Into<String>, row_id: impl Into<String>, scopes: StoredScopes) -> Self {
+    pub fn delete(
+        table: impl Into<String>,
+        row_id: impl Into<String>,
+        scopes: StoredScopes,
+    ) -> Self {
         Self {
             table: table.into(),
             row_id: row_id.into(),
@@ -178,4 +182,23 @@ pub struct SourceChange {
     pub row_id: String,
     /// Operation.
     pub op: ChangeOp,
+}
+
+/// A whole stored commit with every change (admin read, oldest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitRecord {
+    /// Sequence number.
+    pub commit_seq: i64,
+    /// Pushing client.
+    pub client_id: String,
+    /// The client's commit id.
+    pub client_commit_id: String,
+    /// Actor.
+    pub actor_id: String,
+    /// Creation time.
+    pub created_at_ms: i64,
+    /// Writer version stamped on the commit (`None` for fence-unaware writers).
+    pub writer_version: Option<i32>,
+    /// Every change in index order.
+    pub changes: Vec<StoredChange>,
 }

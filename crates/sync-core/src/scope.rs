@@ -50,8 +50,14 @@ mod tests {
     fn matching_is_and_across_variables_or_within_one() {
         let stored: StoredScopes = [("a".into(), "1".into()), ("b".into(), "2".into())].into();
         assert!(matches_filter(&stored, &filter(&[("a", &["0", "1"])])));
-        assert!(matches_filter(&stored, &filter(&[("a", &["1"]), ("b", &["2"])])));
-        assert!(!matches_filter(&stored, &filter(&[("a", &["1"]), ("b", &["3"])])));
+        assert!(matches_filter(
+            &stored,
+            &filter(&[("a", &["1"]), ("b", &["2"])])
+        ));
+        assert!(!matches_filter(
+            &stored,
+            &filter(&[("a", &["1"]), ("b", &["3"])])
+        ));
         assert!(!matches_filter(&stored, &filter(&[("c", &["1"])])));
         assert!(!matches_filter(&stored, &ScopeFilter::new()));
     }

@@ -25,7 +25,7 @@ use crate::reactions::{
     PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery,
     ReactionPruneQuery, StoredReaction,
 };
-use crate::rows::{CommitMetadata, SourceChange, StoredCommit, StoredRow};
+use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, StoredRow};
 use crate::schema::CompiledSchema;
 use crate::scope::{ScopeFilter, StoredScopes};
 use crate::transaction::StorageTransaction;
@@ -221,8 +221,11 @@ pub trait ServerStorage: Send + Sync {
         updated_at_ms: i64,
     ) -> Result<bool>;
     /// Minimum cursor of records updated at or after `cutoff_ms`.
-    fn get_active_client_cursor_floor(&self, partition: &str, cutoff_ms: i64)
-        -> Result<Option<i64>>;
+    fn get_active_client_cursor_floor(
+        &self,
+        partition: &str,
+        cutoff_ms: i64,
+    ) -> Result<Option<i64>>;
 
     // ---- §4.10 reactions (capability `Reactions`) ------------------------
 
@@ -349,6 +352,33 @@ pub trait ServerStorage: Send + Sync {
         Err(Capability::Admin.unsupported())
     }
 
+    /// Operator read: retained commits with `commit_seq > after_seq`, oldest
+    /// first, each with every change (all tables), at most `limit` (1..=1000,
+    /// `invalid_limit`). Needs no ensured schema. **(decision: added for the
+    /// operator tool)**
+    fn read_commits(
+        &self,
+        partition: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<CommitRecord>> {
+        let _ = (partition, after_seq, limit);
+        Err(Capability::Admin.unsupported())
+    }
+    /// Operator read: keyset scan of a table named in the **stored** layouts
+    /// (no ensured schema needed; other names → `unknown_table`), byte order,
+    /// at most `limit` (1..=1000). **(decision: added for the operator tool)**
+    fn inspect_table_rows(
+        &self,
+        partition: &str,
+        table: &str,
+        after_row_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<StoredRow>> {
+        let _ = (partition, table, after_row_id, limit);
+        Err(Capability::Admin.unsupported())
+    }
+
     // ---- §4.13 registered queries (capability `AuthoritativeQuery`) ------
 
     /// A registered query in one snapshot with the serve gate and `max_commit_seq`.
@@ -411,8 +441,12 @@ pub trait ServerStorage: Send + Sync {
     /// Highest retained `commit_seq` among changes of `tables`; 0 when none.
     fn source_coverage_seq(&self, partition: &str, tables: &[String]) -> Result<i64>;
     /// Whether retained changes of `tables` exist above `seq`, or coverage is unknowable.
-    fn has_source_changes_above(&self, partition: &str, tables: &[String], seq: i64)
-        -> Result<Coverage>;
+    fn has_source_changes_above(
+        &self,
+        partition: &str,
+        tables: &[String],
+        seq: i64,
+    ) -> Result<Coverage>;
     /// Retained changes of `tables` above `after_seq`, ordered `(commit_seq, idx)`.
     fn list_source_changes(
         &self,

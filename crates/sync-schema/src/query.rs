@@ -1,0 +1,486 @@
+//! Registered (authoritative) query preparation (`storage-contract.md`
+//! §4.13): pure rewriting of SQLite-family positional SQL so that every
+//! reference to a synced table reads only the bound partition's rows.
+
+use std::collections::BTreeSet;
+
+use sync_core::{
+    AuthoritativeQueryRequest, CompiledSchema, CompiledTable, Error, ErrorCode, Result, SqlValue,
+};
+
+use crate::ddl::quote_ident;
+use crate::dialect::{Dialect, INTERNAL_COLUMNS};
+use crate::identifiers::is_reserved_name;
+
+/// A query ready to run: the rewritten SQL with the dialect's positional
+/// placeholders and the expanded parameter list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedQuery {
+    /// The SQL text (`?` on SQLite, `$1, $2, …` on Postgres).
+    pub sql: String,
+    /// Parameters in placeholder order; the partition at every rewritten
+    /// table reference.
+    pub params: Vec<SqlValue>,
+    /// The compiled names of the referenced tables, in order of first reference.
+    pub tables: Vec<String>,
+}
+
+/// Keywords that never start an alias after a table reference.
+const NOT_ALIASES: [&str; 20] = [
+    "ON",
+    "USING",
+    "WHERE",
+    "GROUP",
+    "ORDER",
+    "LIMIT",
+    "OFFSET",
+    "HAVING",
+    "WINDOW",
+    "UNION",
+    "EXCEPT",
+    "INTERSECT",
+    "JOIN",
+    "INNER",
+    "LEFT",
+    "RIGHT",
+    "FULL",
+    "CROSS",
+    "NATURAL",
+    "OUTER",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Space,
+    Comment,
+    Literal,
+    Word,
+    /// `"…"` (the only quoted form accepted in a relation position).
+    DoubleQuoted,
+    /// `` `…` `` or `[…]`.
+    OtherQuoted,
+    /// `?` (`None`) or `?N`; `Some(usize::MAX)` when `N` overflows.
+    Bind(Option<usize>),
+    Semicolon,
+    Dot,
+    OpenParen,
+    Other,
+}
+
+#[derive(Debug)]
+struct Token<'s> {
+    kind: Kind,
+    text: &'s str,
+}
+
+impl Token<'_> {
+    /// The unescaped name of a bare or quoted identifier token.
+    fn name(&self) -> Option<String> {
+        let inner = |t: &str| t.get(1..t.len().saturating_sub(1)).unwrap_or("").to_owned();
+        match self.kind {
+            Kind::Word => Some(self.text.to_owned()),
+            Kind::DoubleQuoted => Some(inner(self.text).replace("\"\"", "\"")),
+            Kind::OtherQuoted if self.text.starts_with('`') => {
+                Some(inner(self.text).replace("``", "`"))
+            }
+            Kind::OtherQuoted => Some(inner(self.text)),
+            _ => None,
+        }
+    }
+
+    fn is_keyword(&self, keyword: &str) -> bool {
+        self.kind == Kind::Word && self.text.eq_ignore_ascii_case(keyword)
+    }
+
+    fn is_significant(&self) -> bool {
+        !matches!(self.kind, Kind::Space | Kind::Comment)
+    }
+}
+
+fn rejected(reason: &str) -> Error {
+    Error::new(ErrorCode::QueryRejected).detail("reason", reason)
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// End (exclusive) of a quoted span opened at `start`; `doubled` enables the
+/// doubled-closer escape.
+fn close_quoted(bytes: &[u8], start: usize, close: u8, doubled: bool) -> Result<usize> {
+    let mut i = start + 1;
+    loop {
+        let offset = bytes[i..]
+            .iter()
+            .position(|&b| b == close)
+            .ok_or_else(|| rejected("unterminated_literal"))?;
+        let at = i + offset;
+        if doubled && bytes.get(at + 1) == Some(&close) {
+            i = at + 2;
+        } else {
+            return Ok(at + 1);
+        }
+    }
+}
+
+/// Splits the SQL into tokens; protected spans (literals, comments, quoted
+/// identifiers) are single tokens. Fails on an unterminated one.
+fn tokenize(sql: &str) -> Result<Vec<Token<'_>>> {
+    let bytes = sql.as_bytes();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        let next = bytes.get(i + 1).copied();
+        let kind = match bytes[i] {
+            b'\'' => {
+                i = close_quoted(bytes, i, b'\'', true)?;
+                Kind::Literal
+            }
+            b'"' => {
+                i = close_quoted(bytes, i, b'"', true)?;
+                Kind::DoubleQuoted
+            }
+            b'`' => {
+                i = close_quoted(bytes, i, b'`', true)?;
+                Kind::OtherQuoted
+            }
+            b'[' => {
+                i = close_quoted(bytes, i, b']', false)?;
+                Kind::OtherQuoted
+            }
+            b'-' if next == Some(b'-') => {
+                i = bytes[i..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(bytes.len(), |p| i + p);
+                Kind::Comment
+            }
+            b'/' if next == Some(b'*') => {
+                let end = sql[i + 2..]
+                    .find("*/")
+                    .ok_or_else(|| rejected("unterminated_literal"))?;
+                i += 2 + end + 2;
+                Kind::Comment
+            }
+            b'?' => {
+                i += 1;
+                let digits = bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+                let number =
+                    (digits > 0).then(|| sql[i..i + digits].parse::<usize>().unwrap_or(usize::MAX));
+                i += digits;
+                Kind::Bind(number)
+            }
+            b';' => {
+                i += 1;
+                Kind::Semicolon
+            }
+            b'.' => {
+                i += 1;
+                Kind::Dot
+            }
+            b'(' => {
+                i += 1;
+                Kind::OpenParen
+            }
+            b if b.is_ascii_whitespace() => {
+                i += bytes[i..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_whitespace())
+                    .count();
+                Kind::Space
+            }
+            b if is_word_byte(b) => {
+                i += bytes[i..].iter().take_while(|&&b| is_word_byte(b)).count();
+                Kind::Word
+            }
+            _ => {
+                i += 1;
+                Kind::Other
+            }
+        };
+        tokens.push(Token {
+            kind,
+            text: &sql[start..i],
+        });
+    }
+    Ok(tokens)
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_bare_identifier(text: &str) -> bool {
+    let mut bytes = text.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn find_table<'c>(schema: &'c CompiledSchema, name: &str) -> Option<&'c CompiledTable> {
+    schema
+        .tables
+        .iter()
+        .find(|t| t.name.eq_ignore_ascii_case(name))
+}
+
+/// One resolved table reference.
+struct Reference<'c> {
+    token: usize,
+    table: &'c CompiledTable,
+    /// The alias token and whether `AS` was written before it.
+    alias: Option<(usize, bool)>,
+}
+
+/// Prepares a registered query for `partition` against the ensured schema.
+///
+/// `sql` is SQLite-family positional SQL, `params` its parameters, `tables`
+/// the declared dependency set. Failures are `sync.storage.query_rejected`
+/// with `details.reason`: `unterminated_literal`, `multiple_statements`,
+/// `reserved_reference`, `unsupported_table_reference`,
+/// `table_metadata_mismatch`, `non_materialized_table`, `bind_mismatch` — in
+/// that order of precedence. (`unsupported_result_type` is decided by the
+/// Postgres dialect when it sees the result columns.)
+pub fn prepare_query(
+    schema: &CompiledSchema,
+    dialect: Dialect,
+    partition: &str,
+    sql: &str,
+    params: &[SqlValue],
+    tables: &[String],
+) -> Result<PreparedQuery> {
+    let tokens = tokenize(sql)?;
+    if tokens.iter().any(|t| t.kind == Kind::Semicolon) {
+        return Err(rejected("multiple_statements"));
+    }
+    if let Some(name) = tokens
+        .iter()
+        .filter_map(Token::name)
+        .find(|name| is_reserved_name(name))
+    {
+        return Err(rejected("reserved_reference").detail("identifier", name));
+    }
+    let references = resolve_references(schema, &tokens)?;
+    check_stray_tokens(schema, &tokens, &references)?;
+    let referenced = check_metadata(&references, tables)?;
+    if let Some(r) = references.iter().find(|r| !r.table.materialize) {
+        return Err(rejected("non_materialized_table").detail("table", &r.table.name));
+    }
+    let bind_values = resolve_binds(&tokens, params)?;
+    Ok(render(
+        dialect,
+        partition,
+        &tokens,
+        &references,
+        bind_values,
+        referenced,
+    ))
+}
+
+/// [`prepare_query`] for an [`AuthoritativeQueryRequest`].
+pub fn prepare_request(
+    schema: &CompiledSchema,
+    dialect: Dialect,
+    partition: &str,
+    request: &AuthoritativeQueryRequest,
+) -> Result<PreparedQuery> {
+    prepare_query(
+        schema,
+        dialect,
+        partition,
+        &request.sql,
+        &request.params,
+        &request.tables,
+    )
+}
+
+/// The relation positions: after `FROM` or `JOIN`, skipping whitespace,
+/// comments and `(`, a bare or double-quoted identifier naming a compiled
+/// table (ASCII case-insensitively), optionally followed by an alias.
+fn resolve_references<'c>(
+    schema: &'c CompiledSchema,
+    tokens: &[Token<'_>],
+) -> Result<Vec<Reference<'c>>> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| tokens[i].is_significant())
+        .collect();
+    let mut references = Vec::new();
+    for (k, &i) in significant.iter().enumerate() {
+        if !(tokens[i].is_keyword("FROM") || tokens[i].is_keyword("JOIN")) {
+            continue;
+        }
+        let mut m = k + 1;
+        while significant
+            .get(m)
+            .is_some_and(|&j| tokens[j].kind == Kind::OpenParen)
+        {
+            m += 1;
+        }
+        let Some(&candidate) = significant.get(m) else {
+            continue;
+        };
+        let token = &tokens[candidate];
+        let name = match token.kind {
+            Kind::Word if is_bare_identifier(token.text) => token.name(),
+            Kind::DoubleQuoted => token.name(),
+            _ => None,
+        };
+        let Some(table) = name.as_deref().and_then(|n| find_table(schema, n)) else {
+            continue;
+        };
+        let after = |offset: usize| significant.get(m + offset).map(|&j| (j, &tokens[j]));
+        if after(1).is_some_and(|(_, t)| t.kind == Kind::Dot) {
+            // `FROM tasks.x`: a schema-qualified name, never a partition-bound read.
+            return Err(rejected("unsupported_table_reference").detail("table", &table.name));
+        }
+        let alias = match after(1) {
+            Some((_, t)) if t.is_keyword("AS") => after(2)
+                .filter(|(_, a)| a.name().is_some())
+                .map(|(j, _)| (j, true)),
+            Some((j, t)) if t.name().is_some() && !is_not_alias(t) => Some((j, false)),
+            _ => None,
+        };
+        references.push(Reference {
+            token: candidate,
+            table,
+            alias,
+        });
+    }
+    Ok(references)
+}
+
+fn is_not_alias(token: &Token<'_>) -> bool {
+    NOT_ALIASES.iter().any(|k| token.is_keyword(k))
+}
+
+/// Any remaining identifier token naming a compiled table that is not a
+/// column qualifier (immediately followed by `.`).
+fn check_stray_tokens(
+    schema: &CompiledSchema,
+    tokens: &[Token<'_>],
+    references: &[Reference<'_>],
+) -> Result<()> {
+    let consumed: BTreeSet<usize> = references
+        .iter()
+        .flat_map(|r| std::iter::once(r.token).chain(r.alias.map(|(a, _)| a)))
+        .collect();
+    for (i, token) in tokens.iter().enumerate() {
+        if consumed.contains(&i) {
+            continue;
+        }
+        let Some(table) = token.name().and_then(|n| find_table(schema, &n)) else {
+            continue;
+        };
+        let qualifier = tokens.get(i + 1).is_some_and(|t| t.kind == Kind::Dot);
+        if !qualifier {
+            return Err(rejected("unsupported_table_reference").detail("table", &table.name));
+        }
+    }
+    Ok(())
+}
+
+/// Referenced tables must equal the declared dependency set; returns the
+/// referenced compiled names in order of first reference.
+fn check_metadata(references: &[Reference<'_>], tables: &[String]) -> Result<Vec<String>> {
+    let mut referenced: Vec<String> = Vec::new();
+    for r in references {
+        if !referenced.contains(&r.table.name) {
+            referenced.push(r.table.name.clone());
+        }
+    }
+    let listed = |name: &str| tables.iter().any(|t| t.eq_ignore_ascii_case(name));
+    if let Some(missing) = referenced.iter().find(|name| !listed(name)) {
+        return Err(rejected("table_metadata_mismatch").detail("table", missing));
+    }
+    if let Some(unused) = tables
+        .iter()
+        .find(|t| !referenced.iter().any(|r| r.eq_ignore_ascii_case(t)))
+    {
+        return Err(rejected("table_metadata_mismatch").detail("table", unused));
+    }
+    Ok(referenced)
+}
+
+/// The parameter of every bind token, in textual order.
+fn resolve_binds(tokens: &[Token<'_>], params: &[SqlValue]) -> Result<Vec<SqlValue>> {
+    let mut next = 1usize;
+    let mut used = vec![false; params.len()];
+    let mut values = Vec::new();
+    for token in tokens {
+        let Kind::Bind(number) = token.kind else {
+            continue;
+        };
+        let n = number.unwrap_or(next);
+        next = next.max(n.saturating_add(1));
+        if n == 0 || n > params.len() {
+            return Err(rejected("bind_mismatch").detail("bind", n));
+        }
+        used[n - 1] = true;
+        values.push(params[n - 1].clone());
+    }
+    if let Some(unused) = used.iter().position(|u| !u) {
+        return Err(rejected("bind_mismatch").detail("bind", unused + 1));
+    }
+    Ok(values)
+}
+
+enum Piece {
+    Text(String),
+    Bind(SqlValue),
+}
+
+fn render(
+    dialect: Dialect,
+    partition: &str,
+    tokens: &[Token<'_>],
+    references: &[Reference<'_>],
+    bind_values: Vec<SqlValue>,
+    referenced: Vec<String>,
+) -> PreparedQuery {
+    let mut binds = bind_values.into_iter();
+    let mut pieces = Vec::with_capacity(tokens.len());
+    for (i, token) in tokens.iter().enumerate() {
+        if let Some(r) = references.iter().find(|r| r.token == i) {
+            let columns: Vec<String> = r
+                .table
+                .columns
+                .iter()
+                .map(|c| quote_ident(&c.name))
+                .collect();
+            pieces.push(Piece::Text(format!(
+                "(SELECT {} FROM {} WHERE {} = ",
+                columns.join(", "),
+                quote_ident(&r.table.name),
+                quote_ident(INTERNAL_COLUMNS[0].name)
+            )));
+            pieces.push(Piece::Bind(SqlValue::Text(partition.to_owned())));
+            pieces.push(Piece::Text(")".to_owned()));
+            if r.alias.is_none() {
+                pieces.push(Piece::Text(format!(" AS {}", quote_ident(&r.table.name))));
+            }
+            continue;
+        }
+        if references.iter().any(|r| r.alias == Some((i, false))) {
+            pieces.push(Piece::Text("AS ".to_owned()));
+        }
+        match token.kind {
+            Kind::Bind(_) => pieces.push(Piece::Bind(binds.next().unwrap_or(SqlValue::Null))),
+            _ => pieces.push(Piece::Text(token.text.to_owned())),
+        }
+    }
+    let mut sql = String::new();
+    let mut params = Vec::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(text) => sql.push_str(&text),
+            Piece::Bind(value) => {
+                params.push(value);
+                sql.push_str(&dialect.placeholder(params.len()));
+            }
+        }
+    }
+    PreparedQuery {
+        sql,
+        params,
+        tables: referenced,
+    }
+}

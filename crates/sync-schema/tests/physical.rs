@@ -1,0 +1,262 @@
+//! Physical checks (`schema-and-migrations.md` §8): every reason, both dialects.
+
+mod support;
+
+use support::*;
+use sync_core::{CompiledTable, ErrorCode};
+use sync_schema::{check_physical, Dialect, ObservedColumn, ObservedIndex, ObservedTable};
+
+fn table(name: &str) -> CompiledTable {
+    fix1().table(name).unwrap().clone()
+}
+
+/// Applies `edit` to the as-created state of a FIX1 table and returns the
+/// failure details `(reason, column-or-index, expected, actual)`.
+fn failure(
+    name: &str,
+    dialect: Dialect,
+    edit: impl FnOnce(&mut ObservedTable),
+) -> (String, Option<String>, Option<String>, Option<String>) {
+    let compiled = table(name);
+    let mut observed = ObservedTable::as_created(&compiled, dialect);
+    edit(&mut observed);
+    let error = check_physical(&compiled, &observed, dialect).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::PhysicalLayoutMismatch, "{error:?}");
+    assert_eq!(error.get_detail("table"), Some(name));
+    let get = |k: &str| error.get_detail(k).map(str::to_owned);
+    (
+        get("reason").unwrap(),
+        get("column").or_else(|| get("index")),
+        get("expected"),
+        get("actual"),
+    )
+}
+
+fn column<'a>(observed: &'a mut ObservedTable, name: &str) -> &'a mut ObservedColumn {
+    observed
+        .columns
+        .iter_mut()
+        .find(|c| c.name == name)
+        .unwrap()
+}
+
+#[test]
+fn freshly_created_tables_pass_in_both_dialects() {
+    for dialect in Dialect::ALL {
+        for t in &fix1().tables {
+            check_physical(t, &ObservedTable::as_created(t, dialect), dialect).unwrap();
+        }
+    }
+}
+
+#[test]
+fn extra_columns_and_operator_indexes_are_tolerated() {
+    for dialect in Dialect::ALL {
+        let tasks = table("tasks");
+        let mut observed = ObservedTable::as_created(&tasks, dialect);
+        observed
+            .columns
+            .push(ObservedColumn::new("ops_note", "TEXT"));
+        observed.indexes.push(ObservedIndex {
+            name: "ops_tasks_tuning".into(),
+            unique: false,
+            columns: vec!["done".into()],
+        });
+        check_physical(&tasks, &observed, dialect).unwrap();
+        // SQLite declared types compare case-insensitively.
+        if dialect == Dialect::Sqlite {
+            column(&mut observed, "priority").declared_type = "integer".into();
+            check_physical(&tasks, &observed, dialect).unwrap();
+        }
+    }
+}
+
+#[test]
+fn missing_table() {
+    let tasks = table("tasks");
+    let error =
+        check_physical(&tasks, &ObservedTable::absent("tasks"), Dialect::Sqlite).unwrap_err();
+    assert_eq!(error.get_detail("reason"), Some("missing_table"));
+    assert_eq!(error.get_detail("table"), Some("tasks"));
+}
+
+#[test]
+fn missing_internal_and_application_columns() {
+    for dialect in Dialect::ALL {
+        let (reason, column, ..) = failure("tasks", dialect, |o| {
+            o.columns.retain(|c| c.name != "_sync_scopes")
+        });
+        assert_eq!(
+            (reason.as_str(), column.as_deref()),
+            ("missing_column", Some("_sync_scopes"))
+        );
+        let (reason, column, ..) = failure("tasks", dialect, |o| {
+            o.columns.retain(|c| c.name != "priority")
+        });
+        assert_eq!(
+            (reason.as_str(), column.as_deref()),
+            ("missing_column", Some("priority"))
+        );
+        // Non-materialized tables need no application columns.
+        let secrets = table("secrets");
+        check_physical(
+            &secrets,
+            &ObservedTable::as_created(&secrets, dialect),
+            dialect,
+        )
+        .unwrap();
+        let (reason, column, ..) = failure("secrets", dialect, |o| {
+            o.columns.retain(|c| c.name != "_sync_payload")
+        });
+        assert_eq!(
+            (reason.as_str(), column.as_deref()),
+            ("missing_column", Some("_sync_payload"))
+        );
+    }
+}
+
+#[test]
+fn internal_and_application_types() {
+    let cases = [
+        (Dialect::Sqlite, "_sync_payload", "TEXT", "BLOB"),
+        (Dialect::Postgres, "_sync_scopes", "text", "JSONB"),
+        (Dialect::Sqlite, "priority", "TEXT", "INTEGER"),
+        (Dialect::Postgres, "meta", "json", "JSONB"),
+        (Dialect::Postgres, "score", "real", "DOUBLE PRECISION"),
+    ];
+    for (dialect, name, actual_type, expected_type) in cases {
+        let (reason, column, expected, actual) = failure("tasks", dialect, |o| {
+            column(o, name).declared_type = actual_type.into();
+        });
+        assert_eq!(reason, "type");
+        assert_eq!(column.as_deref(), Some(name));
+        assert_eq!(expected.as_deref(), Some(expected_type));
+        assert_eq!(actual.as_deref(), Some(actual_type));
+    }
+}
+
+#[test]
+fn nullability() {
+    for dialect in Dialect::ALL {
+        let (reason, column, expected, actual) = failure("tasks", dialect, |o| {
+            column(o, "_sync_server_version").not_null = false;
+        });
+        assert_eq!(reason, "nullability");
+        assert_eq!(column.as_deref(), Some("_sync_server_version"));
+        assert_eq!(
+            (expected.as_deref(), actual.as_deref()),
+            (Some("not null"), Some("nullable"))
+        );
+        // C-032: a NOT NULL extra column on a non-materialized table.
+        let (reason, column, expected, actual) = failure("secrets", dialect, |o| {
+            o.columns.push(ObservedColumn {
+                not_null: true,
+                ..ObservedColumn::new("extra", "TEXT")
+            });
+        });
+        assert_eq!(reason, "nullability");
+        assert_eq!(column.as_deref(), Some("extra"));
+        assert_eq!(
+            (expected.as_deref(), actual.as_deref()),
+            (Some("nullable"), Some("not null"))
+        );
+    }
+    // A NOT NULL application column on a materialized table is fine.
+    let tasks = table("tasks");
+    let mut observed = ObservedTable::as_created(&tasks, Dialect::Sqlite);
+    column(&mut observed, "priority").not_null = true;
+    check_physical(&tasks, &observed, Dialect::Sqlite).unwrap();
+}
+
+#[test]
+fn primary_key() {
+    for dialect in Dialect::ALL {
+        let (reason, _, expected, actual) = failure("docs", dialect, |o| {
+            column(o, "_sync_partition").primary_key_position = 2;
+            column(o, "_sync_row_id").primary_key_position = 1;
+        });
+        assert_eq!(reason, "primary_key");
+        assert_eq!(expected.as_deref(), Some("_sync_partition, _sync_row_id"));
+        assert_eq!(actual.as_deref(), Some("_sync_row_id, _sync_partition"));
+        let (reason, ..) = failure("docs", dialect, |o| {
+            column(o, "id").primary_key_position = 3;
+        });
+        assert_eq!(reason, "primary_key");
+    }
+}
+
+#[test]
+fn postgres_key_collation() {
+    let (reason, column_name, expected, actual) = failure("tasks", Dialect::Postgres, |o| {
+        column(o, "_sync_row_id").collation = Some("POSIX".into());
+    });
+    assert_eq!(reason, "collation");
+    assert_eq!(column_name.as_deref(), Some("_sync_row_id"));
+    assert_eq!(
+        (expected.as_deref(), actual.as_deref()),
+        (Some("C"), Some("POSIX"))
+    );
+    let (reason, _, _, actual) = failure("tasks", Dialect::Postgres, |o| {
+        column(o, "_sync_partition").collation = None;
+    });
+    assert_eq!(reason, "collation");
+    assert_eq!(actual.as_deref(), Some("default"));
+    // SQLite does not check collations.
+    let tasks = table("tasks");
+    let mut observed = ObservedTable::as_created(&tasks, Dialect::Sqlite);
+    column(&mut observed, "_sync_row_id").collation = Some("NOCASE".into());
+    check_physical(&tasks, &observed, Dialect::Sqlite).unwrap();
+}
+
+#[test]
+fn missing_index_and_index_definition() {
+    for dialect in Dialect::ALL {
+        let (reason, index, ..) = failure("tasks", dialect, |o| {
+            o.indexes.retain(|i| i.name != "sync_ix_tasks_by_title")
+        });
+        assert_eq!(
+            (reason.as_str(), index.as_deref()),
+            ("missing_index", Some("sync_ix_tasks_by_title"))
+        );
+        // C-031: the unique index recreated non-unique with the same columns.
+        let (reason, index, expected, actual) = failure("tasks", dialect, |o| {
+            o.indexes
+                .iter_mut()
+                .find(|i| i.name == "sync_ix_tasks_by_project_title")
+                .unwrap()
+                .unique = false;
+        });
+        assert_eq!(reason, "index_definition");
+        assert_eq!(index.as_deref(), Some("sync_ix_tasks_by_project_title"));
+        assert_eq!(
+            expected.as_deref(),
+            Some("UNIQUE (\"_sync_partition\", \"project_id\", \"title\")")
+        );
+        assert_eq!(
+            actual.as_deref(),
+            Some("(\"_sync_partition\", \"project_id\", \"title\")")
+        );
+        // A legacy index without the leading partition column (not upgraded).
+        let (reason, ..) = failure("tasks", dialect, |o| {
+            o.indexes
+                .iter_mut()
+                .find(|i| i.name == "sync_ix_tasks_by_title")
+                .unwrap()
+                .columns = vec!["title".into()];
+        });
+        assert_eq!(reason, "index_definition");
+    }
+    // Non-materialized tables carry no declared index.
+    let mut secrets_json: serde_json::Value = serde_json::from_str(FIX1).unwrap();
+    secrets_json["tables"][2]["indexes"] =
+        serde_json::json!([{"name": "sec_ix", "columns": ["body"]}]);
+    let schema = compiled(&secrets_json.to_string());
+    let secrets = schema.table("secrets").unwrap();
+    assert!(!secrets.materialize);
+    check_physical(
+        secrets,
+        &ObservedTable::as_created(secrets, Dialect::Sqlite),
+        Dialect::Sqlite,
+    )
+    .unwrap();
+}

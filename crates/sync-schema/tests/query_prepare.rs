@@ -1,0 +1,374 @@
+//! Registered-query preparation (`storage-contract.md` §4.13): the test
+//! vector, every failure reason and the Postgres `$n` conversion.
+
+mod support;
+
+use serde_json::json;
+use support::*;
+use sync_core::{CompiledSchema, ErrorCode, SqlValue};
+use sync_schema::{prepare_query, prepare_request, Dialect, PreparedQuery};
+
+/// `tasks(id, project_id, title)` of the test vector, a second materialized
+/// table `docs(id, org_id)` and a non-materialized `vault`.
+fn schema() -> CompiledSchema {
+    compiled(&schema_text(vec![
+        json!({
+            "name": "tasks",
+            "primaryKey": "id",
+            "columns": [
+                {"name": "id", "type": "string"},
+                {"name": "project_id", "type": "string"},
+                {"name": "title", "type": "string"}
+            ],
+            "scopes": ["project:{project_id}"]
+        }),
+        json!({
+            "name": "docs",
+            "primaryKey": "id",
+            "columns": [{"name": "id", "type": "string"}, {"name": "org_id", "type": "string"}],
+            "scopes": ["org:{org_id}"]
+        }),
+        json!({
+            "name": "vault",
+            "primaryKey": "id",
+            "columns": [
+                {"name": "id", "type": "string"},
+                {"name": "org_id", "type": "string"},
+                {"name": "blob", "type": "bytes", "encrypted": true}
+            ],
+            "scopes": ["org:{org_id}"]
+        }),
+    ]))
+}
+
+const VECTOR_SQL: &str = "SELECT id, '?; FROM tasks' AS lit FROM tasks /* ? FROM tasks */ WHERE project_id = ?1 -- ? FROM tasks\n  OR title = ?1";
+
+const TASKS_SUBQUERY: &str =
+    "(SELECT \"id\", \"project_id\", \"title\" FROM \"tasks\" WHERE \"_sync_partition\" = ?)";
+
+fn text(s: &str) -> SqlValue {
+    SqlValue::Text(s.to_owned())
+}
+
+fn prepare(
+    dialect: Dialect,
+    sql: &str,
+    params: &[SqlValue],
+    tables: &[&str],
+) -> sync_core::Result<PreparedQuery> {
+    let tables: Vec<String> = tables.iter().map(|t| (*t).to_owned()).collect();
+    prepare_query(&schema(), dialect, "part-1", sql, params, &tables)
+}
+
+fn ok(sql: &str, params: &[SqlValue], tables: &[&str]) -> PreparedQuery {
+    prepare(Dialect::Sqlite, sql, params, tables).unwrap()
+}
+
+fn reason(sql: &str, params: &[SqlValue], tables: &[&str]) -> String {
+    let error = prepare(Dialect::Sqlite, sql, params, tables).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::QueryRejected, "{error:?}");
+    assert_eq!(
+        error.message(),
+        "registered query does not match its metadata",
+        "fixed message, no data"
+    );
+    error.get_detail("reason").unwrap().to_owned()
+}
+
+#[test]
+fn test_vector_prepares_exactly() {
+    let prepared = ok(VECTOR_SQL, &[text("p1")], &["tasks"]);
+    assert_eq!(
+        prepared.sql,
+        "SELECT id, '?; FROM tasks' AS lit FROM (SELECT \"id\", \"project_id\", \"title\" FROM \"tasks\" WHERE \"_sync_partition\" = ?) AS \"tasks\" /* ? FROM tasks */ WHERE project_id = ? -- ? FROM tasks\n  OR title = ?"
+    );
+    assert_eq!(prepared.params, [text("part-1"), text("p1"), text("p1")]);
+    assert_eq!(prepared.tables, ["tasks"]);
+}
+
+#[test]
+fn postgres_numbers_placeholders_and_leaves_protected_question_marks() {
+    let prepared = prepare(Dialect::Postgres, VECTOR_SQL, &[text("p1")], &["tasks"]).unwrap();
+    assert_eq!(
+        prepared.sql,
+        "SELECT id, '?; FROM tasks' AS lit FROM (SELECT \"id\", \"project_id\", \"title\" FROM \"tasks\" WHERE \"_sync_partition\" = $1) AS \"tasks\" /* ? FROM tasks */ WHERE project_id = $2 -- ? FROM tasks\n  OR title = $3"
+    );
+    assert_eq!(prepared.params, [text("part-1"), text("p1"), text("p1")]);
+    let prepared = prepare(
+        Dialect::Postgres,
+        "SELECT \"a?b\", `c?`, [d?] FROM tasks WHERE title = ? AND id = ?",
+        &[text("x"), text("y")],
+        &["tasks"],
+    )
+    .unwrap();
+    assert_eq!(
+        prepared.sql,
+        "SELECT \"a?b\", `c?`, [d?] FROM (SELECT \"id\", \"project_id\", \"title\" FROM \"tasks\" WHERE \"_sync_partition\" = $1) AS \"tasks\" WHERE title = $2 AND id = $3"
+    );
+}
+
+#[test]
+fn prepare_request_uses_the_request_fields() {
+    let request = sync_core::AuthoritativeQueryRequest {
+        sql: VECTOR_SQL.to_owned(),
+        params: vec![text("p1")],
+        tables: vec!["tasks".to_owned()],
+    };
+    let prepared = prepare_request(&schema(), Dialect::Sqlite, "part-1", &request).unwrap();
+    assert_eq!(prepared, ok(VECTOR_SQL, &[text("p1")], &["tasks"]));
+}
+
+#[test]
+fn aliases_are_kept_as_written() {
+    let p = ok(
+        "SELECT t.id FROM tasks t WHERE t.title = ?",
+        &[text("a")],
+        &["tasks"],
+    );
+    assert_eq!(
+        p.sql,
+        format!("SELECT t.id FROM {TASKS_SUBQUERY} AS t WHERE t.title = ?")
+    );
+    let p = ok("SELECT T.id FROM tasks AS T", &[], &["tasks"]);
+    assert_eq!(p.sql, format!("SELECT T.id FROM {TASKS_SUBQUERY} AS T"));
+    let p = ok(
+        "SELECT x.id FROM \"tasks\" /* c */ AS \"x\" LEFT JOIN docs ON docs.id = x.id",
+        &[],
+        &["tasks", "docs"],
+    );
+    assert_eq!(
+        p.sql,
+        format!("SELECT x.id FROM {TASKS_SUBQUERY} /* c */ AS \"x\" LEFT JOIN (SELECT \"id\", \"org_id\" FROM \"docs\" WHERE \"_sync_partition\" = ?) AS \"docs\" ON docs.id = x.id")
+    );
+    assert_eq!(p.params, [text("part-1"), text("part-1")]);
+    assert_eq!(p.tables, ["tasks", "docs"]);
+    // A non-alias keyword is never taken as an alias.
+    let p = ok("SELECT id FROM tasks ORDER BY id LIMIT 3", &[], &["tasks"]);
+    assert_eq!(
+        p.sql,
+        format!("SELECT id FROM {TASKS_SUBQUERY} AS \"tasks\" ORDER BY id LIMIT 3")
+    );
+}
+
+#[test]
+fn table_names_resolve_case_insensitively_and_through_parentheses() {
+    let p = ok("SELECT id FROM TASKS", &[], &["tasks"]);
+    assert_eq!(
+        p.sql,
+        format!("SELECT id FROM {TASKS_SUBQUERY} AS \"tasks\"")
+    );
+    assert_eq!(p.tables, ["tasks"]);
+    let p = ok("SELECT id FROM ( Tasks ) x", &[], &["TASKS"]);
+    assert_eq!(
+        p.sql,
+        format!("SELECT id FROM ( {TASKS_SUBQUERY} AS \"tasks\" ) x")
+    );
+    let p = ok("SELECT id FROM (SELECT id FROM tasks) sub", &[], &["tasks"]);
+    assert_eq!(
+        p.sql,
+        format!("SELECT id FROM (SELECT id FROM {TASKS_SUBQUERY} AS \"tasks\") sub")
+    );
+}
+
+#[test]
+fn binds_number_like_sqlite() {
+    // ?2 then anonymous continues after the highest number used.
+    let p = ok(
+        "SELECT id FROM tasks WHERE title = ?2 OR title = ? OR id = ?1",
+        &[text("a"), text("b"), text("c")],
+        &["tasks"],
+    );
+    assert_eq!(p.params, [text("part-1"), text("b"), text("c"), text("a")]);
+    let p = ok(
+        "SELECT id FROM tasks WHERE id = ? OR id = ? OR title = ?1",
+        &[SqlValue::Integer(1), SqlValue::Null],
+        &["tasks"],
+    );
+    assert_eq!(
+        p.params,
+        [
+            text("part-1"),
+            SqlValue::Integer(1),
+            SqlValue::Null,
+            SqlValue::Integer(1)
+        ]
+    );
+}
+
+#[test]
+fn unterminated_literal_comment_or_identifier() {
+    for sql in [
+        "SELECT 'abc FROM tasks",
+        "SELECT 'it''s FROM tasks",
+        "SELECT id FROM tasks /* open",
+        "SELECT \"id FROM tasks",
+        "SELECT `id FROM tasks",
+        "SELECT [id FROM tasks",
+    ] {
+        assert_eq!(
+            reason(sql, &[], &["tasks"]),
+            "unterminated_literal",
+            "{sql}"
+        );
+    }
+    // A line comment may end the input.
+    ok("SELECT id FROM tasks -- trailing", &[], &["tasks"]);
+    ok("SELECT 'it''s' FROM tasks", &[], &["tasks"]);
+}
+
+#[test]
+fn multiple_statements() {
+    for sql in [
+        "SELECT id FROM tasks; SELECT id FROM tasks",
+        "SELECT id FROM tasks;",
+        "SELECT 1; DROP TABLE tasks",
+    ] {
+        assert_eq!(reason(sql, &[], &["tasks"]), "multiple_statements", "{sql}");
+    }
+    // `;` inside protected spans is fine.
+    ok("SELECT ';', \";\" FROM tasks /* ; */ -- ;", &[], &["tasks"]);
+}
+
+#[test]
+fn reserved_references() {
+    for sql in [
+        "SELECT _sync_payload FROM tasks",
+        "SELECT id FROM tasks JOIN sync_commits c ON 1",
+        "SELECT id FROM \"SYNC_changes\"",
+        "SELECT [_sync_scopes] FROM tasks",
+        "SELECT `sync_x` FROM tasks",
+        "SELECT t._Synchronize FROM tasks t",
+    ] {
+        assert_eq!(reason(sql, &[], &["tasks"]), "reserved_reference", "{sql}");
+    }
+    // Inside literals and comments nothing is reserved.
+    ok(
+        "SELECT 'sync_x' FROM tasks /* _sync */ -- sync_",
+        &[],
+        &["tasks"],
+    );
+}
+
+#[test]
+fn unsupported_table_references() {
+    for sql in [
+        "SELECT t.id FROM tasks t, docs d",
+        "SELECT id FROM main.tasks",
+        "SELECT id FROM public.tasks",
+        "SELECT id FROM [tasks]",
+        "SELECT id FROM `tasks`",
+        "SELECT id FROM tasks.other",
+        "SELECT id FROM tasks WHERE id IN (SELECT id FROM x, tasks)",
+        "SELECT tasks FROM docs",
+    ] {
+        assert_eq!(
+            reason(sql, &[], &["tasks", "docs"]),
+            "unsupported_table_reference",
+            "{sql}"
+        );
+    }
+    // Column qualifiers are fine.
+    ok(
+        "SELECT tasks.id, \"tasks\".title FROM tasks",
+        &[],
+        &["tasks"],
+    );
+}
+
+#[test]
+fn table_metadata_mismatch() {
+    assert_eq!(
+        reason("SELECT id FROM tasks", &[], &[]),
+        "table_metadata_mismatch"
+    );
+    assert_eq!(
+        reason("SELECT id FROM tasks", &[], &["tasks", "docs"]),
+        "table_metadata_mismatch"
+    );
+    assert_eq!(
+        reason("SELECT id FROM tasks", &[], &["nope"]),
+        "table_metadata_mismatch"
+    );
+    let error = prepare(
+        Dialect::Sqlite,
+        "SELECT id FROM tasks JOIN docs",
+        &[],
+        &["tasks"],
+    )
+    .unwrap_err();
+    assert_eq!(error.get_detail("table"), Some("docs"));
+}
+
+#[test]
+fn non_materialized_table() {
+    assert_eq!(
+        reason("SELECT id FROM vault", &[], &["vault"]),
+        "non_materialized_table"
+    );
+}
+
+#[test]
+fn bind_mismatch() {
+    let sql = "SELECT id FROM tasks WHERE title = ?2";
+    assert_eq!(reason(sql, &[text("a")], &["tasks"]), "bind_mismatch");
+    assert_eq!(
+        reason(sql, &[text("a"), text("b")], &["tasks"]),
+        "bind_mismatch",
+        "param 1 unused"
+    );
+    assert_eq!(
+        reason(
+            "SELECT id FROM tasks WHERE title = ?0",
+            &[text("a")],
+            &["tasks"]
+        ),
+        "bind_mismatch"
+    );
+    assert_eq!(
+        reason("SELECT id FROM tasks WHERE title = ?", &[], &["tasks"]),
+        "bind_mismatch"
+    );
+    assert_eq!(
+        reason("SELECT id FROM tasks", &[text("a")], &["tasks"]),
+        "bind_mismatch"
+    );
+    assert_eq!(
+        reason(
+            "SELECT id FROM tasks WHERE title = ?99999999999999999999999",
+            &[text("a")],
+            &["tasks"]
+        ),
+        "bind_mismatch"
+    );
+}
+
+#[test]
+fn failure_reasons_take_precedence_in_rule_order() {
+    // Unterminated beats everything.
+    assert_eq!(reason("SELECT sync_x; '", &[], &[]), "unterminated_literal");
+    // Multiple statements beat reserved names.
+    assert_eq!(
+        reason("SELECT sync_x; SELECT 1", &[], &[]),
+        "multiple_statements"
+    );
+    // Reserved names beat table checks.
+    assert_eq!(
+        reason("SELECT _sync_row_id FROM main.tasks", &[], &[]),
+        "reserved_reference"
+    );
+    // Unsupported references beat metadata.
+    assert_eq!(
+        reason("SELECT id FROM main.tasks", &[], &["docs"]),
+        "unsupported_table_reference"
+    );
+    // Metadata beats materialization and binds.
+    assert_eq!(
+        reason("SELECT id FROM vault WHERE id = ?3", &[], &[]),
+        "table_metadata_mismatch"
+    );
+    // Materialization beats binds.
+    assert_eq!(
+        reason("SELECT id FROM vault WHERE id = ?3", &[], &["vault"]),
+        "non_materialized_table"
+    );
+}
