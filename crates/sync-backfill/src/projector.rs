@@ -1,0 +1,70 @@
+//! The projection a backfill maintains, and helpers to write it.
+
+use sync_core::{NewChange, Result, StorageTransaction, StoredRow, StoredScopes};
+
+/// One source row to re-derive.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceRowRef {
+    /// Source table.
+    pub table: String,
+    /// Row id.
+    pub row_id: String,
+}
+
+/// A derived projection (a column or a table) computed from source tables.
+pub trait Projector: Send + Sync {
+    /// Source tables the projection is derived from (the coverage set).
+    fn sources(&self) -> &[String];
+
+    /// Re-derives the projection for `rows` inside `tx` (the partition lock is
+    /// held): reads the current source state through `tx` (absent = deleted),
+    /// writes or deletes projection rows through `tx`, and returns the changes
+    /// to log (possibly none).
+    fn project(
+        &self,
+        tx: &mut dyn StorageTransaction,
+        rows: &[SourceRowRef],
+    ) -> Result<Vec<NewChange>>;
+}
+
+/// Writes a projection row with `server_version = old + 1` (or 1) and returns
+/// the upsert change to log.
+pub fn project_upsert(
+    tx: &mut dyn StorageTransaction,
+    table: &str,
+    row_id: &str,
+    payload: Vec<u8>,
+    scopes: StoredScopes,
+) -> Result<NewChange> {
+    let version = tx
+        .get_row(table, row_id)?
+        .map_or(1, |row| row.server_version.saturating_add(1));
+    let row = StoredRow {
+        row_id: row_id.to_owned(),
+        server_version: version,
+        scopes,
+        payload,
+    };
+    tx.upsert_row(table, &row, None)?;
+    Ok(NewChange::upsert(
+        table,
+        row_id,
+        version,
+        row.scopes,
+        row.payload,
+    ))
+}
+
+/// Deletes a projection row; returns the delete change carrying its stored
+/// scopes, or `None` when the row was absent.
+pub fn project_delete(
+    tx: &mut dyn StorageTransaction,
+    table: &str,
+    row_id: &str,
+) -> Result<Option<NewChange>> {
+    let Some(row) = tx.get_row(table, row_id)? else {
+        return Ok(None);
+    };
+    tx.delete_row(table, row_id)?;
+    Ok(Some(NewChange::delete(table, row_id, row.scopes)))
+}
