@@ -1,1 +1,39 @@
-fn main() {}
+//! `cargo xtask`: the project's automation as a plain Rust binary.
+//!
+//! - `cargo xtask test` — every test of the workspace, both dialects
+//!   (checks that PostgreSQL answers first, and fails loudly when it does not).
+//! - `cargo xtask conformance` — the conformance suite per dialect.
+
+mod postgres_server;
+mod test;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "syncstore project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every test of the workspace on both dialects.
+    Test(test::TestArgs),
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Test(args) => test::run(&args).map(|()| 0),
+    };
+    match result {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

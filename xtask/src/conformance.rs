@@ -1,0 +1,123 @@
+//! `cargo xtask conformance`: the conformance suite per dialect
+//! (`conformance-checklist.md` §0.1).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde_json::Value;
+use sync_conformance::{run_suite, selected_checks, Harness, RunOptions, SuiteReport};
+
+use crate::postgres_server;
+
+/// Which harnesses run.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DialectChoice {
+    /// Embedded SQLite.
+    Sqlite,
+    /// PostgreSQL at `--pg-url`.
+    Postgres,
+    /// Both.
+    All,
+}
+
+/// Options of `cargo xtask conformance`.
+#[derive(Args)]
+pub struct ConformanceArgs {
+    /// Which harnesses run.
+    #[arg(long, value_enum, default_value = "all")]
+    dialect: DialectChoice,
+    /// PostgreSQL server (default: $SYNCSTORE_PG_URL or the local server).
+    #[arg(long)]
+    pg_url: Option<String>,
+    /// Run checks whose ID or group starts with this prefix.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Print IDs, groups and titles; run nothing.
+    #[arg(long)]
+    list: bool,
+    /// Checks running in parallel (default: CPU count).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Write a JUnit XML report.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Print one JSON document on stdout (an array with `--dialect all`).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Exit codes: 0 all passed, 1 a check failed, 2 setup error.
+pub fn run(args: &ConformanceArgs) -> Result<i32> {
+    let dialects: &[&str] = match args.dialect {
+        DialectChoice::Sqlite => &["sqlite"],
+        DialectChoice::Postgres => &["postgres"],
+        DialectChoice::All => &["sqlite", "postgres"],
+    };
+    if args.list {
+        for dialect in dialects {
+            for check in selected_checks(dialect, args.filter.as_deref()) {
+                println!("{} {} {} — {}", check.id, dialect, check.group, check.title);
+            }
+        }
+        return Ok(0);
+    }
+    let mut options = RunOptions {
+        filter: args.filter.clone(),
+        ..RunOptions::default()
+    };
+    if let Some(threads) = args.threads {
+        options.threads = threads.max(1);
+    }
+    let mut reports = Vec::new();
+    for dialect in dialects {
+        let harness: Box<dyn Harness> = match *dialect {
+            "sqlite" => Box::new(sync_sqlite::harness::SqliteHarness::new()),
+            _ => {
+                let url = postgres_server::url(args.pg_url.as_deref());
+                if let Err(error) = postgres_server::require(&url) {
+                    eprintln!("error: {error:#}");
+                    return Ok(2);
+                }
+                Box::new(sync_postgres::harness::PostgresHarness::new(&url))
+            }
+        };
+        let report = run_suite(harness.as_ref(), &options);
+        if !args.json {
+            for line in report.lines() {
+                println!("{line}");
+            }
+            println!("{}", report.summary_line());
+        }
+        reports.push(report);
+    }
+    if args.json {
+        let document = match reports.as_slice() {
+            [single] if args.dialect != DialectChoice::All => single.to_json(),
+            many => Value::Array(many.iter().map(SuiteReport::to_json).collect()),
+        };
+        println!("{document}");
+    }
+    if let Some(path) = &args.junit {
+        let xml: String = reports.iter().map(SuiteReport::to_junit).collect();
+        let document = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n{xml}</testsuites>\n");
+        std::fs::write(path, document).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if reports.iter().all(SuiteReport::passed) {
+        Ok(0)
+    } else {
+        Ok(1)
+    }
+}
+
+/// Fails when nothing was selected (a typo in `--filter` must not pass silently).
+pub fn ensure_selected(args: &ConformanceArgs) -> Result<()> {
+    if let Some(filter) = &args.filter {
+        if selected_checks("sqlite", Some(filter)).is_empty()
+            && selected_checks("postgres", Some(filter)).is_empty()
+        {
+            bail!("--filter {filter:?} selects no check");
+        }
+    }
+    Ok(())
+}
