@@ -1,1 +1,73 @@
-//! The SQLite dialect of the syncstore storage layer.
+//! `sync-sqlite`: the SQLite dialect of the syncstore storage layer — a
+//! complete implementation of [`sync_core::ServerStorage`] and
+//! [`sync_core::StorageTransaction`] on one SQLite database file.
+//!
+//! It is for embedding the server storage in a single process (or a few
+//! processes sharing one file): every write of every partition is
+//! serialized through one writer connection under `BEGIN IMMEDIATE`, reads
+//! run on a reader pool in WAL mode and see committed state only. It is not
+//! for in-memory databases (a writer and readers cannot share one without
+//! shared-cache locking) and not a general SQLite toolkit: every statement
+//! it issues is one of the shapes pinned by the specification
+//! (`tables.md`, `dialects.md`).
+//!
+//! ```no_run
+//! use sync_sqlite::{SqliteConfig, SqliteStorage};
+//! use sync_core::ServerStorage;
+//!
+//! # fn main() -> sync_core::Result<()> {
+//! let storage = SqliteStorage::open("app.db", SqliteConfig::default())?;
+//! assert!(storage.capabilities().reactions);
+//! # Ok(())
+//! # }
+//! ```
+#![deny(rust_2018_idioms)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod admin;
+mod blobs;
+mod bootstrap;
+mod checkpoints;
+mod clients;
+mod commit_log;
+mod config;
+mod ddl;
+mod ensure;
+mod errors;
+mod gate;
+mod introspect;
+mod pools;
+mod pruning;
+mod push_results;
+mod query;
+mod reactions;
+mod reads;
+mod registry;
+mod rows;
+mod scopes;
+mod sql;
+mod state;
+mod storage;
+mod transaction;
+mod values;
+
+#[cfg(feature = "conformance")]
+pub mod harness;
+
+pub use config::{SqliteConfig, Synchronous};
+pub use storage::SqliteStorage;
+pub use transaction::SqliteTransaction;
+
+/// The SQL text of the hot paths, shared with plan inspection (the
+/// conformance harness runs `EXPLAIN QUERY PLAN` on exactly these).
+pub mod hot_path_sql {
+    pub use crate::blobs::BLOB_CANDIDATES;
+    pub use crate::bootstrap::{FENCE_TRIGGER_NAME, FENCE_TRIGGER_SQL};
+    pub use crate::checkpoints::{coverage_probe_sql, coverage_seq_sql};
+    pub use crate::gate::SERVE_GATE;
+    pub use crate::reads::{
+        index_lookup_sql, scan_candidates_sql, scan_page_sql, window_candidates_sql,
+        window_page_sql,
+    };
+    pub use crate::scopes::DELETE_ROW_SCOPES_EXACT;
+}

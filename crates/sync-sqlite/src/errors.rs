@@ -1,0 +1,145 @@
+//! Driver error → coded error classification (`storage-contract.md` §3.3,
+//! `dialects.md` §1).
+//!
+//! The fence check runs first: the trigger's `RAISE(ABORT)` surfaces as a
+//! constraint-class error and must never become a constraint violation.
+//! Constraint errors are `constraint_violation` only in `upsert_row` and
+//! `duplicate_reaction` only in `enqueue_reactions`; busy and locked are
+//! `busy`; everything else is `backend`.
+
+use rusqlite::ffi;
+use sync_core::{Error, ErrorCode};
+
+/// The message the writer-fence trigger raises.
+pub(crate) const FENCE_MESSAGE: &str = "sync.storage.writer_fence_rejected";
+
+/// Where a driver error happened; decides how constraint errors are coded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Context {
+    /// Any statement: constraint errors are backend errors.
+    Statement,
+    /// The row write of `upsert_row`, with the caller's operation index.
+    UpsertRow(Option<u32>),
+    /// The inserts of `enqueue_reactions`.
+    EnqueueReactions,
+}
+
+/// Classifies a driver error.
+pub(crate) fn classify(error: rusqlite::Error, context: Context) -> Error {
+    if is_fence_rejection(&error) {
+        return Error::new(ErrorCode::WriterFenceRejected).source_error(error);
+    }
+    let (code, extended) = match &error {
+        rusqlite::Error::SqliteFailure(e, _) => (Some(e.code), e.extended_code),
+        _ => (None, 0),
+    };
+    match (code, context) {
+        (Some(ffi::ErrorCode::DatabaseBusy | ffi::ErrorCode::DatabaseLocked), _) => {
+            Error::busy(error)
+        }
+        (Some(ffi::ErrorCode::ConstraintViolation), Context::UpsertRow(op_index)) => {
+            Error::new(ErrorCode::ConstraintViolation)
+                .op_index(op_index)
+                .source_error(error)
+        }
+        (Some(ffi::ErrorCode::ConstraintViolation), Context::EnqueueReactions)
+            if extended == ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
+            Error::new(ErrorCode::DuplicateReaction).source_error(error)
+        }
+        _ => Error::backend(error),
+    }
+}
+
+/// Whether the error is the writer-fence trigger's abort: extended code
+/// `SQLITE_CONSTRAINT_TRIGGER` and the fence message.
+pub(crate) fn is_fence_rejection(error: &rusqlite::Error) -> bool {
+    match error {
+        rusqlite::Error::SqliteFailure(e, Some(message)) => {
+            e.extended_code == ffi::SQLITE_CONSTRAINT_TRIGGER && message.contains(FENCE_MESSAGE)
+        }
+        _ => false,
+    }
+}
+
+/// A pool checkout that timed out (or could not connect) is `busy`.
+pub(crate) fn pool_error(error: r2d2::Error) -> Error {
+    Error::busy(error)
+}
+
+/// A stored value that does not have the expected shape.
+pub(crate) fn corrupt(what: &'static str) -> Error {
+    Error::new(ErrorCode::Backend).detail("reason", what)
+}
+
+/// `.db()` / `.db_in(ctx)` on driver results.
+pub(crate) trait DbResultExt<T> {
+    /// Classifies an error of a plain statement.
+    fn db(self) -> sync_core::Result<T>;
+    /// Classifies an error in a specific context.
+    fn db_in(self, context: Context) -> sync_core::Result<T>;
+}
+
+impl<T> DbResultExt<T> for rusqlite::Result<T> {
+    fn db(self) -> sync_core::Result<T> {
+        self.map_err(|e| classify(e, Context::Statement))
+    }
+
+    fn db_in(self, context: Context) -> sync_core::Result<T> {
+        self.map_err(|e| classify(e, context))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(code: i32, message: &str) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(ffi::Error::new(code), Some(message.to_owned()))
+    }
+
+    #[test]
+    fn fence_wins_over_constraint() {
+        let error = failure(ffi::SQLITE_CONSTRAINT_TRIGGER, FENCE_MESSAGE);
+        let coded = classify(error, Context::UpsertRow(Some(3)));
+        assert_eq!(coded.code(), ErrorCode::WriterFenceRejected);
+    }
+
+    #[test]
+    fn constraint_is_context_dependent() {
+        let unique = || failure(ffi::SQLITE_CONSTRAINT_UNIQUE, "UNIQUE constraint failed");
+        let coded = classify(unique(), Context::UpsertRow(Some(2)));
+        assert_eq!(coded.code(), ErrorCode::ConstraintViolation);
+        assert_eq!(coded.op_index_value(), Some(2));
+        assert_eq!(
+            classify(unique(), Context::Statement).code(),
+            ErrorCode::Backend
+        );
+        let pk = failure(
+            ffi::SQLITE_CONSTRAINT_PRIMARYKEY,
+            "UNIQUE constraint failed",
+        );
+        assert_eq!(
+            classify(pk, Context::EnqueueReactions).code(),
+            ErrorCode::DuplicateReaction
+        );
+        let other_trigger = failure(ffi::SQLITE_CONSTRAINT_TRIGGER, "something else");
+        assert_eq!(
+            classify(other_trigger, Context::Statement).code(),
+            ErrorCode::Backend
+        );
+    }
+
+    #[test]
+    fn busy_and_locked_are_busy() {
+        for code in [
+            ffi::SQLITE_BUSY,
+            ffi::SQLITE_LOCKED,
+            ffi::SQLITE_BUSY_SNAPSHOT,
+        ] {
+            let coded = classify(failure(code, "busy"), Context::Statement);
+            assert_eq!(coded.code(), ErrorCode::Busy);
+            assert!(coded.retryable());
+        }
+    }
+}

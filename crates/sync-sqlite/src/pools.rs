@@ -1,0 +1,274 @@
+//! The writer pool (exactly one connection) and the reader pool, and the
+//! four ways pool-level methods use them (`dialects.md` §2.1).
+//!
+//! - [`Pools::read`]: one statement (or independent statements) on a reader;
+//! - [`Pools::read_snapshot`]: several reads in one deferred `BEGIN`;
+//! - [`Pools::write_once`]: one autocommit statement on the writer;
+//! - [`Pools::write`]: `BEGIN IMMEDIATE … COMMIT` on the writer.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use r2d2::{ManageConnection, Pool, PooledConnection};
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::Connection;
+use sync_core::{Error, ErrorCode, Result};
+
+use crate::bootstrap;
+use crate::config::SqliteConfig;
+use crate::errors::{pool_error, DbResultExt};
+
+/// Capacity of each connection's prepared-statement cache.
+const STATEMENT_CACHE_CAPACITY: usize = 256;
+
+/// Minimum SQLite version: `RETURNING` and `DROP COLUMN` (3.35.0).
+const MIN_SQLITE_VERSION: i32 = 3_035_000;
+
+/// A connection manager that reports a connection still inside a
+/// transaction as broken, so r2d2 discards it instead of handing an open
+/// transaction to the next user (a failed `ROLLBACK` leaves exactly that).
+pub(crate) struct Manager {
+    inner: SqliteConnectionManager,
+}
+
+impl ManageConnection for Manager {
+    type Connection = Connection;
+    type Error = rusqlite::Error;
+
+    fn connect(&self) -> std::result::Result<Connection, rusqlite::Error> {
+        self.inner.connect()
+    }
+
+    fn is_valid(&self, conn: &mut Connection) -> std::result::Result<(), rusqlite::Error> {
+        self.inner.is_valid(conn)
+    }
+
+    fn has_broken(&self, conn: &mut Connection) -> bool {
+        !conn.is_autocommit()
+    }
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager").finish_non_exhaustive()
+    }
+}
+
+/// A pooled connection.
+pub(crate) type Conn = PooledConnection<Manager>;
+
+/// The two pools of one storage instance.
+#[derive(Debug)]
+pub(crate) struct Pools {
+    writer: Pool<Manager>,
+    readers: Pool<Manager>,
+    path: PathBuf,
+}
+
+impl Pools {
+    /// Opens both pools on `path`: checks the SQLite version and runs the
+    /// base DDL on a writer-configured connection first, so a bad path or
+    /// an old library fails immediately instead of after the pool timeout.
+    pub(crate) fn open(path: &Path, config: &SqliteConfig) -> Result<Self> {
+        let writer_manager = writer_manager(path, config);
+        let first = writer_manager.connect().db()?;
+        check_version(&first)?;
+        bootstrap::run(&first)?;
+        drop(first);
+
+        let writer = Pool::builder()
+            .max_size(1)
+            .connection_timeout(positive(config.writer_wait_ms))
+            .test_on_check_out(false)
+            .build(writer_manager)
+            .map_err(Error::backend)?;
+        let readers = Pool::builder()
+            .max_size(config.readers.max(1))
+            .min_idle(Some(0))
+            .connection_timeout(positive(config.writer_wait_ms))
+            .test_on_check_out(false)
+            .build(reader_manager(path, config))
+            .map_err(Error::backend)?;
+        Ok(Self {
+            writer,
+            readers,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks out the writer (waits up to `writer_wait_ms`, then `busy`).
+    pub(crate) fn writer(&self) -> Result<Conn> {
+        self.writer.get().map_err(pool_error)
+    }
+
+    /// Checks out a reader.
+    pub(crate) fn reader(&self) -> Result<Conn> {
+        self.readers.get().map_err(pool_error)
+    }
+
+    /// Runs `f` on a reader connection (committed state only).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.reader()?;
+        f(&conn)
+    }
+
+    /// Runs `f` on a reader inside one deferred `BEGIN` (one snapshot).
+    pub(crate) fn read_snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.reader()?;
+        exec(&conn, "BEGIN")?;
+        let result = f(&conn);
+        // A reader changed nothing: ending with ROLLBACK is equivalent and
+        // cannot fail on a busy commit.
+        let _ = exec(&conn, "ROLLBACK");
+        result
+    }
+
+    /// Runs `f` on the writer in autocommit mode (one atomic statement).
+    pub(crate) fn write_once<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.writer()?;
+        f(&conn)
+    }
+
+    /// Runs `f` on the writer inside `BEGIN IMMEDIATE`; commits on `Ok`,
+    /// rolls back on `Err`.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.write_decide(|conn| f(conn).map(Finish::Commit))
+    }
+
+    /// Like [`Pools::write`], but `f` decides whether to commit or roll back.
+    pub(crate) fn write_decide<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<Finish<T>>,
+    ) -> Result<T> {
+        let conn = self.writer()?;
+        begin_immediate(&conn)?;
+        match f(&conn) {
+            Ok(Finish::Commit(value)) => {
+                commit(&conn)?;
+                Ok(value)
+            }
+            Ok(Finish::Rollback(value)) => {
+                rollback(&conn);
+                Ok(value)
+            }
+            Err(error) => {
+                rollback(&conn);
+                Err(error)
+            }
+        }
+    }
+}
+
+/// How a [`Pools::write_decide`] body ends its transaction.
+#[derive(Debug)]
+pub(crate) enum Finish<T> {
+    /// Commit and return the value.
+    Commit(T),
+    /// Roll back (nothing was written) and return the value.
+    Rollback(T),
+}
+
+/// Executes one cached parameterless statement.
+pub(crate) fn exec(conn: &Connection, sql: &str) -> Result<()> {
+    conn.prepare_cached(sql).db()?.execute([]).db()?;
+    Ok(())
+}
+
+/// `BEGIN IMMEDIATE`: the database-wide write lock (waits `busy_timeout`).
+pub(crate) fn begin_immediate(conn: &Connection) -> Result<()> {
+    exec(conn, "BEGIN IMMEDIATE")
+}
+
+/// `COMMIT`; on failure the transaction is rolled back (its own error is
+/// ignored) and the `COMMIT` error returned.
+pub(crate) fn commit(conn: &Connection) -> Result<()> {
+    match exec(conn, "COMMIT") {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            rollback(conn);
+            Err(error)
+        }
+    }
+}
+
+/// `ROLLBACK`, ignoring failures: a connection left inside a transaction is
+/// discarded by the pool ([`Manager::has_broken`]).
+pub(crate) fn rollback(conn: &Connection) {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
+fn positive(ms: u64) -> Duration {
+    Duration::from_millis(ms.max(1))
+}
+
+fn writer_manager(path: &Path, config: &SqliteConfig) -> Manager {
+    let busy = Duration::from_millis(config.busy_timeout_ms);
+    let synchronous = config.synchronous.as_pragma();
+    let inner = SqliteConnectionManager::file(path).with_init(move |conn| {
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        conn.busy_timeout(busy)?;
+        let _mode: String =
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+        conn.pragma_update(None, "synchronous", synchronous)?;
+        conn.pragma_update(None, "foreign_keys", "OFF")?;
+        Ok(())
+    });
+    Manager { inner }
+}
+
+fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
+    let busy = Duration::from_millis(config.busy_timeout_ms);
+    let inner = SqliteConnectionManager::file(path).with_init(move |conn| {
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        conn.busy_timeout(busy)?;
+        conn.pragma_update(None, "query_only", "ON")?;
+        Ok(())
+    });
+    Manager { inner }
+}
+
+/// Refuses SQLite libraries older than 3.35 (`sync.storage.backend`).
+fn check_version(conn: &Connection) -> Result<()> {
+    let version: String = conn
+        .query_row("SELECT sqlite_version()", [], |row| row.get(0))
+        .db()?;
+    let number = version_number(&version);
+    if number < MIN_SQLITE_VERSION {
+        return Err(Error::new(ErrorCode::Backend)
+            .detail("reason", "sqlite_too_old")
+            .detail("actual", version)
+            .detail("expected", "3.35.0"));
+    }
+    Ok(())
+}
+
+/// `3.45.1` → 3045001.
+fn version_number(version: &str) -> i32 {
+    let mut parts = version
+        .split('.')
+        .map(|p| p.trim().parse::<i32>().unwrap_or(0));
+    let major = parts.next().unwrap_or(0);
+    let minor = parts.next().unwrap_or(0);
+    let patch = parts.next().unwrap_or(0);
+    major * 1_000_000 + minor * 1_000 + patch
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_number;
+
+    #[test]
+    fn parses_versions() {
+        assert_eq!(version_number("3.35.0"), 3_035_000);
+        assert_eq!(version_number("3.34.1"), 3_034_001);
+        assert_eq!(version_number("3.50"), 3_050_000);
+        assert!(version_number("3.9.2") < 3_035_000);
+    }
+}

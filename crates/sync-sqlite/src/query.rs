@@ -1,0 +1,71 @@
+//! Registered (authoritative) queries (`storage-contract.md` §4.13): the
+//! SQL is prepared by `sync-schema` against the ensured schema and run with
+//! its expanded parameters; the pool variant reads the serve gate first in
+//! the same snapshot.
+
+use rusqlite::{Connection, ToSql};
+use sync_core::{
+    check_serve_gate, validate, AuthoritativeQueryRequest, AuthoritativeQueryResult, Error,
+    ErrorCode, Result, ServeContext,
+};
+use sync_schema::{prepare_request, Dialect, PreparedQuery};
+
+use crate::commit_log::max_commit_seq;
+use crate::errors::DbResultExt;
+use crate::gate;
+use crate::state::Ensured;
+use crate::values::{sql_value, BindSql};
+
+/// Validation and preparation (no database access).
+pub(crate) fn prepare(
+    ensured: Option<&Ensured>,
+    partition: &str,
+    request: &AuthoritativeQueryRequest,
+) -> Result<PreparedQuery> {
+    validate::partition(partition)?;
+    let Some(ensured) = ensured else {
+        return Err(Error::new(ErrorCode::SchemaNotEnsured));
+    };
+    prepare_request(&ensured.schema, Dialect::Sqlite, partition, request)
+}
+
+/// Runs a prepared query and reads `max_commit_seq` on the same connection.
+pub(crate) fn run(
+    conn: &Connection,
+    partition: &str,
+    prepared: &PreparedQuery,
+) -> Result<AuthoritativeQueryResult> {
+    let mut stmt = conn.prepare_cached(&prepared.sql).db()?;
+    let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    let binds: Vec<BindSql<'_>> = prepared.params.iter().map(BindSql).collect();
+    let params: Vec<&dyn ToSql> = binds.iter().map(|b| b as &dyn ToSql).collect();
+    let mut rows = stmt.query(params.as_slice()).db()?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().db()? {
+        let mut values = Vec::with_capacity(columns.len());
+        for i in 0..columns.len() {
+            values.push(sql_value(row.get_ref(i).db()?));
+        }
+        out.push(values);
+    }
+    drop(rows);
+    drop(stmt);
+    Ok(AuthoritativeQueryResult {
+        columns,
+        rows: out,
+        max_commit_seq: max_commit_seq(conn, partition)?,
+    })
+}
+
+/// Pool variant body, inside one read snapshot: the gate is the first read.
+pub(crate) fn run_gated(
+    conn: &Connection,
+    partition: &str,
+    running: i32,
+    prepared: &PreparedQuery,
+    ctx: &ServeContext,
+) -> Result<AuthoritativeQueryResult> {
+    let token = gate::read(conn, partition, running)?;
+    check_serve_gate(&token, running, ctx)?;
+    run(conn, partition, prepared)
+}

@@ -1,0 +1,449 @@
+//! Scope-indexed reads, trusted index lookups and partition scans
+//! (`storage-contract.md` §4.7–§4.8, `dialects.md` §7). Every page is one
+//! statement: a candidate subquery on an inverted index, `LEFT JOIN`ed to
+//! the data so vanished candidates still advance the cursor.
+
+use std::sync::Arc;
+
+use rusqlite::{Connection, ToSql};
+use sync_core::limits::MIN_CANDIDATE_PAGE;
+use sync_core::{
+    candidate_variable, matches_filter, validate, ChangeOp, CommitWindowQuery, Error, ErrorCode,
+    IndexRowScanQuery, Result, RowScanQuery, ScopeFilter, StoredChange, StoredCommit, StoredRow,
+};
+
+use crate::errors::DbResultExt;
+use crate::rows::{build_row, stored_row_from};
+use crate::sql::{placeholders, quote};
+use crate::state::{require_table, Ensured, TableSql};
+use crate::values::{parse_scopes, value_matches, BindRow};
+
+/// Candidate page of a commit window: distinct `commit_seq` from the
+/// change-scope primary key. Parameters: partition, table, variable, after,
+/// through, page size, then one per value.
+pub fn window_candidates_sql(values: usize) -> String {
+    format!(
+        "SELECT DISTINCT commit_seq FROM sync_change_scopes \
+         WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \
+         AND commit_seq > ?4 AND commit_seq <= ?5 ORDER BY commit_seq LIMIT ?6",
+        placeholders(7, values)
+    )
+}
+
+/// One window page: candidates joined to their commit header and their
+/// changes of the table, in `(commit_seq, idx)` order.
+pub fn window_page_sql(values: usize) -> String {
+    format!(
+        "SELECT c.commit_seq, m.commit_seq IS NOT NULL, m.created_at_ms, m.actor_id, \
+         ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes, ch.payload \
+         FROM ({}) AS c \
+         LEFT JOIN sync_commits AS m ON m.partition = ?1 AND m.commit_seq = c.commit_seq \
+         LEFT JOIN sync_changes AS ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq AND ch.tbl = ?2 \
+         ORDER BY c.commit_seq, ch.idx",
+        window_candidates_sql(values)
+    )
+}
+
+/// Candidate page of a row scan: distinct row ids from the row-scope
+/// primary key. Parameters: partition, table, variable, after, page size,
+/// then one per value.
+pub fn scan_candidates_sql(values: usize) -> String {
+    format!(
+        "SELECT DISTINCT row_id FROM sync_row_scopes \
+         WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \
+         AND row_id > ?4 ORDER BY row_id LIMIT ?5",
+        placeholders(6, values)
+    )
+}
+
+/// One scan page: candidates joined to the application table.
+pub fn scan_page_sql(quoted_table: &str, values: usize) -> String {
+    format!(
+        "SELECT c.row_id, t.\"_sync_row_id\" IS NOT NULL, t.\"_sync_server_version\", t.\"_sync_scopes\", t.\"_sync_payload\" \
+         FROM ({}) AS c \
+         LEFT JOIN {quoted_table} AS t ON t.\"_sync_partition\" = ?1 AND t.\"_sync_row_id\" = c.row_id \
+         ORDER BY c.row_id",
+        scan_candidates_sql(values)
+    )
+}
+
+/// Newest `commit_seq` of one scope value (one primary-key probe).
+const LATEST_SCOPED_SEQ: &str = "SELECT commit_seq FROM sync_change_scopes \
+WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?4 ORDER BY commit_seq DESC LIMIT 1";
+
+fn page_size(limit: i64) -> i64 {
+    limit.max(MIN_CANDIDATE_PAGE)
+}
+
+/// Candidate variable and its values, `None` when the window/scan is empty by definition.
+fn candidate(filter: &ScopeFilter) -> Option<(&str, &[String])> {
+    let variable = candidate_variable(filter)?;
+    let values = filter.get(variable)?;
+    (!values.is_empty()).then_some((variable, values.as_slice()))
+}
+
+/// `read_commit_window` validation; `Ok(None)` when the answer is `[]`.
+pub(crate) fn validate_window<'a>(
+    ensured: Option<&'a Ensured>,
+    partition: &str,
+    query: &CommitWindowQuery,
+) -> Result<Option<&'a Arc<TableSql>>> {
+    validate::partition(partition)?;
+    let table = require_table(ensured, &query.table)?;
+    if candidate(&query.scope_filter).is_none()
+        || query.limit_changes <= 0
+        || query.through_seq <= query.after_seq
+    {
+        return Ok(None);
+    }
+    Ok(Some(table))
+}
+
+type WindowRow = (
+    i64,
+    bool,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<Vec<u8>>,
+);
+
+/// Pages through the window (validated by [`validate_window`]).
+pub(crate) fn commit_window(
+    conn: &Connection,
+    partition: &str,
+    query: &CommitWindowQuery,
+) -> Result<Vec<StoredCommit>> {
+    let Some((variable, values)) = candidate(&query.scope_filter) else {
+        return Ok(Vec::new());
+    };
+    let page = page_size(query.limit_changes);
+    let sql = window_page_sql(values.len());
+    let mut stmt = conn.prepare_cached(&sql).db()?;
+    let mut out = Vec::new();
+    let mut matched = 0i64;
+    let mut cursor = query.after_seq;
+    loop {
+        let mut params: Vec<&dyn ToSql> = vec![
+            &partition,
+            &query.table,
+            &variable,
+            &cursor,
+            &query.through_seq,
+            &page,
+        ];
+        params.extend(values.iter().map(|v| v as &dyn ToSql));
+        let rows: Vec<WindowRow> = stmt
+            .query_map(params.as_slice(), |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ))
+            })
+            .db()?
+            .collect::<rusqlite::Result<_>>()
+            .db()?;
+        let mut candidates = 0i64;
+        let mut rows = rows.into_iter().peekable();
+        while let Some(first) = rows.next() {
+            let seq = first.0;
+            candidates += 1;
+            cursor = seq;
+            let mut group = vec![first];
+            while rows.peek().is_some_and(|r| r.0 == seq) {
+                group.extend(rows.next());
+            }
+            if let Some(commit) = build_commit(&query.table, &query.scope_filter, group)? {
+                matched += commit.changes.len() as i64;
+                out.push(commit);
+                if matched >= query.limit_changes {
+                    return Ok(out);
+                }
+            }
+        }
+        if candidates < page {
+            return Ok(out);
+        }
+    }
+}
+
+/// One candidate's rows → the commit with its matching changes, or `None`.
+fn build_commit(
+    table: &str,
+    filter: &ScopeFilter,
+    group: Vec<WindowRow>,
+) -> Result<Option<StoredCommit>> {
+    let Some(head) = group.first() else {
+        return Ok(None);
+    };
+    let (commit_seq, exists, created_at_ms, actor_id) = (head.0, head.1, head.2, head.3.clone());
+    if !exists {
+        return Ok(None);
+    }
+    let mut changes = Vec::new();
+    for row in group {
+        let (Some(_idx), Some(row_id), Some(op), Some(scopes)) = (row.4, row.5, row.6, row.8)
+        else {
+            continue;
+        };
+        let scopes = parse_scopes(&scopes)?;
+        if !matches_filter(&scopes, filter) {
+            continue;
+        }
+        changes.push(StoredChange {
+            table: table.to_owned(),
+            row_id,
+            op: ChangeOp::from_stored(op),
+            row_version: row.7,
+            scopes,
+            payload: row.9,
+        });
+    }
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(StoredCommit {
+        commit_seq,
+        created_at_ms: created_at_ms.unwrap_or(0),
+        actor_id: actor_id.unwrap_or_default(),
+        changes,
+    }))
+}
+
+/// `latest_scoped_change_seq` validation; `Ok(false)` when the answer is 0.
+pub(crate) fn validate_latest(
+    ensured: Option<&Ensured>,
+    partition: &str,
+    table: &str,
+    filter: &ScopeFilter,
+) -> Result<bool> {
+    validate::partition(partition)?;
+    require_table(ensured, table)?;
+    Ok(candidate(filter).is_some())
+}
+
+/// Newest matching `commit_seq`: one index probe per value.
+pub(crate) fn latest_scoped_seq(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    filter: &ScopeFilter,
+) -> Result<i64> {
+    let Some((variable, values)) = candidate(filter) else {
+        return Ok(0);
+    };
+    let mut stmt = conn.prepare_cached(LATEST_SCOPED_SEQ).db()?;
+    let mut latest = 0;
+    for value in values {
+        let mut rows = stmt.query((partition, table, variable, value)).db()?;
+        if let Some(row) = rows.next().db()? {
+            latest = latest.max(row.get::<_, i64>(0).db()?);
+        }
+    }
+    Ok(latest)
+}
+
+/// `scan_rows` validation in its normative order; `Ok(None)` when the answer is `[]`.
+pub(crate) fn validate_scan<'a>(
+    ensured: Option<&'a Ensured>,
+    partition: &str,
+    query: &RowScanQuery,
+) -> Result<Option<&'a Arc<TableSql>>> {
+    validate::partition(partition)?;
+    if query.scope_filter.is_empty() {
+        return Err(Error::new(ErrorCode::ScanRequiresScope));
+    }
+    if candidate(&query.scope_filter).is_none() {
+        return Ok(None);
+    }
+    let table = require_table(ensured, &query.table)?;
+    if query.limit <= 0 {
+        return Ok(None);
+    }
+    Ok(Some(table))
+}
+
+/// Pages through scope candidates, verifying each against the full filter.
+pub(crate) fn scan_rows(
+    conn: &Connection,
+    table: &TableSql,
+    partition: &str,
+    query: &RowScanQuery,
+) -> Result<Vec<StoredRow>> {
+    let Some((variable, values)) = candidate(&query.scope_filter) else {
+        return Ok(Vec::new());
+    };
+    let page = page_size(query.limit);
+    let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+    let sql = scan_page_sql(&table.quoted, values.len());
+    let mut stmt = conn.prepare_cached(&sql).db()?;
+    let mut out = Vec::new();
+    let mut cursor = query.after_row_id.clone().unwrap_or_default();
+    loop {
+        let mut params: Vec<&dyn ToSql> = vec![&partition, &query.table, &variable, &cursor, &page];
+        params.extend(values.iter().map(|v| v as &dyn ToSql));
+        type ScanRow = (String, bool, Option<i64>, Option<String>, Option<Vec<u8>>);
+        let rows: Vec<ScanRow> = stmt
+            .query_map(params.as_slice(), |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .db()?
+            .collect::<rusqlite::Result<_>>()
+            .db()?;
+        let candidates = rows.len() as i64;
+        for (row_id, exists, version, scopes, payload) in rows {
+            cursor.clone_from(&row_id);
+            let (true, Some(version), Some(scopes), Some(payload)) =
+                (exists, version, scopes, payload)
+            else {
+                continue;
+            };
+            let scopes = parse_scopes(&scopes)?;
+            if !matches_filter(&scopes, &query.scope_filter) {
+                continue;
+            }
+            out.push(StoredRow {
+                row_id,
+                server_version: version,
+                scopes,
+                payload,
+            });
+            if out.len() >= limit {
+                return Ok(out);
+            }
+        }
+        if candidates < page {
+            return Ok(out);
+        }
+    }
+}
+
+/// `scan_rows_by_index` validation in its normative order.
+pub(crate) fn validate_index_scan<'a>(
+    ensured: Option<&'a Ensured>,
+    partition: &str,
+    query: &IndexRowScanQuery,
+) -> Result<&'a Arc<TableSql>> {
+    validate::partition(partition)?;
+    let table = require_table(ensured, &query.table)?;
+    validate::lookup_limit(query.limit)?;
+    if !table.table.materialize {
+        return Err(Error::new(ErrorCode::IndexNotMaterialized).detail("table", &query.table));
+    }
+    let Some(index) = table.table.index(&query.index) else {
+        return Err(Error::new(ErrorCode::IndexNotFound)
+            .detail("table", &query.table)
+            .detail("index", &query.index));
+    };
+    if index.columns.len() != query.values.len() {
+        return Err(Error::new(ErrorCode::IndexValueCountMismatch)
+            .detail("expected", index.columns.len())
+            .detail("actual", query.values.len()));
+    }
+    for (position, (column, value)) in index.columns.iter().zip(&query.values).enumerate() {
+        let fits = table
+            .table
+            .column(column)
+            .is_some_and(|c| value_matches(value, c.column_type));
+        if !fits {
+            return Err(Error::new(ErrorCode::IndexValueTypeMismatch).detail("position", position));
+        }
+    }
+    Ok(table)
+}
+
+/// The lookup statement: exact equality (`IS NULL` where `nulls[i]`) on
+/// every index column, keyset on the row id. Parameters: partition, after,
+/// limit, then the non-null values in column order.
+pub fn index_lookup_sql(quoted_table: &str, columns: &[String], nulls: &[bool]) -> String {
+    let mut next = 4;
+    let mut conditions = String::new();
+    for (column, is_null) in columns.iter().zip(nulls) {
+        if *is_null {
+            conditions.push_str(&format!(" AND {} IS NULL", quote(column)));
+        } else {
+            conditions.push_str(&format!(" AND {} = ?{next}", quote(column)));
+            next += 1;
+        }
+    }
+    format!(
+        "SELECT \"_sync_row_id\", \"_sync_server_version\", \"_sync_scopes\", \"_sync_payload\" FROM {quoted_table} \
+         WHERE \"_sync_partition\" = ?1{conditions} AND \"_sync_row_id\" > ?2 ORDER BY \"_sync_row_id\" LIMIT ?3"
+    )
+}
+
+/// Runs a validated index lookup.
+pub(crate) fn index_scan(
+    conn: &Connection,
+    table: &TableSql,
+    partition: &str,
+    query: &IndexRowScanQuery,
+) -> Result<Vec<StoredRow>> {
+    let nulls: Vec<bool> = query.values.iter().map(|v| v.is_null()).collect();
+    let columns = table
+        .table
+        .index(&query.index)
+        .map(|i| i.columns.as_slice())
+        .unwrap_or_default();
+    let sql = index_lookup_sql(&table.quoted, columns, &nulls);
+    let after = query.after_row_id.clone().unwrap_or_default();
+    let binds: Vec<BindRow<'_>> = query
+        .values
+        .iter()
+        .filter(|v| !v.is_null())
+        .map(BindRow)
+        .collect();
+    let mut params: Vec<&dyn ToSql> = vec![&partition, &after, &query.limit];
+    params.extend(binds.iter().map(|b| b as &dyn ToSql));
+    collect_rows(conn, &sql, params.as_slice())
+}
+
+/// `scan_partition_rows` validation.
+pub(crate) fn validate_partition_scan<'a>(
+    ensured: Option<&'a Ensured>,
+    partition: &str,
+    table: &str,
+    limit: i64,
+) -> Result<&'a Arc<TableSql>> {
+    validate::partition(partition)?;
+    let table = require_table(ensured, table)?;
+    validate::lookup_limit(limit)?;
+    Ok(table)
+}
+
+/// Keyset scan of every row of one table in one partition.
+pub(crate) fn partition_scan(
+    conn: &Connection,
+    table: &TableSql,
+    partition: &str,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<StoredRow>> {
+    collect_rows(
+        conn,
+        &table.partition_scan,
+        &[&partition, &after.unwrap_or(""), &limit],
+    )
+}
+
+fn collect_rows(conn: &Connection, sql: &str, params: &[&dyn ToSql]) -> Result<Vec<StoredRow>> {
+    let mut stmt = conn.prepare_cached(sql).db()?;
+    let raw: Vec<_> = stmt
+        .query_map(params, |r| stored_row_from(r, 0))
+        .db()?
+        .collect::<rusqlite::Result<_>>()
+        .db()?;
+    raw.into_iter().map(build_row).collect()
+}

@@ -1,0 +1,55 @@
+//! The inverted scope index of current rows (`tables.md` §3.7,
+//! `dialects.md` §6.3): exact primary-key deletes of a row's old entries,
+//! inserts of its new ones.
+
+use rusqlite::Connection;
+use sync_core::Result;
+
+use crate::errors::DbResultExt;
+
+/// Deletes exactly the entries of the old scope map (bound as its JSON
+/// text): one primary-key `SEARCH` per old variable, no range scan.
+pub const DELETE_ROW_SCOPES_EXACT: &str = "DELETE FROM sync_row_scopes \
+WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3 \
+AND (var, value) IN (SELECT key, value FROM json_each(?4))";
+
+/// Inserts one entry per variable of the new scope map (bound as JSON text).
+const INSERT_ROW_SCOPES: &str =
+    "INSERT OR IGNORE INTO sync_row_scopes (partition, tbl, var, value, row_id) \
+SELECT ?1, ?2, key, value, ?3 FROM json_each(?4)";
+
+/// Removes the index entries of the old scopes JSON of one row.
+pub(crate) fn delete_entries(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    old_scopes_json: &str,
+) -> Result<()> {
+    if old_scopes_json.is_empty() || old_scopes_json == "{}" {
+        return Ok(());
+    }
+    conn.prepare_cached(DELETE_ROW_SCOPES_EXACT)
+        .db()?
+        .execute((partition, table, row_id, old_scopes_json))
+        .db()?;
+    Ok(())
+}
+
+/// Adds the index entries of the new scopes JSON of one row.
+pub(crate) fn insert_entries(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    new_scopes_json: &str,
+) -> Result<()> {
+    if new_scopes_json == "{}" {
+        return Ok(());
+    }
+    conn.prepare_cached(INSERT_ROW_SCOPES)
+        .db()?
+        .execute((partition, table, row_id, new_scopes_json))
+        .db()?;
+    Ok(())
+}
