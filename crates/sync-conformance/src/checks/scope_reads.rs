@@ -1,0 +1,442 @@
+//! §8 Scope-indexed reads, C-142…C-156.
+
+use sync_core::{ChangeOp, CommitPruneQuery, ErrorCode, ScopeFilter, ServerStorage};
+
+use crate::check::{expect_code, expect_message_free_of, CheckDef, CheckResult};
+use crate::checks::support_pdata::{
+    append_changes, filter, ids, project, row_scan, seqs, strings, touch, upsert_change, window,
+    write_rows, EPOCH, P,
+};
+use crate::context::Ctx;
+use crate::fixtures::{doc, fix1, push, scopes, task, Op};
+use crate::registry::check;
+use crate::{check, check_eq};
+
+/// Group name.
+pub(crate) const GROUP: &str = "scope-reads";
+
+/// The checks of this group.
+pub(crate) const CHECKS: &[CheckDef] = &[
+    check(
+        GROUP,
+        "C-142",
+        "window by project returns the matching commits oldest first and honours limit_changes",
+        c142_window_by_project,
+    ),
+    check(
+        GROUP,
+        "C-143",
+        "a two-variable filter keeps only changes matching both variables",
+        c143_two_variable_filter,
+    ),
+    check(
+        GROUP,
+        "C-144",
+        "empty filter, empty value list, limit 0 and through <= after return []",
+        c144_window_empty_cases,
+    ),
+    check(
+        GROUP,
+        "C-145",
+        "a commit larger than limit_changes is returned whole and alone",
+        c145_commit_never_split,
+    ),
+    check(
+        GROUP,
+        "C-146",
+        "a delete change carries the stored scopes and is found by the window",
+        c146_delete_change_scoped,
+    ),
+    check(
+        GROUP,
+        "C-147",
+        "a window on an unknown table is unknown_table",
+        c147_window_unknown_table,
+    ),
+    check(
+        GROUP,
+        "C-148",
+        "a window over a pruned range returns only retained commits",
+        c148_window_after_prune,
+    ),
+    check(
+        GROUP,
+        "C-149",
+        "a window pages across candidate pages up to limit_changes",
+        c149_window_paging,
+    ),
+    check(
+        GROUP,
+        "C-150",
+        "latest_scoped_change_seq: newest match, else 0",
+        c150_latest_scoped_change_seq,
+    ),
+    check(
+        GROUP,
+        "C-151",
+        "scan_rows is byte-ordered and resumes after the given row id",
+        c151_scan_order_and_resume,
+    ),
+    check(
+        GROUP,
+        "C-152",
+        "scan_rows with an empty filter is scan_requires_scope without the table name",
+        c152_scan_empty_filter,
+    ),
+    check(
+        GROUP,
+        "C-153",
+        "scan_rows: an empty filter wins over an unknown table",
+        c153_scan_empty_filter_precedence,
+    ),
+    check(
+        GROUP,
+        "C-154",
+        "scan_rows: an empty value list on an unknown table returns []",
+        c154_scan_empty_values_unknown_table,
+    ),
+    check(
+        GROUP,
+        "C-155",
+        "scan_rows orders row ids by UTF-8 bytes",
+        c155_scan_byte_order,
+    ),
+    check(
+        GROUP,
+        "C-156",
+        "transaction scan_rows sees staged deletes and inserts",
+        c156_tx_scan_staged,
+    ),
+];
+
+/// Appends one commit with one `tasks` upsert of `id` in `project`.
+fn task_commit(storage: &dyn ServerStorage, id: &str, project_id: &str) -> CheckResult<i64> {
+    let schema = fix1()?;
+    let row = task(&schema, id, project_id, &format!("title {id}"))?;
+    append_changes(
+        storage,
+        P,
+        &format!("commit-{id}"),
+        vec![upsert_change("tasks", &row)],
+    )
+}
+
+fn c142_window_by_project(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    task_commit(storage.as_ref(), "r1", "p1")?;
+    task_commit(storage.as_ref(), "r2", "p2")?;
+    task_commit(storage.as_ref(), "r3", "p1")?;
+    let all = storage.read_commit_window(P, &window("tasks", project("p1"), 0, 100))?;
+    check_eq!(seqs(&all), [1, 3], "window seqs for p1");
+    let limited = storage.read_commit_window(P, &window("tasks", project("p1"), 0, 1))?;
+    check_eq!(
+        seqs(&limited),
+        [1],
+        "window seqs for p1 with limit_changes 1"
+    );
+    Ok(())
+}
+
+fn c143_two_variable_filter(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let changes = [
+        doc(&schema, "d1", "o1", "p1", None)?,
+        doc(&schema, "d2", "o1", "p2", None)?,
+        doc(&schema, "d3", "o2", "p1", None)?,
+        doc(&schema, "d4", "o1", "p1", Some("x"))?,
+    ]
+    .iter()
+    .map(|row| upsert_change("docs", row))
+    .collect();
+    append_changes(storage.as_ref(), P, "c-1", changes)?;
+    let both = filter(&[("org_id", &["o1"]), ("project_id", &["p1"])]);
+    let commits = storage.read_commit_window(P, &window("docs", both, 0, 100))?;
+    check_eq!(seqs(&commits), [1], "window seqs");
+    let rows: Vec<&str> = commits[0]
+        .changes
+        .iter()
+        .map(|c| c.row_id.as_str())
+        .collect();
+    check_eq!(rows, ["d1", "d4"], "changes matching both variables");
+    Ok(())
+}
+
+fn c144_window_empty_cases(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    task_commit(storage.as_ref(), "r1", "p1")?;
+    task_commit(storage.as_ref(), "r2", "p1")?;
+    check_eq!(
+        seqs(&storage.read_commit_window(P, &window("tasks", project("p1"), 0, 10))?),
+        [1, 2],
+        "baseline window"
+    );
+    let cases = [
+        ("empty filter", window("tasks", ScopeFilter::new(), 0, 10)),
+        (
+            "empty value list",
+            window("tasks", filter(&[("project_id", &[])]), 0, 10),
+        ),
+        ("limit_changes 0", window("tasks", project("p1"), 0, 0)),
+        ("through = after", {
+            let mut q = window("tasks", project("p1"), 1, 10);
+            q.through_seq = 1;
+            q
+        }),
+        ("through < after", {
+            let mut q = window("tasks", project("p1"), 2, 10);
+            q.through_seq = 1;
+            q
+        }),
+    ];
+    for (what, query) in cases {
+        let commits = storage.read_commit_window(P, &query)?;
+        check!(
+            commits.is_empty(),
+            "{what}: expected [], got {:?}",
+            seqs(&commits)
+        );
+    }
+    Ok(())
+}
+
+fn c145_commit_never_split(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let mut changes = Vec::new();
+    for n in 1..=5 {
+        let row = task(&schema, &format!("r{n}"), "p1", &format!("title {n}"))?;
+        changes.push(upsert_change("tasks", &row));
+    }
+    append_changes(storage.as_ref(), P, "big", changes)?;
+    task_commit(storage.as_ref(), "r6", "p1")?;
+    let commits = storage.read_commit_window(P, &window("tasks", project("p1"), 0, 2))?;
+    check_eq!(seqs(&commits), [1], "window seqs with limit_changes 2");
+    check_eq!(commits[0].changes.len(), 5, "changes of the big commit");
+    Ok(())
+}
+
+fn c146_delete_change_scoped(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    push(
+        storage.as_ref(),
+        P,
+        "client-1",
+        "c-1",
+        &[Op::upsert("tasks", task(&schema, "r1", "p1", "t")?)],
+    )?
+    .seq()?;
+    let delete_seq = push(
+        storage.as_ref(),
+        P,
+        "client-1",
+        "c-2",
+        &[Op::delete("tasks", "r1")],
+    )?
+    .seq()?;
+    let commits = storage.read_commit_window(P, &window("tasks", project("p1"), 1, 10))?;
+    check_eq!(seqs(&commits), [delete_seq], "window seqs after the upsert");
+    let change = &commits[0].changes;
+    check_eq!(change.len(), 1, "changes of the delete commit");
+    check_eq!(change[0].op, ChangeOp::Delete, "op");
+    check_eq!(change[0].row_id, "r1", "row_id");
+    check_eq!(
+        change[0].scopes,
+        scopes(&[("project_id", "p1")]),
+        "stored scopes of the delete"
+    );
+    check_eq!(change[0].payload, None, "payload of the delete");
+    Ok(())
+}
+
+fn c147_window_unknown_table(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    expect_code(
+        storage.read_commit_window(P, &window("nope", project("p1"), 0, 10)),
+        ErrorCode::UnknownTable,
+        "window on table nope",
+    )?;
+    Ok(())
+}
+
+fn c148_window_after_prune(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    touch(storage.as_ref(), P)?;
+    for id in ["r1", "r2", "r3", "r4"] {
+        task_commit(storage.as_ref(), id, "p1")?;
+    }
+    storage.prune_commits_through(
+        P,
+        &CommitPruneQuery {
+            log_epoch: EPOCH.to_owned(),
+            through_seq: 2,
+        },
+    )?;
+    let commits = storage.read_commit_window(P, &window("tasks", project("p1"), 0, 100))?;
+    check_eq!(
+        seqs(&commits),
+        [3, 4],
+        "window seqs after pruning through 2"
+    );
+    Ok(())
+}
+
+fn c149_window_paging(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    // 200 candidate commits (org o1); every fourth fails the second variable,
+    // so the 150 matching commits end at seq 199, beyond the first candidate page.
+    for n in 1..=200_i64 {
+        let project_id = if n % 4 == 0 { "p2" } else { "p1" };
+        let row = doc(&schema, &format!("d{n:03}"), "o1", project_id, None)?;
+        append_changes(
+            storage.as_ref(),
+            P,
+            &format!("c-{n}"),
+            vec![upsert_change("docs", &row)],
+        )?;
+    }
+    let both = filter(&[("org_id", &["o1"]), ("project_id", &["p1"])]);
+    let commits = storage.read_commit_window(P, &window("docs", both, 0, 150))?;
+    let expected: Vec<i64> = (1..=199).filter(|n| n % 4 != 0).collect();
+    check_eq!(expected.len(), 150, "fixture arithmetic");
+    check_eq!(
+        seqs(&commits),
+        expected,
+        "window seqs with limit_changes 150"
+    );
+    let changes: usize = commits.iter().map(|c| c.changes.len()).sum();
+    check_eq!(changes, 150, "matching changes returned");
+    Ok(())
+}
+
+fn c150_latest_scoped_change_seq(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    touch(storage.as_ref(), P)?;
+    task_commit(storage.as_ref(), "r1", "p1")?;
+    task_commit(storage.as_ref(), "r2", "p2")?;
+    task_commit(storage.as_ref(), "r3", "p1")?;
+    task_commit(storage.as_ref(), "r4", "p2")?;
+    let latest = |f: &ScopeFilter| storage.latest_scoped_change_seq(P, "tasks", f);
+    check_eq!(latest(&project("p1"))?, 3, "latest for p1");
+    check_eq!(
+        latest(&filter(&[("project_id", &["p1", "p2"])]))?,
+        4,
+        "latest for p1 or p2"
+    );
+    check_eq!(latest(&project("p9"))?, 0, "latest without a match");
+    check_eq!(
+        latest(&ScopeFilter::new())?,
+        0,
+        "latest for the empty filter"
+    );
+    storage.prune_commits_through(
+        P,
+        &CommitPruneQuery {
+            log_epoch: EPOCH.to_owned(),
+            through_seq: 4,
+        },
+    )?;
+    check_eq!(
+        latest(&project("p1"))?,
+        0,
+        "latest after pruning everything"
+    );
+    Ok(())
+}
+
+fn c151_scan_order_and_resume(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let rows = [
+        task(&schema, "r4", "p1", "t4")?,
+        task(&schema, "r2", "p2", "t2")?,
+        task(&schema, "r3", "p1", "t3")?,
+        task(&schema, "r1", "p1", "t1")?,
+    ];
+    write_rows(storage.as_ref(), P, "tasks", &rows)?;
+    let first = storage.scan_rows(P, &row_scan("tasks", project("p1"), None, 2))?;
+    check_eq!(ids(&first), strings(&["r1", "r3"]), "first page");
+    let next = storage.scan_rows(P, &row_scan("tasks", project("p1"), Some("r3"), 2))?;
+    check_eq!(ids(&next), strings(&["r4"]), "page after r3");
+    Ok(())
+}
+
+fn c152_scan_empty_filter(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    write_rows(
+        storage.as_ref(),
+        P,
+        "tasks",
+        &[task(&schema, "r1", "p1", "t")?],
+    )?;
+    let error = expect_code(
+        storage.scan_rows(P, &row_scan("tasks", ScopeFilter::new(), None, 10)),
+        ErrorCode::ScanRequiresScope,
+        "scan_rows with {}",
+    )?;
+    expect_message_free_of(&error, &["tasks"])?;
+    Ok(())
+}
+
+fn c153_scan_empty_filter_precedence(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    expect_code(
+        storage.scan_rows(P, &row_scan("nope", ScopeFilter::new(), None, 10)),
+        ErrorCode::ScanRequiresScope,
+        "scan_rows with {} on table nope",
+    )?;
+    Ok(())
+}
+
+fn c154_scan_empty_values_unknown_table(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    let rows = storage.scan_rows(
+        P,
+        &row_scan("nope", filter(&[("project_id", &[])]), None, 10),
+    )?;
+    check!(rows.is_empty(), "expected [], got {:?}", ids(&rows));
+    Ok(())
+}
+
+fn c155_scan_byte_order(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let mut rows = Vec::new();
+    for id in ["B", "a", "é", "Z"] {
+        rows.push(task(&schema, id, "p1", &format!("title {id}"))?);
+    }
+    write_rows(storage.as_ref(), P, "tasks", &rows)?;
+    let scanned = storage.scan_rows(P, &row_scan("tasks", project("p1"), None, 10))?;
+    check_eq!(ids(&scanned), strings(&["B", "Z", "a", "é"]), "scan order");
+    Ok(())
+}
+
+fn c156_tx_scan_staged(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    write_rows(
+        storage.as_ref(),
+        P,
+        "tasks",
+        &[
+            task(&schema, "r1", "p1", "t1")?,
+            task(&schema, "r2", "p2", "t2")?,
+        ],
+    )?;
+    write_rows(
+        storage.as_ref(),
+        "part-2",
+        "tasks",
+        &[task(&schema, "r0", "p1", "t0")?],
+    )?;
+    let mut tx = storage.begin(P)?;
+    tx.delete_row("tasks", "r1")?;
+    tx.upsert_row("tasks", &task(&schema, "r3", "p1", "t3")?, None)?;
+    let scanned = tx.scan_rows(&row_scan("tasks", project("p1"), None, 10))?;
+    tx.rollback()?;
+    check_eq!(ids(&scanned), strings(&["r3"]), "transaction scan of p1");
+    Ok(())
+}

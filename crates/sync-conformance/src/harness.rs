@@ -1,0 +1,286 @@
+//! What a dialect implements to run the suite (`conformance-checklist.md` §0.2).
+//!
+//! A harness creates fresh databases, opens storage instances on them and
+//! gives raw access that simulates other binaries and operators. Every check
+//! owns its own database, so checks run in parallel.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use sync_core::{Clock, Result, ServerStorage};
+
+/// A fresh database created for one check; dropped (and cleaned up) after it.
+pub struct DbHandle {
+    /// Human-readable location (file path, schema name) for failure reports.
+    pub location: String,
+    /// Dialect-owned state; dropping it removes the database.
+    pub state: Box<dyn Any + Send + Sync>,
+}
+
+impl DbHandle {
+    /// A handle with dialect-owned cleanup state.
+    pub fn new(location: impl Into<String>, state: impl Any + Send + Sync) -> Self {
+        Self {
+            location: location.into(),
+            state: Box::new(state),
+        }
+    }
+
+    /// The dialect's state, downcast.
+    pub fn state<T: Any>(&self) -> Option<&T> {
+        self.state.downcast_ref()
+    }
+}
+
+impl fmt::Debug for DbHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DbHandle")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Small pools for exhaustion checks (C-313). SQLite: `readers = size`,
+/// `writer_wait_ms = busy_timeout_ms = wait_ms`; Postgres: `pool_size = size`,
+/// `pool_wait_ms = wait_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolLimits {
+    /// Pool size.
+    pub size: u32,
+    /// Checkout / busy wait in ms.
+    pub wait_ms: u64,
+}
+
+/// Hot paths whose query plans the `plans` group inspects (C-240, C-326…C-329).
+///
+/// The plans checks populate partition `p1` of `tasks` (rows `t0000`…, scope
+/// `project_id` = `proj-0`…`proj-19`, titles `title-<n>`, blob refs
+/// `blob-0`…`blob-19`, one commit per row) before calling
+/// [`RawAccess::explain`]; implementations explain each path with parameters
+/// drawn from that data (partition `p1`, table `tasks`, `project_id` =
+/// `proj-1`, index values `("proj-1", "title-1")`, blob `blob-1`, sources
+/// `["tasks"]`, after-seq 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HotPath {
+    /// Candidate page of `read_commit_window` (`sync_change_scopes`).
+    WindowCandidates,
+    /// The whole window page query (candidates joined to commits and changes).
+    WindowPage,
+    /// Candidate page of `scan_rows` (`sync_row_scopes`).
+    ScanCandidates,
+    /// The whole scan page query (candidates joined to the application table `tasks`).
+    ScanPage,
+    /// `scan_rows_by_index` on `tasks` through `tasks_by_project_title`.
+    IndexLookup,
+    /// Candidates of `list_rows_referencing_blob`.
+    BlobCandidates,
+    /// The coverage probe of `has_source_changes_above`.
+    CoverageProbe,
+    /// The coverage sequence of `source_coverage_seq`.
+    CoverageSeq,
+    /// The per-row scope replacement delete (SQLite exact keys; Postgres by row).
+    ScopeReplacement,
+}
+
+/// A dialect-neutral summary of one query plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanSummary {
+    /// `(table, index)` pairs the plan reads through an index; the index is
+    /// `"PRIMARY KEY"` for a primary-key search.
+    pub index_reads: Vec<(String, String)>,
+    /// Tables the plan reads by a full scan (SQLite `SCAN`, Postgres `Seq Scan`).
+    pub full_scans: Vec<String>,
+    /// The raw plan text, for failure reports.
+    pub raw: String,
+}
+
+impl PlanSummary {
+    /// Whether `table` is read through `index`.
+    pub fn uses_index(&self, table: &str, index: &str) -> bool {
+        self.index_reads
+            .iter()
+            .any(|(t, i)| t == table && i == index)
+    }
+
+    /// Whether `table` is read through any index.
+    pub fn reads_by_index(&self, table: &str) -> bool {
+        self.index_reads.iter().any(|(t, _)| t == table)
+    }
+
+    /// Whether `table` is fully scanned.
+    pub fn scans(&self, table: &str) -> bool {
+        self.full_scans.iter().any(|t| t == table)
+    }
+}
+
+/// Row filter of [`RawAccess::count`]: text equality on columns (all must hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawFilter {
+    /// `(column, value)` pairs compared as text.
+    pub eq: Vec<(String, String)>,
+}
+
+impl RawFilter {
+    /// No filter.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// `column = value`.
+    pub fn eq(column: &str, value: &str) -> Self {
+        Self {
+            eq: vec![(column.to_owned(), value.to_owned())],
+        }
+    }
+
+    /// Adds `column = value`.
+    pub fn and(mut self, column: &str, value: &str) -> Self {
+        self.eq.push((column.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+/// One column as introspected: `(name, declared type, not null)`.
+pub type RawColumn = (String, String, bool);
+/// One index as introspected: `(name, unique, columns)`.
+pub type RawIndex = (String, bool, Vec<String>);
+
+/// Direct database access that simulates other binaries and operators.
+/// Every identifier a check passes is a fixture name; implementations quote them.
+pub trait RawAccess: Send {
+    /// Inserts a bare commit row (as a raw SQL writer would), firing the fence trigger.
+    fn insert_commit(
+        &self,
+        partition: &str,
+        commit_seq: i64,
+        writer_version: Option<i32>,
+    ) -> Result<()>;
+    /// A fence-unaware writer that takes the partition lock the pre-RFC way.
+    fn old_writer(&self, partition: &str) -> Result<Box<dyn OldWriter>>;
+    /// Overwrites `sync_schema_meta.layouts` (`None` = SQL NULL).
+    fn set_layouts_text(&self, text: Option<&str>) -> Result<()>;
+    /// Overwrites the stored schema version of the marker.
+    fn set_schema_version(&self, version: i64) -> Result<()>;
+    /// Inserts or replaces a push result's stored text.
+    fn set_push_result_text(
+        &self,
+        partition: &str,
+        client_id: &str,
+        client_commit_id: &str,
+        text: &str,
+    ) -> Result<()>;
+    /// Inserts a checkpoint row directly (watermark 0, observed 0).
+    fn insert_checkpoint(
+        &self,
+        partition: &str,
+        name: &str,
+        schema_version: i32,
+        state: &str,
+        owner_epoch: i64,
+    ) -> Result<()>;
+    /// Sets (or deletes with `None`) the partition fence row.
+    fn set_partition_fence(&self, partition: &str, version: Option<i32>) -> Result<()>;
+    /// Sets `sync_schema_meta.required_writer_version`.
+    fn set_database_fence(&self, version: Option<i32>) -> Result<()>;
+    /// Drops a table.
+    fn drop_table(&self, table: &str) -> Result<()>;
+    /// Drops a column.
+    fn drop_column(&self, table: &str, column: &str) -> Result<()>;
+    /// Adds a text column; `NOT NULL` with a default when asked.
+    fn add_column(&self, table: &str, column: &str, not_null: bool) -> Result<()>;
+    /// Rebuilds an application table without one internal column (C-029).
+    fn rebuild_table_without_column(&self, table: &str, column: &str) -> Result<()>;
+    /// Overwrites a row's payload, bypassing codec validation.
+    fn set_row_payload(
+        &self,
+        table: &str,
+        partition: &str,
+        row_id: &str,
+        payload: &[u8],
+    ) -> Result<()>;
+    /// Drops an index.
+    fn drop_index(&self, name: &str) -> Result<()>;
+    /// Creates an index on exactly these columns.
+    fn create_index(&self, name: &str, table: &str, columns: &[&str], unique: bool) -> Result<()>;
+    /// Indexes of a table (excluding primary-key and constraint-owned ones).
+    fn list_indexes(&self, table: &str) -> Result<Vec<RawIndex>>;
+    /// Columns of a table in physical order; empty when the table does not exist.
+    fn list_columns(&self, table: &str) -> Result<Vec<RawColumn>>;
+    /// Whether a table exists.
+    fn table_exists(&self, table: &str) -> Result<bool>;
+    /// Counts rows of any table.
+    fn count(&self, table: &str, filter: RawFilter) -> Result<i64>;
+    /// Builds a pre-upgrade layout by dropping a column of an internal table
+    /// (for `sync_commits.writer_version` the fence trigger is dropped first).
+    fn legacy_drop_column(&self, table: &str, column: &str) -> Result<()>;
+    /// Reads one text/integer cell as text (`None` for NULL or no row), with a
+    /// text-equality filter; for checks that inspect stored values.
+    fn read_text(&self, table: &str, column: &str, filter: RawFilter) -> Result<Option<String>>;
+    /// Summarises the plan of a hot path (tables must be populated first).
+    /// Postgres runs `ANALYZE` first and explains with
+    /// `SET LOCAL enable_seqscan = off` (C-328).
+    fn explain(&self, path: HotPath) -> Result<PlanSummary>;
+    /// Rebuilds a key column with an explicit collation (`None` = the
+    /// database default) — Postgres only; SQLite returns `capability_unsupported`.
+    fn set_key_collation(&self, table: &str, column: &str, collation: Option<&str>) -> Result<()>;
+    /// The explicit collation of a column — Postgres only (C-033): the
+    /// collation name (`C`, `POSIX`, …) of `pg_attribute.attcollation`, or
+    /// `None` when the column uses the database default collation. The
+    /// default body returns `capability_unsupported` (SQLite keeps it).
+    fn column_collation(&self, table: &str, column: &str) -> Result<Option<String>> {
+        let _ = (table, column);
+        Err(sync_core::Error::new(
+            sync_core::ErrorCode::CapabilityUnsupported,
+        ))
+    }
+    /// Installs an outdated writer-fence trigger definition — SQLite only;
+    /// Postgres returns `capability_unsupported`.
+    fn install_outdated_fence_trigger(&self) -> Result<()>;
+    /// Reads the stored definition text of the writer-fence trigger.
+    fn fence_trigger_definition(&self) -> Result<Option<String>>;
+    /// Runs dialect SQL (dialect-only checks and diagnostics).
+    fn exec(&self, dialect_sql: &str) -> Result<()>;
+}
+
+/// A pre-RFC-0007 push: each step is one statement.
+pub trait OldWriter: Send {
+    /// Takes the partition lock the pre-RFC way (SQLite `BEGIN IMMEDIATE`;
+    /// Postgres counter-row `FOR UPDATE`).
+    fn lock(&mut self) -> Result<()>;
+    /// Writes a non-materialized-style row (internal columns only plus NULL projections).
+    fn upsert_row(
+        &mut self,
+        table: &str,
+        row_id: &str,
+        payload: &[u8],
+        scopes_json: &str,
+    ) -> Result<()>;
+    /// Allocates the next seq and inserts the commit (`None` = fence-unaware binary).
+    fn insert_commit(&mut self, writer_version: Option<i32>) -> Result<()>;
+    /// Commits.
+    fn commit(self: Box<Self>) -> Result<()>;
+}
+
+/// A dialect under test.
+pub trait Harness: Send + Sync {
+    /// `sqlite` or `postgres` (used for reporting and `[SQLite]`/`[PG]` applicability).
+    fn dialect(&self) -> &'static str;
+    /// A fresh, empty database, removed when the handle drops.
+    fn create_database(&self) -> Result<DbHandle>;
+    /// A new storage instance (own pools and memo) with the default configuration.
+    fn open(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<Arc<dyn ServerStorage>>;
+    /// The same with small pools (C-313).
+    fn open_with(
+        &self,
+        db: &DbHandle,
+        clock: Arc<dyn Clock>,
+        limits: PoolLimits,
+    ) -> Result<Arc<dyn ServerStorage>>;
+    /// Raw access to the database.
+    fn raw(&self, db: &DbHandle) -> Result<Box<dyn RawAccess>>;
+    /// Loads a database written by the reference implementation into `db`
+    /// (SQLite: copies the `.sqlite` file; Postgres: restores the `.sql` dump).
+    fn load_reference(&self, db: &DbHandle, fixture_dir: &std::path::Path, set: &str)
+        -> Result<()>;
+}

@@ -1,0 +1,116 @@
+//! The registry of every check, by checklist ID.
+
+use crate::check::{Applies, CheckDef, CheckFn};
+use crate::checks::*;
+
+/// Every registered check, ordered by ID.
+pub fn registry() -> Vec<&'static CheckDef> {
+    let groups: [&'static [CheckDef]; 22] = [
+        schema_lifecycle::CHECKS,
+        schema_compile::CHECKS,
+        codec::CHECKS,
+        commit_log::CHECKS,
+        rows::CHECKS,
+        idempotency::CHECKS,
+        reactions::CHECKS,
+        scope_reads::CHECKS,
+        lookups::CHECKS,
+        pruning::CHECKS,
+        clients::CHECKS,
+        blobs_admin::CHECKS,
+        registered_queries::CHECKS,
+        rfc0007_checkpoints::CHECKS,
+        rfc0007_fence::CHECKS,
+        rfc0007_activation::CHECKS,
+        rfc0007_ensure::CHECKS,
+        rfc0007_serve_gate::CHECKS,
+        rfc0007_runner::CHECKS,
+        concurrency::CHECKS,
+        bad_input::CHECKS,
+        plans::CHECKS,
+    ];
+    let mut all: Vec<&'static CheckDef> = groups.iter().flat_map(|g| g.iter()).collect();
+    all.sort_by_key(|c| c.id);
+    all
+}
+
+/// Declares a check that applies to every dialect and needs no capability.
+pub(crate) const fn check(
+    group: &'static str,
+    id: &'static str,
+    title: &'static str,
+    run: CheckFn,
+) -> CheckDef {
+    CheckDef {
+        id,
+        group,
+        title,
+        applies: Applies::All,
+        capability: None,
+        run,
+    }
+}
+
+impl CheckDef {
+    /// Restricts the check to one dialect (`[SQLite]` / `[PG]`).
+    pub const fn only(self, applies: Applies) -> Self {
+        CheckDef { applies, ..self }
+    }
+
+    /// Marks the capability group the check needs.
+    pub const fn needs(self, capability: sync_core::Capability) -> Self {
+        CheckDef {
+            capability: Some(capability),
+            ..self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_checklist_id_has_exactly_one_check() {
+        let ids: Vec<&str> = registry().iter().map(|c| c.id).collect();
+        let expected: Vec<String> = (1..=329).map(|n| format!("C-{n:03}")).collect();
+        assert_eq!(
+            ids, expected,
+            "the registry must hold C-001…C-329 exactly once each"
+        );
+    }
+
+    #[test]
+    fn dialect_marks_match_the_checklist() {
+        let only = |applies| {
+            registry()
+                .into_iter()
+                .filter(|c| c.applies == applies)
+                .map(|c| c.id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            only(Applies::Sqlite),
+            ["C-036", "C-240", "C-303", "C-326", "C-327"]
+        );
+        assert_eq!(
+            only(Applies::Postgres),
+            ["C-033", "C-037", "C-118", "C-186", "C-302", "C-310", "C-328", "C-329"]
+        );
+    }
+
+    #[test]
+    fn ids_are_unique_well_formed_and_grouped() {
+        let all = registry();
+        let mut seen = std::collections::BTreeSet::new();
+        for check in &all {
+            assert!(seen.insert(check.id), "duplicate {}", check.id);
+            assert!(
+                check.id.len() == 5 && check.id.starts_with("C-"),
+                "{}",
+                check.id
+            );
+            assert!(!check.title.is_empty(), "{} has no title", check.id);
+        }
+    }
+}
