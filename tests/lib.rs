@@ -1,1 +1,128 @@
-//! Workspace-level integration tests live in `tests/tests/`; this library only anchors the package.
+//! Shared support of the workspace-level integration tests in `tests/tests/`:
+//! "processes" of a deployment — independent storage instances with their own
+//! pools — on a fresh SQLite file or a fresh Postgres schema.
+#![deny(rust_2018_idioms)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use sync_core::ServerStorage;
+
+/// The Postgres server of the tests: `SYNCSTORE_PG_URL` or the local default.
+pub fn pg_url() -> String {
+    std::env::var("SYNCSTORE_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// One database shared by several "processes".
+pub trait Deployment: Send + Sync {
+    /// `sqlite` or `postgres`.
+    fn dialect(&self) -> &'static str;
+    /// A new process: a storage instance with its own pools and memo.
+    fn process(&self) -> Arc<dyn ServerStorage>;
+}
+
+/// A fresh SQLite file in a temporary directory.
+#[derive(Debug)]
+pub struct SqliteDeployment {
+    dir: tempfile::TempDir,
+}
+
+impl SqliteDeployment {
+    /// A new, empty deployment.
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap_or_else(|e| panic!("temporary directory: {e}")),
+        }
+    }
+}
+
+impl Default for SqliteDeployment {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Deployment for SqliteDeployment {
+    fn dialect(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn process(&self) -> Arc<dyn ServerStorage> {
+        let path = self.dir.path().join("sync.db");
+        let storage = sync_sqlite::SqliteStorage::open(&path, sync_sqlite::SqliteConfig::default())
+            .unwrap_or_else(|e| panic!("open {}: {e:?}", path.display()));
+        Arc::new(storage)
+    }
+}
+
+/// A fresh schema on the test PostgreSQL server, dropped at the end.
+#[derive(Debug)]
+pub struct PostgresDeployment {
+    url: String,
+    schema: String,
+}
+
+impl PostgresDeployment {
+    /// Creates `it_<pid>_<n>` on the server; panics with instructions when the
+    /// server does not answer (a missing Postgres is a loud failure).
+    pub fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let url = pg_url();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let schema = format!(
+            "it_{}_{}_{nanos}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| {
+            panic!(
+                "PostgreSQL is not reachable at {url} ({e}); start it with \
+                 `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start` \
+                 or set SYNCSTORE_PG_URL"
+            )
+        });
+        client
+            .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+            .unwrap_or_else(|e| panic!("create schema: {e}"));
+        Self { url, schema }
+    }
+}
+
+impl Default for PostgresDeployment {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for PostgresDeployment {
+    fn drop(&mut self) {
+        if let Ok(mut client) = postgres::Client::connect(&self.url, postgres::NoTls) {
+            let _ = client.batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+                self.schema
+            ));
+        }
+    }
+}
+
+impl Deployment for PostgresDeployment {
+    fn dialect(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn process(&self) -> Arc<dyn ServerStorage> {
+        let config = sync_postgres::PostgresConfig {
+            schema: Some(self.schema.clone()),
+            ..sync_postgres::PostgresConfig::default()
+        };
+        let storage = sync_postgres::PostgresStorage::connect(&self.url, config)
+            .unwrap_or_else(|e| panic!("connect: {e:?}"));
+        Arc::new(storage)
+    }
+}

@@ -72,14 +72,14 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
     let mut reports = Vec::new();
     for dialect in dialects {
         let harness: Box<dyn Harness> = match *dialect {
-            "sqlite" => Box::new(sync_sqlite::harness::SqliteHarness::new()),
+            "sqlite" => Box::new(sync_sqlite::harness::SqliteHarness),
             _ => {
                 let url = postgres_server::url(args.pg_url.as_deref());
                 if let Err(error) = postgres_server::require(&url) {
                     eprintln!("error: {error:#}");
                     return Ok(2);
                 }
-                Box::new(sync_postgres::harness::PostgresHarness::new(&url))
+                Box::new(sync_postgres::harness::PostgresHarness::with_url(url))
             }
         };
         let report = run_suite(harness.as_ref(), &options);
@@ -100,7 +100,9 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
     }
     if let Some(path) = &args.junit {
         let xml: String = reports.iter().map(SuiteReport::to_junit).collect();
-        let document = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n{xml}</testsuites>\n");
+        let document = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n{xml}</testsuites>\n"
+        );
         std::fs::write(path, document).with_context(|| format!("writing {}", path.display()))?;
     }
     if reports.iter().all(SuiteReport::passed) {

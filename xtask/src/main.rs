@@ -4,6 +4,7 @@
 //!   (checks that PostgreSQL answers first, and fails loudly when it does not).
 //! - `cargo xtask conformance` — the conformance suite per dialect.
 
+mod conformance;
 mod postgres_server;
 mod test;
 
@@ -22,11 +23,16 @@ struct Cli {
 enum Command {
     /// Run every test of the workspace on both dialects.
     Test(test::TestArgs),
+    /// Run the conformance suite (exit 0 pass, 1 failure, 2 setup error).
+    Conformance(conformance::ConformanceArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Test(args) => test::run(&args).map(|()| 0),
+        Command::Conformance(args) => {
+            conformance::ensure_selected(&args).and_then(|()| conformance::run(&args))
+        }
     };
     match result {
         Ok(0) => ExitCode::SUCCESS,
