@@ -1,1 +1,79 @@
-//! The Postgres dialect of the syncstore storage layer.
+//! `sync-postgres`: the Postgres dialect of the syncstore storage layer.
+//!
+//! This crate is for running the server-side storage of the sync protocol
+//! on PostgreSQL (13 or newer): [`PostgresStorage`] implements every method
+//! of [`sync_core::ServerStorage`] and [`sync_core::StorageTransaction`],
+//! including every optional capability group, over an r2d2 pool of
+//! synchronous `postgres` clients. It is not a general database toolkit, it
+//! is not async, and it shares no dialect code with `sync-sqlite`.
+//!
+//! How it maps the contract onto Postgres (`dialects.md`):
+//!
+//! - one pooled connection per transaction, `BEGIN ISOLATION LEVEL READ
+//!   COMMITTED` explicitly; multi-statement pool reads and registered queries
+//!   in `REPEATABLE READ READ ONLY`;
+//! - the partition write lock is the `sync_partitions` row (`FOR UPDATE`),
+//!   so partitions never contend; a migration takes `LOCK TABLE
+//!   sync_partitions IN EXCLUSIVE MODE`;
+//! - `commit_seq` is allocated by one statement that also inserts the commit
+//!   (where the database-side writer-fence trigger fires), its changes,
+//!   change-scope entries and tombstones;
+//! - text keys are `COLLATE "C"` so every ordering is byte-wise UTF-8;
+//! - prepared statements are cached per pooled connection.
+//!
+//! A single-row push (`begin`, `lock_partition_for_push`, `read_serve_gate`,
+//! `get_push_result`, `upsert_row`, `append_commit`, `put_push_result`,
+//! `commit`) costs seven round trips once its statements are cached: the
+//! lock, the savepoint and the gate read travel in one message, the gate
+//! call is answered from it, and the row upsert maintains the scope index in
+//! the same statement.
+//!
+//! With the `conformance` feature, [`harness::PostgresHarness`] runs the
+//! dialect-agnostic conformance suite against a live server.
+#![deny(rust_2018_idioms)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod admin;
+mod blobs;
+mod bootstrap;
+mod checkpoints;
+mod clients;
+mod commit_log;
+mod config;
+mod coverage;
+mod ensure;
+mod errors;
+mod gate;
+mod instance;
+mod introspect;
+mod json;
+mod marker;
+mod migrate;
+mod partition_lock;
+mod pool;
+mod pruning;
+mod push_results;
+mod query;
+mod query_values;
+mod reactions;
+mod registry;
+mod rewrites;
+mod rows;
+mod scans;
+mod session;
+mod sql;
+mod state;
+mod storage;
+mod table_sql;
+mod transaction;
+mod validation;
+mod values;
+mod window;
+
+#[cfg(feature = "conformance")]
+pub mod harness;
+
+pub mod reference_dump;
+
+pub use config::{PostgresConfig, DEFAULT_MIGRATION_LOCK_TIMEOUT_MS};
+pub use instance::PostgresStorage;

@@ -1,0 +1,141 @@
+//! Client records and cursors (`storage-contract.md` §4.9, admin §4.12).
+
+use postgres::Row;
+use sync_core::{ClientCursorInfo, ClientRecord, Result};
+
+use crate::json::{parse_subscriptions, subscriptions_json};
+use crate::pool::{col, Conn};
+
+const RECORD_COLUMNS: &str =
+    "client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions::text";
+const PUT_SQL: &str = "INSERT INTO sync_clients \
+    (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) \
+    VALUES ($1, $2, $3, $4, $5, ($6::text)::jsonb, $7) \
+    ON CONFLICT (partition, client_id) DO UPDATE SET actor_id = excluded.actor_id, \
+      wire_version = excluded.wire_version, cursor = excluded.cursor, \
+      subscriptions = excluded.subscriptions, updated_at_ms = excluded.updated_at_ms";
+const ADVANCE_SQL: &str = "UPDATE sync_clients c SET cursor = GREATEST(c.cursor, $5), \
+      updated_at_ms = GREATEST(c.updated_at_ms, $6) \
+    WHERE c.partition = $1 AND c.client_id = $2 AND c.actor_id = $3 \
+      AND EXISTS (SELECT 1 FROM sync_partition_registry r \
+                  WHERE r.partition = $1 AND r.log_epoch = $4) \
+    RETURNING 1";
+const UPDATE_SQL: &str = "UPDATE sync_clients c SET cursor = GREATEST(c.cursor, $3), \
+      updated_at_ms = GREATEST(c.updated_at_ms, $4) \
+    WHERE c.partition = $1 AND c.client_id = $2 RETURNING 1";
+const FLOOR_SQL: &str =
+    "SELECT min(cursor) FROM sync_clients WHERE partition = $1 AND updated_at_ms >= $2";
+const CURSORS_SQL: &str = "SELECT client_id, cursor, updated_at_ms FROM sync_clients \
+    WHERE partition = $1 ORDER BY client_id COLLATE \"C\"";
+
+fn get_sql() -> String {
+    format!("SELECT {RECORD_COLUMNS} FROM sync_clients WHERE partition = $1 AND client_id = $2")
+}
+
+fn list_sql() -> String {
+    format!(
+        "SELECT {RECORD_COLUMNS} FROM sync_clients WHERE partition = $1 \
+         ORDER BY updated_at_ms DESC, client_id COLLATE \"C\""
+    )
+}
+
+fn record(row: &Row) -> Result<ClientRecord> {
+    let subscriptions: String = col(row, 5)?;
+    Ok(ClientRecord {
+        client_id: col(row, 0)?,
+        actor_id: col(row, 1)?,
+        wire_version: col(row, 2)?,
+        cursor: col(row, 3)?,
+        updated_at_ms: col(row, 4)?,
+        subscriptions: parse_subscriptions(&subscriptions)?,
+    })
+}
+
+/// One record.
+pub(crate) fn get(
+    conn: &mut Conn,
+    partition: &str,
+    client_id: &str,
+) -> Result<Option<ClientRecord>> {
+    conn.query_opt(&get_sql(), &[&partition, &client_id])?
+        .as_ref()
+        .map(record)
+        .transpose()
+}
+
+/// Inserts or fully replaces a record.
+pub(crate) fn put(conn: &mut Conn, partition: &str, r: &ClientRecord) -> Result<()> {
+    let subscriptions = subscriptions_json(&r.subscriptions);
+    conn.execute(
+        PUT_SQL,
+        &[
+            &partition,
+            &r.client_id,
+            &r.actor_id,
+            &r.wire_version,
+            &r.cursor,
+            &subscriptions,
+            &r.updated_at_ms,
+        ],
+    )
+    .map(|_| ())
+}
+
+/// Cursor summaries ordered by client id.
+pub(crate) fn cursors(conn: &mut Conn, partition: &str) -> Result<Vec<ClientCursorInfo>> {
+    conn.query(CURSORS_SQL, &[&partition])?
+        .iter()
+        .map(|row| {
+            Ok(ClientCursorInfo {
+                client_id: col(row, 0)?,
+                cursor: col(row, 1)?,
+                updated_at_ms: col(row, 2)?,
+            })
+        })
+        .collect()
+}
+
+/// Actor- and epoch-guarded monotonic update; whether the guard matched.
+pub(crate) fn advance(
+    conn: &mut Conn,
+    partition: &str,
+    client_id: &str,
+    actor_id: &str,
+    log_epoch: &str,
+    cursor: i64,
+    at_ms: i64,
+) -> Result<bool> {
+    let rows = conn.query(
+        ADVANCE_SQL,
+        &[
+            &partition, &client_id, &actor_id, &log_epoch, &cursor, &at_ms,
+        ],
+    )?;
+    Ok(rows.len() == 1)
+}
+
+/// Unguarded monotonic update; false for a missing record.
+pub(crate) fn update(
+    conn: &mut Conn,
+    partition: &str,
+    client_id: &str,
+    cursor: i64,
+    at_ms: i64,
+) -> Result<bool> {
+    let rows = conn.query(UPDATE_SQL, &[&partition, &client_id, &cursor, &at_ms])?;
+    Ok(rows.len() == 1)
+}
+
+/// Minimum cursor of records updated at or after the cutoff.
+pub(crate) fn floor(conn: &mut Conn, partition: &str, cutoff_ms: i64) -> Result<Option<i64>> {
+    let row = conn.query_one(FLOOR_SQL, &[&partition, &cutoff_ms])?;
+    col(&row, 0)
+}
+
+/// Every record, newest update first (admin).
+pub(crate) fn list(conn: &mut Conn, partition: &str) -> Result<Vec<ClientRecord>> {
+    conn.query(&list_sql(), &[&partition])?
+        .iter()
+        .map(record)
+        .collect()
+}

@@ -1,0 +1,53 @@
+//! Construction options of [`PostgresStorage`](crate::PostgresStorage)
+//! (`dialects.md` §2.2).
+
+use std::sync::Arc;
+
+use sync_core::limits::{DEFAULT_POOL_WAIT_MS, DEFAULT_POSTGRES_POOL_SIZE};
+use sync_core::{Clock, SystemClock};
+
+/// Default `SET LOCAL lock_timeout` of the migration transaction.
+pub const DEFAULT_MIGRATION_LOCK_TIMEOUT_MS: u64 = 60_000;
+
+/// Configuration of a Postgres storage instance.
+///
+/// `pool_size`, `pool_wait_ms` and `schema` shape the pool built by
+/// [`PostgresStorage::connect`](crate::PostgresStorage::connect); a pool
+/// handed to [`PostgresStorage::new`](crate::PostgresStorage::new) is used as
+/// built by the host (which then sets `search_path` itself).
+#[derive(Debug, Clone)]
+pub struct PostgresConfig {
+    /// Schema every pooled connection works in (`SET search_path TO "<schema>"`
+    /// on acquire). `None` keeps the server's default `search_path`.
+    pub schema: Option<String>,
+    /// `SET LOCAL lock_timeout` before the migration lock (ms).
+    pub migration_lock_timeout_ms: u64,
+    /// Optional `SET LOCAL lock_timeout` before every wait for a partition
+    /// write lock (push lock, rotation, prune, activation, horizon) in ms; a
+    /// timeout is `sync.storage.busy`. `None` waits for as long as the lock
+    /// is held.
+    pub push_lock_timeout_ms: Option<u64>,
+    /// Optional `SET LOCAL statement_timeout` of every transaction (ms).
+    pub statement_timeout_ms: Option<u64>,
+    /// `max_size` of the pool built by `connect`.
+    pub pool_size: u32,
+    /// Pool checkout wait of the pool built by `connect` (ms); a timeout is
+    /// `sync.storage.busy`.
+    pub pool_wait_ms: u64,
+    /// Source of installation timestamps of checkpoints declared through `ensure_schema`.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        Self {
+            schema: None,
+            migration_lock_timeout_ms: DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
+            push_lock_timeout_ms: None,
+            statement_timeout_ms: None,
+            pool_size: DEFAULT_POSTGRES_POOL_SIZE,
+            pool_wait_ms: DEFAULT_POOL_WAIT_MS,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! The conformance harness of the Postgres dialect (feature `conformance`).
+//!
+//! Every database is a fresh schema `conf_<random hex>` on the server named
+//! by `SYNCSTORE_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
+//! dropped with `CASCADE` when its handle drops, so checks run in parallel.
+//! Storage instances connect with `search_path` set to that schema; raw
+//! access is a plain `postgres::Client` with the same `search_path`.
+
+mod explain;
+mod old_writer;
+mod raw;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use postgres::{Client, NoTls};
+use sync_conformance::{DbHandle, Harness, PoolLimits, RawAccess};
+use sync_core::{Clock, Error, ErrorCode, Result, ServerStorage};
+
+use crate::pool::search_path_statement;
+use crate::sql::quote_ident;
+use crate::{PostgresConfig, PostgresStorage};
+
+/// Default server of the harness and the tests.
+pub const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// The server URL: `SYNCSTORE_PG_URL`, else [`DEFAULT_PG_URL`].
+pub fn pg_url_from_env() -> String {
+    std::env::var("SYNCSTORE_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.to_owned())
+}
+
+/// Why a server could not be reached, with how to start one.
+#[derive(Debug)]
+pub struct Unreachable {
+    url: String,
+    cause: postgres::Error,
+}
+
+impl fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot reach PostgreSQL at {} ({}); start a server, e.g. `pg_ctlcluster <version> main start`, \
+             or set SYNCSTORE_PG_URL to a reachable one",
+            self.url, self.cause
+        )
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
+/// Connects a raw client, failing with a message that says how to start a server.
+pub fn connect_client(url: &str) -> std::result::Result<Client, Unreachable> {
+    Client::connect(url, NoTls).map_err(|cause| Unreachable {
+        url: url.to_owned(),
+        cause,
+    })
+}
+
+/// A raw client with `search_path` set to `schema`.
+pub(crate) fn schema_client(url: &str, schema: &str) -> Result<Client> {
+    let mut client = connect_client(url).map_err(Error::backend)?;
+    client
+        .batch_execute(&search_path_statement(schema))
+        .map_err(Error::backend)?;
+    Ok(client)
+}
+
+/// The Postgres [`Harness`].
+#[derive(Debug, Clone)]
+pub struct PostgresHarness {
+    url: String,
+}
+
+impl Default for PostgresHarness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PostgresHarness {
+    /// A harness on the server of `SYNCSTORE_PG_URL` (or the default URL).
+    pub fn new() -> Self {
+        Self::with_url(pg_url_from_env())
+    }
+
+    /// A harness on an explicit server.
+    pub fn with_url(url: impl Into<String>) -> Self {
+        Self { url: url.into() }
+    }
+
+    /// The server URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Fails with a loud, actionable error when the server is unreachable.
+    pub fn check_reachable(&self) -> std::result::Result<(), Unreachable> {
+        connect_client(&self.url).map(drop)
+    }
+
+    fn schema_of(db: &DbHandle) -> Result<&SchemaHandle> {
+        db.state::<SchemaHandle>()
+            .ok_or_else(|| Error::new(ErrorCode::Backend).detail("reason", "foreign_db_handle"))
+    }
+
+    fn open_config(
+        &self,
+        db: &DbHandle,
+        clock: Arc<dyn Clock>,
+        limits: Option<PoolLimits>,
+    ) -> Result<PostgresStorage> {
+        let handle = Self::schema_of(db)?;
+        let mut config = PostgresConfig {
+            schema: Some(handle.schema.clone()),
+            clock,
+            ..PostgresConfig::default()
+        };
+        if let Some(limits) = limits {
+            config.pool_size = limits.size;
+            config.pool_wait_ms = limits.wait_ms;
+        }
+        PostgresStorage::connect(&self.url, config)
+    }
+}
+
+/// A schema created for one check; dropped with `CASCADE` on drop.
+#[derive(Debug)]
+pub struct SchemaHandle {
+    url: String,
+    schema: String,
+}
+
+impl SchemaHandle {
+    /// The schema name.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+}
+
+impl Drop for SchemaHandle {
+    fn drop(&mut self) {
+        if let Ok(mut client) = connect_client(&self.url) {
+            let _ = client.batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {} CASCADE",
+                quote_ident(&self.schema)
+            ));
+        }
+    }
+}
+
+static SCHEMA_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh schema name: `conf_` + hex of time, process id and a counter.
+pub fn fresh_schema_name(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = SCHEMA_COUNTER.fetch_add(1, Ordering::SeqCst);
+    format!(
+        "{prefix}_{:x}{:x}{:x}",
+        nanos & 0xffff_ffff_ffff,
+        std::process::id(),
+        n
+    )
+}
+
+/// Creates a fresh schema on `url` and returns its handle.
+pub fn create_schema(url: &str, prefix: &str) -> Result<SchemaHandle> {
+    let mut client = connect_client(url).map_err(Error::backend)?;
+    let schema = fresh_schema_name(prefix);
+    client
+        .batch_execute(&format!("CREATE SCHEMA {}", quote_ident(&schema)))
+        .map_err(Error::backend)?;
+    Ok(SchemaHandle {
+        url: url.to_owned(),
+        schema,
+    })
+}
+
+impl Harness for PostgresHarness {
+    fn dialect(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn create_database(&self) -> Result<DbHandle> {
+        let handle = create_schema(&self.url, "conf")?;
+        Ok(DbHandle::new(handle.schema.clone(), handle))
+    }
+
+    fn open(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<Arc<dyn ServerStorage>> {
+        Ok(Arc::new(self.open_config(db, clock, None)?))
+    }
+
+    fn open_with(
+        &self,
+        db: &DbHandle,
+        clock: Arc<dyn Clock>,
+        limits: PoolLimits,
+    ) -> Result<Arc<dyn ServerStorage>> {
+        Ok(Arc::new(self.open_config(db, clock, Some(limits))?))
+    }
+
+    fn raw(&self, db: &DbHandle) -> Result<Box<dyn RawAccess>> {
+        let handle = Self::schema_of(db)?;
+        Ok(Box::new(raw::PgRaw::new(&self.url, &handle.schema)?))
+    }
+
+    fn load_reference(&self, db: &DbHandle, fixture_dir: &Path, set: &str) -> Result<()> {
+        let handle = Self::schema_of(db)?;
+        crate::reference_dump::load_into_schema(
+            &self.url,
+            &handle.schema,
+            &fixture_dir.join(format!("{set}.postgres.sql")),
+        )
+    }
+}

@@ -1,0 +1,214 @@
+//! The storage instance: construction, pool access, the ensured schema, and
+//! the three shapes of pool-level work (single statement, read snapshot,
+//! write transaction).
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use postgres::tls::{MakeTlsConnect, TlsConnect};
+use postgres::{NoTls, Socket};
+use r2d2::Pool;
+use r2d2_postgres::PostgresConnectionManager;
+use sync_core::{Error, ErrorCode, Result};
+
+use crate::bootstrap;
+use crate::config::PostgresConfig;
+use crate::pool::{build_pool, search_path_statement, source_of, Conn, ConnectionSource};
+use crate::session::{self, Isolation};
+use crate::state::Ensured;
+
+/// The Postgres storage of one database schema: every method of
+/// [`ServerStorage`](sync_core::ServerStorage), on an r2d2 pool.
+///
+/// Cheap to share behind `Arc`; every transaction checks out its own pooled
+/// connection.
+pub struct PostgresStorage {
+    source: Box<dyn ConnectionSource>,
+    config: PostgresConfig,
+    ensured: RwLock<Option<Arc<Ensured>>>,
+    ensure_lock: Mutex<()>,
+    bootstrapped: AtomicBool,
+}
+
+impl fmt::Debug for PostgresStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStorage")
+            .field("config", &self.config)
+            .field("ensured_version", &self.ensured().map(|e| e.version))
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a pool-level write transaction ends when its body succeeded.
+#[derive(Debug)]
+pub(crate) enum Finish<T> {
+    /// Commit, then return the value.
+    Commit(T),
+    /// Roll back (nothing to persist), then return the value.
+    Rollback(T),
+}
+
+impl PostgresStorage {
+    /// A storage over a host-built pool (any TLS connector). The pool must set
+    /// the connections' `search_path` itself when a schema other than the
+    /// server default is wanted; `config.schema`, `pool_size` and
+    /// `pool_wait_ms` only shape the pool built by [`PostgresStorage::connect`].
+    /// r2d2 validates every checkout by default (one extra round trip per
+    /// transaction); build the pool with `test_on_check_out(false)` to avoid
+    /// it — a connection the server closed while idle then fails its `BEGIN`
+    /// and the transaction is opened once more on a fresh connection.
+    pub fn new<T>(pool: Pool<PostgresConnectionManager<T>>, config: PostgresConfig) -> Self
+    where
+        T: MakeTlsConnect<Socket> + Clone + 'static + Sync + Send,
+        T::TlsConnect: Send,
+        T::Stream: Send,
+        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    {
+        Self {
+            source: source_of(pool),
+            config,
+            ensured: RwLock::new(None),
+            ensure_lock: Mutex::new(()),
+            bootstrapped: AtomicBool::new(false),
+        }
+    }
+
+    /// Connects to `url` (a `postgres://` URL or key-value string) without
+    /// TLS. Builds the pool from `config` (`pool_size`, `pool_wait_ms`, and
+    /// `SET search_path TO "<schema>"` on every new connection) after one
+    /// probe connection that fails fast when the server is unreachable.
+    pub fn connect(url: &str, config: PostgresConfig) -> Result<Self> {
+        let pg_config: postgres::Config = url
+            .parse()
+            .map_err(|e| Error::invalid_argument("url", "unparsable").source_error(e))?;
+        let mut probe = pg_config.connect(NoTls).map_err(Error::backend)?;
+        if let Some(schema) = &config.schema {
+            probe
+                .batch_execute(&search_path_statement(schema))
+                .map_err(Error::backend)?;
+        }
+        drop(probe);
+        let pool = build_pool(
+            pg_config,
+            config.schema.as_deref(),
+            config.pool_size,
+            config.pool_wait_ms,
+        )?;
+        Ok(Self::new(pool, config))
+    }
+
+    /// The configuration this instance was built with.
+    pub fn config(&self) -> &PostgresConfig {
+        &self.config
+    }
+
+    /// The schema last ensured on this instance.
+    pub(crate) fn ensured(&self) -> Option<Arc<Ensured>> {
+        self.ensured
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Records a successfully ensured schema.
+    pub(crate) fn set_ensured(&self, ensured: Arc<Ensured>) {
+        *self
+            .ensured
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(ensured);
+    }
+
+    /// Serializes `ensure_schema` calls on this instance.
+    pub(crate) fn ensure_guard(&self) -> MutexGuard<'_, ()> {
+        self.ensure_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A pooled connection without the lazy bootstrap.
+    pub(crate) fn checkout_raw(&self) -> Result<Conn> {
+        self.source.checkout()
+    }
+
+    /// A pooled connection; the base DDL runs first once per instance, so
+    /// every method works on a database no `ensure_schema` has touched yet.
+    pub(crate) fn checkout(&self) -> Result<Conn> {
+        if !self.bootstrapped.load(Ordering::Acquire) {
+            self.bootstrap()?;
+        }
+        self.checkout_raw()
+    }
+
+    /// Runs the base DDL (catalog-driven; a warm start issues no DDL).
+    pub(crate) fn bootstrap(&self) -> Result<()> {
+        let mut conn = self.checkout_raw()?;
+        bootstrap::run(&mut conn, self.config.statement_timeout_ms)?;
+        self.bootstrapped.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Single-statement work in autocommit on a pooled connection.
+    pub(crate) fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        let mut conn = self.checkout()?;
+        f(&mut conn)
+    }
+
+    /// Multi-statement reads in one `REPEATABLE READ READ ONLY` snapshot.
+    pub(crate) fn with_snapshot<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        self.in_transaction(Isolation::RepeatableReadOnly, |c| f(c).map(Finish::Commit))
+    }
+
+    /// A `READ COMMITTED` write transaction; the body decides whether it commits.
+    pub(crate) fn with_write<T>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> Result<Finish<T>>,
+    ) -> Result<T> {
+        self.in_transaction(Isolation::ReadCommitted, f)
+    }
+
+    /// A pooled connection inside a new transaction. A pooled connection the
+    /// server closed while it was idle fails its `BEGIN` (nothing ran) and is
+    /// dropped by the pool; the transaction is then opened once more on
+    /// another connection.
+    pub(crate) fn begin_conn(&self, isolation: Isolation) -> Result<Conn> {
+        let timeout = self.config.statement_timeout_ms;
+        let mut conn = self.checkout()?;
+        match session::begin(&mut conn, isolation, timeout) {
+            Ok(()) => Ok(conn),
+            Err(_) if conn.is_closed() => {
+                drop(conn);
+                let mut conn = self.checkout()?;
+                session::begin(&mut conn, isolation, timeout)?;
+                Ok(conn)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Runs `f` inside a new transaction; commits or rolls back as it says.
+    pub(crate) fn in_transaction<T>(
+        &self,
+        isolation: Isolation,
+        f: impl FnOnce(&mut Conn) -> Result<Finish<T>>,
+    ) -> Result<T> {
+        let mut conn = self.begin_conn(isolation)?;
+        match f(&mut conn) {
+            Ok(Finish::Commit(value)) => session::commit(&mut conn).map(|()| value),
+            Ok(Finish::Rollback(value)) => {
+                session::rollback(&mut conn);
+                Ok(value)
+            }
+            Err(err) => {
+                session::rollback(&mut conn);
+                Err(err)
+            }
+        }
+    }
+
+    /// The ensured schema or `sync.storage.schema_not_ensured`.
+    pub(crate) fn require_ensured(&self) -> Result<Arc<Ensured>> {
+        self.ensured()
+            .ok_or_else(|| Error::new(ErrorCode::SchemaNotEnsured))
+    }
+}

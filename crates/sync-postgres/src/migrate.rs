@@ -1,0 +1,110 @@
+//! The migration transactions (`schema-and-migrations.md` §9.1, §13): the
+//! bump and the same-version legacy upgrade. Both start with
+//! `SET LOCAL lock_timeout` and `LOCK TABLE sync_partitions IN EXCLUSIVE
+//! MODE` before any read or DDL, so every writer (aware or not) blocks at
+//! its first partition statement while plain reads continue.
+
+use postgres::types::ToSql;
+use sync_core::{CompiledSchema, EnsureOptions, Result};
+use sync_schema::{
+    layouts_json, parse_layouts, plan_legacy_upgrade, plan_migration, Dialect, Statement,
+};
+
+use crate::ensure::check_pending;
+use crate::instance::{Finish, PostgresStorage};
+use crate::introspect::{names_with_internal, observe};
+use crate::pool::Conn;
+use crate::rewrites::rewrite_table;
+use crate::session::Isolation;
+use crate::{checkpoints, marker};
+
+/// How a bump attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BumpOutcome {
+    /// Migrated and committed.
+    Done,
+    /// Another process reached the version first; nothing was done.
+    Raced,
+}
+
+fn take_migration_lock(conn: &mut Conn, timeout_ms: u64) -> Result<()> {
+    conn.simple(&format!(
+        "SET LOCAL lock_timeout = {timeout_ms}; LOCK TABLE sync_partitions IN EXCLUSIVE MODE"
+    ))
+    .map(|_| ())
+}
+
+/// Runs one planned statement (DDL through the simple protocol, statements
+/// with parameters through the extended one).
+fn run_statement(conn: &mut Conn, statement: &Statement) -> Result<()> {
+    if statement.params.is_empty() {
+        return conn.simple(&statement.sql).map(|_| ());
+    }
+    let params: Vec<&(dyn ToSql + Sync)> = statement
+        .params
+        .iter()
+        .map(|p| p as &(dyn ToSql + Sync))
+        .collect();
+    conn.execute(&statement.sql, &params).map(|_| ())
+}
+
+/// The bump transaction of §9.1.
+pub(crate) fn bump(
+    storage: &PostgresStorage,
+    schema: &CompiledSchema,
+    opts: &EnsureOptions,
+) -> Result<BumpOutcome> {
+    let config = storage.config();
+    storage.in_transaction(Isolation::ReadCommitted, |conn| {
+        take_migration_lock(conn, config.migration_lock_timeout_ms)?;
+        opts.notify_migration_locked();
+        let stored = marker::read(conn)?;
+        if stored
+            .as_ref()
+            .is_some_and(|m| m.schema_version >= i64::from(schema.version))
+        {
+            return Ok(Finish::Rollback(BumpOutcome::Raced));
+        }
+        check_pending(
+            &checkpoints::pending(conn, schema.version)?,
+            &opts.declarations,
+            schema.version,
+        )?;
+        let layouts = parse_layouts(stored.as_ref().map(|m| m.layouts.as_str()))?;
+        let mut names: Vec<String> = schema.tables.iter().map(|t| t.name.clone()).collect();
+        names = names_with_internal(names);
+        let observed = observe(conn, &names)?;
+        let plan = plan_migration(schema, &layouts, &observed, Dialect::Postgres)?;
+        for statement in plan.statements() {
+            run_statement(conn, statement)?;
+        }
+        for rewrite in plan.needed_rewrites() {
+            if let Some(table) = schema.table(&rewrite.table) {
+                rewrite_table(conn, table, rewrite)?;
+            }
+        }
+        marker::write(conn, schema.version, &layouts_json(schema))?;
+        let now = config.clock.now_ms();
+        for declaration in &opts.declarations {
+            checkpoints::install(conn, declaration, now)?;
+        }
+        Ok(Finish::Commit(BumpOutcome::Done))
+    })
+}
+
+/// The same-version legacy upgrade (§13): under the migration lock,
+/// re-detect, convert key collations and rebuild legacy-shaped indexes.
+/// Marker, layouts and fences are unchanged.
+pub(crate) fn legacy_upgrade(storage: &PostgresStorage, schema: &CompiledSchema) -> Result<()> {
+    let timeout = storage.config().migration_lock_timeout_ms;
+    storage.in_transaction(Isolation::ReadCommitted, |conn| {
+        take_migration_lock(conn, timeout)?;
+        let names = names_with_internal(schema.tables.iter().map(|t| t.name.clone()));
+        let observed = observe(conn, &names)?;
+        let plan = plan_legacy_upgrade(schema, &observed, Dialect::Postgres);
+        for statement in plan.statements() {
+            run_statement(conn, statement)?;
+        }
+        Ok(Finish::Commit(()))
+    })
+}

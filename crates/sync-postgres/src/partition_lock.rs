@@ -1,0 +1,87 @@
+//! The partition write lock (`dialects.md` §3): insert the counter row if
+//! absent, then `SELECT … FOR UPDATE` it. Pushes, activations, prunes and
+//! rotations of one partition serialize on it; the migration's table lock
+//! excludes all of them.
+//!
+//! The push lock is sent as one simple-query message: optional
+//! `lock_timeout`, the insert, the `FOR UPDATE`, the savepoint and — as a
+//! separate statement, so with a snapshot taken after the lock was granted —
+//! the serve gate of the transaction's writer version. The gate read comes
+//! back with the lock, so the caller's `read_serve_gate` costs no round trip.
+
+use postgres::SimpleQueryMessage;
+use sync_core::{Error, Result, ServeGate};
+
+use crate::gate;
+use crate::pool::Conn;
+use crate::sql::quote_literal;
+
+const INSERT_SQL: &str =
+    "INSERT INTO sync_partitions (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING";
+const LOCK_SQL: &str = "SELECT max_commit_seq, horizon_seq FROM sync_partitions \
+    WHERE partition = $1 FOR UPDATE";
+
+/// The savepoint that marks the rollback point of a rejected push.
+pub(crate) const SAVEPOINT: &str = "sync_push_candidate";
+
+/// Takes the partition lock with two parameterized statements (inside a
+/// transaction), waiting at most `timeout_ms` when set; returns
+/// `(max_commit_seq, horizon_seq)`.
+pub(crate) fn lock(
+    conn: &mut Conn,
+    partition: &str,
+    timeout_ms: Option<u64>,
+) -> Result<(i64, i64)> {
+    if let Some(ms) = timeout_ms {
+        conn.simple(&format!("SET LOCAL lock_timeout = {ms}"))?;
+    }
+    conn.execute(INSERT_SQL, &[&partition])?;
+    let row = conn.query_one(LOCK_SQL, &[&partition])?;
+    if timeout_ms.is_some() {
+        conn.simple("SET LOCAL lock_timeout TO DEFAULT")?;
+    }
+    Ok((crate::pool::col(&row, 0)?, crate::pool::col(&row, 1)?))
+}
+
+/// The push lock, savepoint and serve-gate read in one round trip. Returns
+/// the gate of `running` read right after the lock was granted.
+pub(crate) fn lock_for_push(
+    conn: &mut Conn,
+    partition: &str,
+    running: i32,
+    lock_timeout_ms: Option<u64>,
+) -> Result<ServeGate> {
+    let Some(literal) = quote_literal(partition) else {
+        // No text value can hold NUL: let the parameterized path report it.
+        lock(conn, partition, lock_timeout_ms)?;
+        return Err(Error::backend("partition contains NUL"));
+    };
+    let mut sql = String::new();
+    if let Some(ms) = lock_timeout_ms {
+        sql.push_str(&format!("SET LOCAL lock_timeout = {ms}; "));
+    }
+    sql.push_str(&format!(
+        "INSERT INTO sync_partitions (partition) VALUES ({literal}) ON CONFLICT (partition) DO NOTHING; \
+         SELECT max_commit_seq FROM sync_partitions WHERE partition = {literal} FOR UPDATE; "
+    ));
+    if lock_timeout_ms.is_some() {
+        sql.push_str("SET LOCAL lock_timeout TO DEFAULT; ");
+    }
+    sql.push_str(&format!("SAVEPOINT {SAVEPOINT}; "));
+    sql.push_str(&gate::gate_sql(&literal, &running.to_string()));
+    let messages = conn.simple(&sql)?;
+    let last_row = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        })
+        .next_back()
+        .ok_or_else(|| Error::backend("gate read returned no row"))?;
+    gate::gate_from_text(
+        partition,
+        last_row.try_get(0).map_err(Error::backend)?,
+        last_row.try_get(1).map_err(Error::backend)?,
+        last_row.try_get(2).map_err(Error::backend)?,
+    )
+}

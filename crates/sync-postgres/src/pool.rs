@@ -1,0 +1,329 @@
+//! Pooled connections: type erasure over the TLS connector, the per-connection
+//! statement cache, `search_path` on acquire and the pool built by `connect`.
+//!
+//! Every statement of this crate goes through [`Conn`], which prepares each
+//! distinct SQL text once per pooled connection and keeps the prepared
+//! [`Statement`] in the connection's r2d2 extensions, so a cached statement
+//! costs one round trip (bind + execute) instead of two.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use postgres::tls::{MakeTlsConnect, TlsConnect};
+use postgres::types::ToSql;
+use postgres::{Client, NoTls, Row, SimpleQueryMessage, Socket, Statement};
+use r2d2::{CustomizeConnection, Pool, PooledConnection};
+use r2d2_postgres::PostgresConnectionManager;
+use sync_core::{Error, Result};
+
+use crate::errors::{db, is_stale_statement, pool_timeout};
+use crate::sql::quote_ident;
+
+/// Parameters of one statement.
+pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// Driver error alias.
+pub(crate) type PgError = postgres::Error;
+
+/// Upper bound of cached statements per connection; the cache is cleared
+/// when it would grow beyond it (statement texts are mostly fixed, so this
+/// only bounds pathological workloads).
+const STATEMENT_CACHE_LIMIT: usize = 512;
+
+/// Prepared statements of one pooled connection, keyed by SQL text.
+#[derive(Default)]
+pub(crate) struct StatementCache {
+    statements: HashMap<String, Statement>,
+}
+
+/// A pooled `postgres::Client` whatever the TLS connector.
+trait PooledClient: Send {
+    fn client(&mut self) -> &mut Client;
+    fn take_cache(&mut self) -> StatementCache;
+    fn put_cache(&mut self, cache: StatementCache);
+}
+
+impl<T> PooledClient for PooledConnection<PostgresConnectionManager<T>>
+where
+    T: MakeTlsConnect<Socket> + Clone + 'static + Sync + Send,
+    T::TlsConnect: Send,
+    T::Stream: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    fn client(&mut self) -> &mut Client {
+        self
+    }
+
+    fn take_cache(&mut self) -> StatementCache {
+        PooledConnection::extensions_mut(self)
+            .remove::<StatementCache>()
+            .unwrap_or_default()
+    }
+
+    fn put_cache(&mut self, cache: StatementCache) {
+        PooledConnection::extensions_mut(self).insert(cache);
+    }
+}
+
+/// A client owned outright (not pooled): raw access in the conformance harness.
+struct OwnedClient(Client);
+
+impl PooledClient for OwnedClient {
+    fn client(&mut self) -> &mut Client {
+        &mut self.0
+    }
+
+    fn take_cache(&mut self) -> StatementCache {
+        StatementCache::default()
+    }
+
+    fn put_cache(&mut self, _cache: StatementCache) {}
+}
+
+/// One checked-out connection with its statement cache. Returned to the pool
+/// (cache included) on drop.
+pub(crate) struct Conn {
+    inner: Box<dyn PooledClient>,
+    cache: StatementCache,
+    statements: u64,
+}
+
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn")
+            .field("cached_statements", &self.cache.statements.len())
+            .field("statements", &self.statements)
+            .finish()
+    }
+}
+
+impl Conn {
+    fn new(mut inner: Box<dyn PooledClient>) -> Self {
+        let cache = inner.take_cache();
+        Self {
+            inner,
+            cache,
+            statements: 0,
+        }
+    }
+
+    /// Wraps a client that belongs to no pool.
+    #[cfg_attr(not(feature = "conformance"), allow(dead_code))]
+    pub(crate) fn from_client(client: Client) -> Self {
+        Self::new(Box::new(OwnedClient(client)))
+    }
+
+    /// How many statements were issued on this checkout (failed ones included).
+    pub(crate) fn statements(&self) -> u64 {
+        self.statements
+    }
+
+    fn prepared(&mut self, sql: &str) -> Result<Statement, PgError> {
+        if let Some(statement) = self.cache.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.inner.client().prepare(sql)?;
+        if self.cache.statements.len() >= STATEMENT_CACHE_LIMIT {
+            self.cache.statements.clear();
+        }
+        self.cache
+            .statements
+            .insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Runs `run` with the cached statement for `sql`; a statement the server
+    /// reports as stale (its result shape changed under DDL) leaves the cache.
+    fn with_cached<T>(
+        &mut self,
+        sql: &str,
+        run: impl FnOnce(&mut Client, &Statement) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
+        self.statements += 1;
+        let statement = self.prepared(sql)?;
+        let result = run(self.inner.client(), &statement);
+        if let Err(err) = &result {
+            if is_stale_statement(err) {
+                self.cache.statements.remove(sql);
+            }
+        }
+        result
+    }
+
+    /// Runs a cached statement and returns its rows (raw driver error).
+    pub(crate) fn query_raw(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, PgError> {
+        self.with_cached(sql, |client, statement| client.query(statement, params))
+    }
+
+    /// Runs a cached statement and returns its rows.
+    pub(crate) fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        self.query_raw(sql, params).map_err(db)
+    }
+
+    /// Runs a cached statement and returns its first row, if any.
+    pub(crate) fn query_opt(&mut self, sql: &str, params: Params<'_>) -> Result<Option<Row>> {
+        Ok(self.query(sql, params)?.into_iter().next())
+    }
+
+    /// Runs a cached statement that must return a row.
+    pub(crate) fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<Row> {
+        self.query_opt(sql, params)?
+            .ok_or_else(|| Error::backend("statement returned no row"))
+    }
+
+    /// Runs a cached statement and returns the affected-row count.
+    pub(crate) fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64> {
+        self.with_cached(sql, |client, statement| client.execute(statement, params))
+            .map_err(db)
+    }
+
+    /// Prepares a statement without caching it (registered queries, EXPLAIN).
+    pub(crate) fn prepare_uncached(&mut self, sql: &str) -> Result<Statement, PgError> {
+        self.statements += 1;
+        self.inner.client().prepare(sql)
+    }
+
+    /// Runs a statement prepared with [`Conn::prepare_uncached`].
+    pub(crate) fn query_prepared(
+        &mut self,
+        statement: &Statement,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, PgError> {
+        self.statements += 1;
+        self.inner.client().query(statement, params)
+    }
+
+    /// Runs one or more parameterless statements in one round trip (simple
+    /// query protocol) and returns every message (raw driver error).
+    pub(crate) fn simple_raw(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>, PgError> {
+        self.statements += 1;
+        self.inner.client().simple_query(sql)
+    }
+
+    /// [`Conn::simple_raw`] with classification.
+    pub(crate) fn simple(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>> {
+        self.simple_raw(sql).map_err(db)
+    }
+
+    /// Whether the underlying connection is closed.
+    pub(crate) fn is_closed(&mut self) -> bool {
+        self.inner.client().is_closed()
+    }
+
+    /// Makes sure the pool never hands this connection out again: the
+    /// backend is terminated and the client driven until it notices, so r2d2
+    /// sees a closed connection on return and drops it.
+    pub(crate) fn discard(&mut self) {
+        self.cache.statements.clear();
+        // The server ends the session; the errors these return are expected.
+        let _ = self
+            .inner
+            .client()
+            .simple_query("SELECT pg_terminate_backend(pg_backend_pid())");
+        for _ in 0..3 {
+            if self.is_closed() {
+                return;
+            }
+            let _ = self.inner.client().simple_query("");
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        let cache = std::mem::take(&mut self.cache);
+        self.inner.put_cache(cache);
+    }
+}
+
+/// Where connections come from: an r2d2 pool of any TLS connector.
+pub(crate) trait ConnectionSource: Send + Sync {
+    fn checkout(&self) -> Result<Conn>;
+}
+
+struct R2d2Source<T>
+where
+    T: MakeTlsConnect<Socket> + Clone + 'static + Sync + Send,
+    T::TlsConnect: Send,
+    T::Stream: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    pool: Pool<PostgresConnectionManager<T>>,
+}
+
+impl<T> ConnectionSource for R2d2Source<T>
+where
+    T: MakeTlsConnect<Socket> + Clone + 'static + Sync + Send,
+    T::TlsConnect: Send,
+    T::Stream: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    fn checkout(&self) -> Result<Conn> {
+        let pooled = self.pool.get().map_err(pool_timeout)?;
+        Ok(Conn::new(Box::new(pooled)))
+    }
+}
+
+/// Erases the TLS connector of a host-built pool.
+pub(crate) fn source_of<T>(pool: Pool<PostgresConnectionManager<T>>) -> Box<dyn ConnectionSource>
+where
+    T: MakeTlsConnect<Socket> + Clone + 'static + Sync + Send,
+    T::TlsConnect: Send,
+    T::Stream: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    Box::new(R2d2Source { pool })
+}
+
+/// Sets `search_path` on every connection the pool opens.
+#[derive(Debug)]
+struct SearchPath {
+    statement: String,
+}
+
+impl CustomizeConnection<Client, PgError> for SearchPath {
+    fn on_acquire(&self, conn: &mut Client) -> Result<(), PgError> {
+        conn.batch_execute(&self.statement)
+    }
+}
+
+/// The `SET search_path` statement for a schema.
+pub(crate) fn search_path_statement(schema: &str) -> String {
+    format!("SET search_path TO {}", quote_ident(schema))
+}
+
+/// Builds the pool of [`PostgresStorage::connect`](crate::PostgresStorage::connect):
+/// `NoTls`, `max_size = pool_size`, no idle connections kept open eagerly,
+/// checkout wait `pool_wait_ms`, and `search_path` on acquire.
+pub(crate) fn build_pool(
+    config: postgres::Config,
+    schema: Option<&str>,
+    pool_size: u32,
+    pool_wait_ms: u64,
+) -> Result<Pool<PostgresConnectionManager<NoTls>>> {
+    if pool_size == 0 {
+        return Err(Error::invalid_argument("pool_size", "zero"));
+    }
+    if pool_wait_ms == 0 {
+        return Err(Error::invalid_argument("pool_wait_ms", "zero"));
+    }
+    let manager = PostgresConnectionManager::new(config, NoTls);
+    let mut builder = Pool::builder()
+        .max_size(pool_size)
+        .min_idle(Some(0))
+        .test_on_check_out(false)
+        .idle_timeout(Some(Duration::from_secs(60)))
+        .connection_timeout(Duration::from_millis(pool_wait_ms));
+    if let Some(schema) = schema {
+        builder = builder.connection_customizer(Box::new(SearchPath {
+            statement: search_path_statement(schema),
+        }));
+    }
+    builder.build(manager).map_err(Error::backend)
+}
+
+/// Reads column `idx` of a row; a type mismatch is `sync.storage.backend`.
+pub(crate) fn col<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, idx: usize) -> Result<T> {
+    row.try_get(idx).map_err(Error::backend)
+}

@@ -1,0 +1,39 @@
+//! Idempotency records (`storage-contract.md` §4.6, §9.1): first writer wins.
+
+use sync_core::{Result, StoredPushResult};
+
+use crate::pool::{col, Conn};
+
+const GET_SQL: &str = "SELECT result::text FROM sync_push_results \
+    WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3";
+/// Insert-if-absent of one result: `$1` partition, `$2` client, `$3` commit id, `$4` JSON.
+pub(crate) const PUT_SQL: &str = "INSERT INTO sync_push_results \
+    (partition, client_id, client_commit_id, result) VALUES ($1, $2, $3, ($4::text)::jsonb) \
+    ON CONFLICT DO NOTHING";
+
+/// The stored result; unreadable JSON is `sync.idempotency_cache_miss`.
+pub(crate) fn get(
+    conn: &mut Conn,
+    partition: &str,
+    client_id: &str,
+    client_commit_id: &str,
+) -> Result<Option<StoredPushResult>> {
+    let Some(row) = conn.query_opt(GET_SQL, &[&partition, &client_id, &client_commit_id])? else {
+        return Ok(None);
+    };
+    let text: String = col(&row, 0)?;
+    StoredPushResult::from_json(&text).map(Some)
+}
+
+/// Stores the result unless the key already has one.
+pub(crate) fn put(
+    conn: &mut Conn,
+    partition: &str,
+    client_id: &str,
+    client_commit_id: &str,
+    result: &StoredPushResult,
+) -> Result<()> {
+    let json = result.to_json();
+    conn.execute(PUT_SQL, &[&partition, &client_id, &client_commit_id, &json])
+        .map(|_| ())
+}

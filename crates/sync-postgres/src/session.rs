@@ -1,0 +1,101 @@
+//! Transaction control on one pooled connection: explicit `BEGIN` with the
+//! isolation level, `COMMIT` that leaves nothing open when it fails, and a
+//! `ROLLBACK` that never fails (a connection whose rollback fails is
+//! discarded instead of being returned to the pool).
+
+use sync_core::Result;
+
+use crate::pool::Conn;
+
+/// Isolation of a transaction this crate opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isolation {
+    /// Push and every write transaction (`dialects.md` §2.2).
+    ReadCommitted,
+    /// Multi-statement pool reads and registered queries.
+    RepeatableReadOnly,
+}
+
+/// The `BEGIN` text (plus the optional per-transaction statement timeout),
+/// sent as one simple-query round trip.
+pub(crate) fn begin_sql(isolation: Isolation, statement_timeout_ms: Option<u64>) -> String {
+    let mut sql = String::from(match isolation {
+        Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
+        Isolation::RepeatableReadOnly => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    });
+    if let Some(ms) = statement_timeout_ms {
+        sql.push_str(&format!("; SET LOCAL statement_timeout = {ms}"));
+    }
+    sql
+}
+
+/// Opens a transaction. On failure the transaction is rolled back so the
+/// connection goes back to the pool clean.
+pub(crate) fn begin(
+    conn: &mut Conn,
+    isolation: Isolation,
+    statement_timeout_ms: Option<u64>,
+) -> Result<()> {
+    let sql = begin_sql(isolation, statement_timeout_ms);
+    if let Err(err) = conn.simple(&sql) {
+        rollback(conn);
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Commits. A failed `COMMIT` is followed by a `ROLLBACK` so nothing stays
+/// open, and its error is returned.
+pub(crate) fn commit(conn: &mut Conn) -> Result<()> {
+    if let Err(err) = conn.simple("COMMIT") {
+        rollback(conn);
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Rolls back; if the rollback itself fails the connection is discarded.
+pub(crate) fn rollback(conn: &mut Conn) {
+    if conn.is_closed() || conn.simple_raw("ROLLBACK").is_err() {
+        conn.discard();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Conn {
+        let url = std::env::var("SYNCSTORE_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let client = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| {
+            panic!("cannot reach PostgreSQL at {url} ({e}); start one with `pg_ctlcluster <version> main start`")
+        });
+        Conn::from_client(client)
+    }
+
+    #[test]
+    fn a_discarded_connection_reports_closed_so_the_pool_drops_it() {
+        let mut conn = conn();
+        begin(&mut conn, Isolation::ReadCommitted, Some(1000)).unwrap();
+        conn.discard();
+        assert!(conn.is_closed());
+        // Rolling back a closed connection neither fails nor panics.
+        rollback(&mut conn);
+    }
+
+    #[test]
+    fn a_failed_commit_leaves_no_transaction_open() {
+        let mut conn = conn();
+        begin(&mut conn, Isolation::ReadCommitted, None).unwrap();
+        conn.simple_raw("SET CONSTRAINTS ALL DEFERRED").unwrap();
+        conn.simple_raw("CREATE TEMP TABLE t (a int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED)")
+            .unwrap();
+        conn.simple_raw("INSERT INTO t VALUES (1), (1)").unwrap();
+        assert!(commit(&mut conn).is_err());
+        // The session is usable and outside any transaction.
+        let messages = conn.simple("SELECT 1").unwrap();
+        assert!(!messages.is_empty());
+        conn.simple("BEGIN; ROLLBACK").unwrap();
+    }
+}

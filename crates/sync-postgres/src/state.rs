@@ -1,0 +1,65 @@
+//! What `ensure_schema` records on an instance: the running version, the
+//! compiled schema, its fingerprint and the prepared SQL of every table.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sync_core::{CompiledSchema, CompiledTable, Error, Result};
+
+use crate::table_sql::TableSql;
+
+/// The schema last ensured on an instance.
+#[derive(Debug)]
+pub(crate) struct Ensured {
+    /// The running (writer) version.
+    pub version: i32,
+    /// The compiled schema.
+    pub schema: Arc<CompiledSchema>,
+    /// Memo key of the fast path (`schema-and-migrations.md` §9 step 1).
+    pub fingerprint: String,
+    tables: HashMap<String, TableSql>,
+}
+
+impl Ensured {
+    /// Records `schema` with its fingerprint.
+    pub(crate) fn new(schema: Arc<CompiledSchema>, fingerprint: String) -> Self {
+        let tables = schema
+            .tables
+            .iter()
+            .map(|t| (t.name.clone(), TableSql::new(t)))
+            .collect();
+        Self {
+            version: schema.version,
+            schema,
+            fingerprint,
+            tables,
+        }
+    }
+
+    /// The compiled table and its statements, or `sync.storage.unknown_table`.
+    pub(crate) fn table(&self, name: &str) -> Result<(&CompiledTable, &TableSql)> {
+        match (self.schema.table(name), self.tables.get(name)) {
+            (Some(table), Some(sql)) => Ok((table, sql)),
+            _ => Err(Error::unknown_table(name)),
+        }
+    }
+}
+
+/// Resolves a table against an optional ensured schema (none → unknown).
+pub(crate) fn resolve<'e>(
+    ensured: Option<&'e Ensured>,
+    name: &str,
+) -> Result<(&'e CompiledTable, &'e TableSql)> {
+    ensured
+        .ok_or_else(|| Error::unknown_table(name))?
+        .table(name)
+}
+
+/// Checks that every table of a list is known (duplicates ignored).
+pub(crate) fn require_tables(ensured: Option<&Ensured>, tables: &[String]) -> Result<Vec<String>> {
+    let tables = sync_core::validate::dedup_tables(tables);
+    for table in &tables {
+        resolve(ensured, table)?;
+    }
+    Ok(tables)
+}

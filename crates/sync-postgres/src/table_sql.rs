@@ -1,0 +1,170 @@
+//! SQL text of the row-level statements of one application table
+//! (`dialects.md` §6–§7), built once per ensured schema.
+
+use sync_core::{ColumnType, CompiledTable};
+
+use crate::sql::quote_ident;
+use crate::values::column_param;
+
+/// Placeholder number of the first projection value in [`TableSql::upsert`].
+pub(crate) const UPSERT_FIRST_PROJECTION_PARAM: usize = 9;
+
+/// Row-level statements of one table.
+#[derive(Debug, Clone)]
+pub(crate) struct TableSql {
+    /// The quoted table name.
+    pub quoted: String,
+    /// Projection column types in codec order (empty when not materialized).
+    pub projection: Vec<ColumnType>,
+    /// Scope replacement and row upsert in one statement:
+    /// `$1` partition, `$2` row id, `$3` table, `$4`/`$5` scope variables and
+    /// values, `$6` server version, `$7` scopes JSON, `$8` payload, `$9…` projections.
+    pub upsert: String,
+    /// `$1` partition, `$2` row id, `$3` table: row, scope entries, blob references.
+    pub delete: String,
+    /// `$1` partition, `$2` row id → version, scopes, payload.
+    pub get_row: String,
+    /// `$1` partition, `$2` row id → version, scopes.
+    pub row_scopes: String,
+    /// Scope scan page: `$1` partition, `$2` table, `$3` variable, `$4` values,
+    /// `$5` after row id, `$6` page size → row id, version, scopes, payload.
+    pub scan_page: String,
+    /// Keyset scan: `$1` partition, `$2` after row id, `$3` limit.
+    pub partition_scan: String,
+    /// `$1` partition, `$2` row ids → row id, scopes (blob reference rows).
+    pub scopes_of_rows: String,
+}
+
+const ROW_COLUMNS: &str = "\"_sync_server_version\", \"_sync_scopes\"::text, \"_sync_payload\"";
+
+impl TableSql {
+    /// Builds every statement of `table`.
+    pub(crate) fn new(table: &CompiledTable) -> Self {
+        let quoted = quote_ident(&table.name);
+        let projection: Vec<ColumnType> = if table.materialize {
+            table.columns.iter().map(|c| c.column_type).collect()
+        } else {
+            Vec::new()
+        };
+        let projection_names: Vec<String> = if table.materialize {
+            table.columns.iter().map(|c| quote_ident(&c.name)).collect()
+        } else {
+            Vec::new()
+        };
+        Self {
+            upsert: upsert_sql(&quoted, &projection, &projection_names),
+            delete: delete_sql(&quoted),
+            get_row: format!(
+                "SELECT {ROW_COLUMNS} FROM {quoted} \
+                 WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2"
+            ),
+            row_scopes: format!(
+                "SELECT \"_sync_server_version\", \"_sync_scopes\"::text FROM {quoted} \
+                 WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2"
+            ),
+            scan_page: scan_page_sql(&quoted),
+            partition_scan: format!(
+                "SELECT \"_sync_row_id\", {ROW_COLUMNS} FROM {quoted} \
+                 WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" > $2 \
+                 ORDER BY \"_sync_row_id\" LIMIT $3"
+            ),
+            scopes_of_rows: format!(
+                "SELECT \"_sync_row_id\", \"_sync_scopes\"::text FROM {quoted} \
+                 WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = ANY($2::text[])"
+            ),
+            quoted,
+            projection,
+        }
+    }
+
+    /// The exact lookup of `scan_rows_by_index`: `$1` partition, `$2` after
+    /// row id, `$3` limit, `$4…` the non-NULL values; `nulls[i]` turns the
+    /// i-th column test into `IS NULL`.
+    pub(crate) fn index_lookup_sql(
+        &self,
+        columns: &[(String, ColumnType)],
+        nulls: &[bool],
+    ) -> String {
+        let mut sql = format!(
+            "SELECT \"_sync_row_id\", {ROW_COLUMNS} FROM {} WHERE \"_sync_partition\" = $1",
+            self.quoted
+        );
+        let mut n = 4;
+        for ((name, column_type), is_null) in columns.iter().zip(nulls) {
+            let column = quote_ident(name);
+            if *is_null {
+                sql.push_str(&format!(" AND {column} IS NULL"));
+            } else {
+                sql.push_str(&format!(
+                    " AND {column} = {}",
+                    column_param(*column_type, n)
+                ));
+                n += 1;
+            }
+        }
+        sql.push_str(" AND \"_sync_row_id\" > $2 ORDER BY \"_sync_row_id\" LIMIT $3");
+        sql
+    }
+}
+
+fn upsert_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -> String {
+    let mut columns = vec![
+        "\"_sync_partition\"".to_owned(),
+        "\"_sync_row_id\"".to_owned(),
+    ];
+    let mut values = vec!["$1::text".to_owned(), "$2::text".to_owned()];
+    for (i, (name, column_type)) in names.iter().zip(projection).enumerate() {
+        columns.push(name.clone());
+        values.push(column_param(
+            *column_type,
+            UPSERT_FIRST_PROJECTION_PARAM + i,
+        ));
+    }
+    columns.extend(
+        [
+            "\"_sync_server_version\"",
+            "\"_sync_scopes\"",
+            "\"_sync_payload\"",
+        ]
+        .map(str::to_owned),
+    );
+    values.extend(["$6::int8", "($7::text)::jsonb", "$8::bytea"].map(str::to_owned));
+    let updates: Vec<String> = columns[2..]
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    format!(
+        "WITH new_scopes AS (SELECT s.var, s.value FROM unnest($4::text[], $5::text[]) AS s(var, value)), \
+         removed AS (DELETE FROM sync_row_scopes o WHERE o.partition = $1::text AND o.tbl = $3::text \
+           AND o.row_id = $2::text AND NOT EXISTS (SELECT 1 FROM new_scopes n \
+             WHERE n.var = o.var AND n.value = o.value)), \
+         added AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
+           SELECT $1::text, $3::text, n.var, n.value, $2::text FROM new_scopes n ON CONFLICT DO NOTHING) \
+         INSERT INTO {quoted} ({}) VALUES ({}) \
+         ON CONFLICT (\"_sync_partition\", \"_sync_row_id\") DO UPDATE SET {}",
+        columns.join(", "),
+        values.join(", "),
+        updates.join(", ")
+    )
+}
+
+fn delete_sql(quoted: &str) -> String {
+    format!(
+        "WITH removed_scopes AS (DELETE FROM sync_row_scopes \
+           WHERE partition = $1::text AND tbl = $3::text AND row_id = $2::text), \
+         removed_refs AS (DELETE FROM sync_blob_refs \
+           WHERE partition = $1::text AND tbl = $3::text AND row_id = $2::text) \
+         DELETE FROM {quoted} WHERE \"_sync_partition\" = $1::text AND \"_sync_row_id\" = $2::text"
+    )
+}
+
+fn scan_page_sql(quoted: &str) -> String {
+    format!(
+        "SELECT c.row_id, t.\"_sync_server_version\", t.\"_sync_scopes\"::text, t.\"_sync_payload\" \
+         FROM (SELECT DISTINCT s.row_id FROM sync_row_scopes s \
+               WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ANY($4::text[]) \
+                 AND s.row_id > $5 ORDER BY s.row_id LIMIT $6) AS c \
+         LEFT JOIN {quoted} AS t ON t.\"_sync_partition\" = $1 AND t.\"_sync_row_id\" = c.row_id \
+         ORDER BY c.row_id"
+    )
+}

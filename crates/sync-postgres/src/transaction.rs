@@ -1,0 +1,426 @@
+//! The storage transaction (`storage-contract.md` §5): one pooled connection
+//! in an explicit `READ COMMITTED` transaction, bound to one partition.
+//!
+//! State machine: a method that fails after issuing a statement poisons the
+//! transaction (Postgres aborts it anyway); validation errors raised before
+//! any statement do not. Poisoned transactions only roll back — or, after a
+//! `constraint_violation` under the push lock, finalize the rejection.
+
+use std::sync::Arc;
+
+use sync_core::{
+    validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, Coverage,
+    Error, ErrorCode, IndexRowScanQuery, NewCommit, NewReaction, Result, RowScanQuery, ServeGate,
+    SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
+};
+
+use crate::instance::PostgresStorage;
+use crate::partition_lock::{self, SAVEPOINT};
+use crate::pool::Conn;
+use crate::session::{self, Isolation};
+use crate::state::{resolve, Ensured};
+use crate::{checkpoints, commit_log, coverage, gate, push_results, query, reactions, rows, scans};
+
+/// A gate read together with the push lock, valid until the next statement.
+#[derive(Debug)]
+struct PrefetchedGate {
+    running: i32,
+    gate: ServeGate,
+    statements: u64,
+}
+
+/// What a transaction method works with.
+pub(crate) struct Ctx<'t> {
+    pub conn: &'t mut Conn,
+    pub ensured: Option<&'t Ensured>,
+    pub partition: &'t str,
+}
+
+/// A Postgres storage transaction.
+#[derive(Debug)]
+pub(crate) struct PgTransaction<'s> {
+    storage: &'s PostgresStorage,
+    conn: Option<Conn>,
+    partition: String,
+    ensured: Option<Arc<Ensured>>,
+    writer_version: i32,
+    poison: Option<ErrorCode>,
+    push_locked: bool,
+    partition_locked: bool,
+    prefetched: Option<PrefetchedGate>,
+}
+
+impl<'s> PgTransaction<'s> {
+    /// Checks out a connection and issues `BEGIN ISOLATION LEVEL READ COMMITTED`.
+    pub(crate) fn begin(storage: &'s PostgresStorage, partition: &str) -> Result<Self> {
+        validate::partition(partition)?;
+        let ensured = storage.ensured();
+        let writer_version = ensured.as_ref().map_or(0, |e| e.version);
+        let mut conn = storage.checkout()?;
+        session::begin(
+            &mut conn,
+            Isolation::ReadCommitted,
+            storage.config().statement_timeout_ms,
+        )?;
+        Ok(Self {
+            storage,
+            conn: Some(conn),
+            partition: partition.to_owned(),
+            ensured,
+            writer_version,
+            poison: None,
+            push_locked: false,
+            partition_locked: false,
+            prefetched: None,
+        })
+    }
+
+    /// Runs one method body; an error after a statement poisons the transaction.
+    fn run<T>(&mut self, f: impl FnOnce(&mut Ctx<'_>) -> Result<T>) -> Result<T> {
+        if self.poison.is_some() {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        }
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        };
+        let before = conn.statements();
+        let mut ctx = Ctx {
+            conn,
+            ensured: self.ensured.as_deref(),
+            partition: &self.partition,
+        };
+        let result = f(&mut ctx);
+        if let Err(err) = &result {
+            if ctx.conn.statements() > before {
+                self.poison = Some(err.code());
+            }
+        }
+        result
+    }
+
+    fn finish_rollback(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            session::rollback(&mut conn);
+        }
+    }
+
+    fn finalize_rejection(
+        &mut self,
+        client_id: &str,
+        client_commit_id: &str,
+        result: &StoredPushResult,
+    ) -> Result<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        };
+        let partition = self.partition.as_str();
+        conn.simple(&format!(
+            "ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"
+        ))?;
+        push_results::put(conn, partition, client_id, client_commit_id, result)?;
+        session::commit(conn)
+    }
+}
+
+impl Drop for PgTransaction<'_> {
+    fn drop(&mut self) {
+        self.finish_rollback();
+    }
+}
+
+impl StorageTransaction for PgTransaction<'_> {
+    fn partition(&self) -> &str {
+        &self.partition
+    }
+
+    fn writer_version(&self) -> i32 {
+        self.writer_version
+    }
+
+    fn get_row(&mut self, table: &str, row_id: &str) -> Result<Option<StoredRow>> {
+        self.run(|c| {
+            let (_, sql) = resolve(c.ensured, table)?;
+            rows::get_row(c.conn, sql, c.partition, row_id)
+        })
+    }
+
+    fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>> {
+        self.run(|c| {
+            resolve(c.ensured, table)?;
+            rows::tombstone_seq(c.conn, c.partition, table, row_id)
+        })
+    }
+
+    fn get_push_result(
+        &mut self,
+        client_id: &str,
+        client_commit_id: &str,
+    ) -> Result<Option<StoredPushResult>> {
+        self.run(|c| push_results::get(c.conn, c.partition, client_id, client_commit_id))
+    }
+
+    fn scan_rows(&mut self, q: &RowScanQuery) -> Result<Vec<StoredRow>> {
+        self.run(|c| {
+            let plan = scans::plan_scan(c.ensured, c.partition, q)?;
+            scans::scan_rows(c.conn, c.partition, q, plan, None).map(Option::unwrap_or_default)
+        })
+    }
+
+    fn scan_rows_by_index(&mut self, q: &IndexRowScanQuery) -> Result<Vec<StoredRow>> {
+        self.run(|c| {
+            let lookup = scans::plan_index_lookup(c.ensured, c.partition, q)?;
+            scans::scan_rows_by_index(c.conn, c.partition, q, lookup)
+        })
+    }
+
+    fn scan_partition_rows(
+        &mut self,
+        table: &str,
+        after_row_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<StoredRow>> {
+        self.run(|c| {
+            let sql = scans::plan_partition_scan(c.ensured, c.partition, table, limit)?;
+            scans::scan_partition_rows(c.conn, sql, c.partition, after_row_id, limit)
+        })
+    }
+
+    fn max_commit_seq(&mut self) -> Result<i64> {
+        self.run(|c| commit_log::max_commit_seq(c.conn, c.partition))
+    }
+
+    fn query_authoritative(
+        &mut self,
+        request: &AuthoritativeQueryRequest,
+    ) -> Result<AuthoritativeQueryResult> {
+        self.run(|c| {
+            let ensured = c
+                .ensured
+                .ok_or_else(|| Error::new(ErrorCode::SchemaNotEnsured))?;
+            let prepared = query::prepare(ensured, c.partition, request)?;
+            let (columns, rows) = query::run(c.conn, &prepared)?;
+            let max_commit_seq = commit_log::max_commit_seq(c.conn, c.partition)?;
+            Ok(AuthoritativeQueryResult {
+                columns,
+                rows,
+                max_commit_seq,
+            })
+        })
+    }
+
+    fn lock_partition_for_push(&mut self) -> Result<()> {
+        if self.push_locked {
+            return self.run(|_| Ok(()));
+        }
+        let running = self.writer_version;
+        let timeout = self.storage.config().push_lock_timeout_ms;
+        let gate =
+            self.run(|c| partition_lock::lock_for_push(c.conn, c.partition, running, timeout))?;
+        self.push_locked = true;
+        self.partition_locked = true;
+        self.prefetched = self.conn.as_ref().map(|conn| PrefetchedGate {
+            running,
+            gate,
+            statements: conn.statements(),
+        });
+        Ok(())
+    }
+
+    fn commit_rejected_push_result(
+        mut self: Box<Self>,
+        client_id: &str,
+        client_commit_id: &str,
+        result: &StoredPushResult,
+    ) -> Result<()> {
+        if !self.push_locked {
+            self.finish_rollback();
+            return Err(Error::new(ErrorCode::PushLockRequired));
+        }
+        if self
+            .poison
+            .is_some_and(|code| code != ErrorCode::ConstraintViolation)
+        {
+            self.finish_rollback();
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        }
+        let outcome = self.finalize_rejection(client_id, client_commit_id, result);
+        match outcome {
+            Ok(()) => {
+                self.conn = None;
+                Ok(())
+            }
+            Err(err) => {
+                self.finish_rollback();
+                Err(err)
+            }
+        }
+    }
+
+    fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()> {
+        self.run(|c| {
+            let (compiled, sql) = resolve(c.ensured, table)?;
+            let projection = rows::prepare_upsert(compiled, sql, row)?;
+            rows::upsert_row(
+                c.conn,
+                compiled,
+                sql,
+                c.partition,
+                row,
+                &projection,
+                op_index,
+            )
+        })
+    }
+
+    fn delete_row(&mut self, table: &str, row_id: &str) -> Result<()> {
+        self.run(|c| {
+            let (_, sql) = resolve(c.ensured, table)?;
+            validate::row_id(row_id)?;
+            rows::delete_row(c.conn, table, sql, c.partition, row_id)
+        })
+    }
+
+    fn clear_tombstone(&mut self, table: &str, row_id: &str) -> Result<()> {
+        self.run(|c| {
+            resolve(c.ensured, table)?;
+            rows::clear_tombstone(c.conn, c.partition, table, row_id)
+        })
+    }
+
+    fn set_blob_refs(&mut self, table: &str, row_id: &str, blob_ids: &[String]) -> Result<()> {
+        self.run(|c| {
+            resolve(c.ensured, table)?;
+            validate::row_id(row_id)?;
+            rows::set_blob_refs(c.conn, c.partition, table, row_id, blob_ids)
+        })
+    }
+
+    fn append_commit(&mut self, commit: &NewCommit) -> Result<i64> {
+        let writer_version = self.writer_version;
+        self.run(|c| {
+            commit_log::validate_commit(commit, |t| resolve(c.ensured, t).map(|_| ()))?;
+            commit_log::append_commit(c.conn, c.partition, writer_version, commit)
+        })
+    }
+
+    fn enqueue_reactions(&mut self, reactions: &[NewReaction]) -> Result<()> {
+        self.run(|c| reactions::enqueue(c.conn, c.partition, reactions))
+    }
+
+    fn put_push_result(
+        &mut self,
+        client_id: &str,
+        client_commit_id: &str,
+        result: &StoredPushResult,
+    ) -> Result<()> {
+        self.run(|c| push_results::put(c.conn, c.partition, client_id, client_commit_id, result))
+    }
+
+    fn read_serve_gate(&mut self, running: i32) -> Result<ServeGate> {
+        let prefetched = self.prefetched.take();
+        self.run(|c| {
+            gate::validate_args(c.partition, running)?;
+            match prefetched {
+                Some(p) if p.running == running && p.statements == c.conn.statements() => {
+                    Ok(p.gate)
+                }
+                _ => gate::read(c.conn, c.partition, running),
+            }
+        })
+    }
+
+    fn read_checkpoint(&mut self, name: &str) -> Result<Option<StoredCheckpoint>> {
+        self.run(|c| {
+            validate::checkpoint_name(name)?;
+            checkpoints::read_one(c.conn, c.partition, name)
+        })
+    }
+
+    fn advance_checkpoint(
+        &mut self,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        observed_rows: i64,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.run(|c| {
+            crate::validation::advance(name, watermark, observed_rows)?;
+            checkpoints::advance(
+                c.conn,
+                c.partition,
+                name,
+                owner_epoch,
+                watermark,
+                observed_rows,
+                now_ms,
+            )
+        })
+    }
+
+    fn activate_checkpoint(
+        &mut self,
+        name: &str,
+        owner_epoch: i64,
+        watermark: i64,
+        sources: &[String],
+        now_ms: i64,
+    ) -> Result<ActivationOutcome> {
+        let locked = self.partition_locked;
+        let timeout = self.storage.config().push_lock_timeout_ms;
+        let outcome = self.run(|c| {
+            let sources = crate::validation::activate(c.ensured, name, watermark, sources)?;
+            if !locked {
+                partition_lock::lock(c.conn, c.partition, timeout)?;
+            }
+            checkpoints::activate(
+                c.conn,
+                c.partition,
+                name,
+                owner_epoch,
+                watermark,
+                &sources,
+                now_ms,
+            )
+        });
+        if outcome.is_ok() {
+            self.partition_locked = true;
+        }
+        outcome
+    }
+
+    fn has_source_changes_above(&mut self, tables: &[String], seq: i64) -> Result<Coverage> {
+        self.run(|c| {
+            let tables = crate::validation::coverage(c.ensured, tables, seq)?;
+            coverage::changes_above(c.conn, c.partition, &tables, seq)
+        })
+    }
+
+    fn list_source_changes(
+        &mut self,
+        tables: &[String],
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<SourceChange>> {
+        self.run(|c| {
+            let tables = crate::validation::source_listing(c.ensured, tables, after_seq, limit)?;
+            coverage::source_changes(c.conn, c.partition, &tables, after_seq, limit)
+        })
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<()> {
+        if self.poison.is_some() {
+            self.finish_rollback();
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        }
+        let Some(mut conn) = self.conn.take() else {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        };
+        session::commit(&mut conn)
+    }
+
+    fn rollback(mut self: Box<Self>) -> Result<()> {
+        self.finish_rollback();
+        Ok(())
+    }
+}

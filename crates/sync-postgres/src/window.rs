@@ -1,0 +1,171 @@
+//! Scope-indexed reads of the commit log (`storage-contract.md` §4.7,
+//! `dialects.md` §7): commit windows and the latest scoped change.
+//!
+//! Candidates always come from the inverted index `sync_change_scopes`; each
+//! page is one statement joining the candidate commits to their headers and
+//! to the queried table's changes.
+
+use postgres::Row;
+use sync_core::limits::MIN_CANDIDATE_PAGE;
+use sync_core::{
+    candidate_variable, matches_filter, ChangeOp, CommitWindowQuery, Result, ScopeFilter,
+    StoredChange, StoredCommit,
+};
+
+use crate::json::parse_scopes;
+use crate::pool::{col, Conn};
+
+/// One window page: `$1` partition, `$2` table, `$3` variable, `$4` values,
+/// `$5` after seq, `$6` through seq, `$7` candidate page size.
+pub(crate) const WINDOW_PAGE_SQL: &str = "SELECT c.commit_seq, m.created_at_ms, m.actor_id, \
+      ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload \
+    FROM (SELECT DISTINCT s.commit_seq FROM sync_change_scopes s \
+          WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ANY($4::text[]) \
+            AND s.commit_seq > $5 AND s.commit_seq <= $6 \
+          ORDER BY s.commit_seq LIMIT $7) AS c \
+    LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq \
+    LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 \
+    ORDER BY c.commit_seq, ch.idx";
+
+/// Newest matching entry, one index probe per value.
+const LATEST_SQL: &str = "SELECT coalesce(max(x.m), 0) FROM unnest($4::text[]) AS v(value), \
+    LATERAL (SELECT max(s.commit_seq) AS m FROM sync_change_scopes s \
+             WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = v.value) AS x";
+
+/// `read_commit_window` after validation (partition and table checked by the caller).
+pub(crate) fn read_commit_window(
+    conn: &mut Conn,
+    partition: &str,
+    q: &CommitWindowQuery,
+) -> Result<Vec<StoredCommit>> {
+    let Some(variable) = candidate_variable(&q.scope_filter) else {
+        return Ok(Vec::new());
+    };
+    let values = q
+        .scope_filter
+        .get(variable)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if values.is_empty() || q.limit_changes <= 0 || q.through_seq <= q.after_seq {
+        return Ok(Vec::new());
+    }
+    let page = q.limit_changes.max(MIN_CANDIDATE_PAGE);
+    let mut window = Window {
+        filter: &q.scope_filter,
+        table: &q.table,
+        limit: q.limit_changes,
+        matched: 0,
+        commits: Vec::new(),
+    };
+    let mut cursor = q.after_seq;
+    loop {
+        let rows = conn.query(
+            WINDOW_PAGE_SQL,
+            &[
+                &partition,
+                &q.table,
+                &variable,
+                &values,
+                &cursor,
+                &q.through_seq,
+                &page,
+            ],
+        )?;
+        let mut candidates = 0;
+        let mut start = 0;
+        while start < rows.len() {
+            let seq: i64 = col(&rows[start], 0)?;
+            let end = start
+                + rows[start..]
+                    .iter()
+                    .take_while(|r| col::<i64>(r, 0).is_ok_and(|s| s == seq))
+                    .count();
+            candidates += 1;
+            cursor = seq;
+            if window.add(seq, &rows[start..end])? {
+                return Ok(window.commits);
+            }
+            start = end;
+        }
+        if candidates < page {
+            return Ok(window.commits);
+        }
+    }
+}
+
+struct Window<'q> {
+    filter: &'q ScopeFilter,
+    table: &'q str,
+    limit: i64,
+    matched: i64,
+    commits: Vec<StoredCommit>,
+}
+
+impl Window<'_> {
+    /// Adds one candidate's rows; true when the limit is reached.
+    fn add(&mut self, seq: i64, rows: &[Row]) -> Result<bool> {
+        let Some(first) = rows.first() else {
+            return Ok(false);
+        };
+        let created: Option<i64> = col(first, 1)?;
+        let actor: Option<String> = col(first, 2)?;
+        let (Some(created_at_ms), Some(actor_id)) = (created, actor) else {
+            return Ok(false);
+        };
+        let mut changes = Vec::new();
+        for row in rows {
+            if let Some(change) = self.change(row)? {
+                changes.push(change);
+            }
+        }
+        if changes.is_empty() {
+            return Ok(false);
+        }
+        self.matched += i64::try_from(changes.len()).unwrap_or(i64::MAX);
+        self.commits.push(StoredCommit {
+            commit_seq: seq,
+            created_at_ms,
+            actor_id,
+            changes,
+        });
+        Ok(self.matched >= self.limit)
+    }
+
+    fn change(&self, row: &Row) -> Result<Option<StoredChange>> {
+        let Some(row_id) = col::<Option<String>>(row, 4)? else {
+            return Ok(None);
+        };
+        let scopes: String = col(row, 7)?;
+        let scopes = parse_scopes(&scopes)?;
+        if !matches_filter(&scopes, self.filter) {
+            return Ok(None);
+        }
+        let op: i16 = col(row, 5)?;
+        Ok(Some(StoredChange {
+            table: self.table.to_owned(),
+            row_id,
+            op: ChangeOp::from_stored(i64::from(op)),
+            row_version: col(row, 6)?,
+            scopes,
+            payload: col(row, 8)?,
+        }))
+    }
+}
+
+/// `latest_scoped_change_seq` after validation.
+pub(crate) fn latest_scoped_change_seq(
+    conn: &mut Conn,
+    partition: &str,
+    table: &str,
+    filter: &ScopeFilter,
+) -> Result<i64> {
+    let Some(variable) = candidate_variable(filter) else {
+        return Ok(0);
+    };
+    let values = filter.get(variable).map(Vec::as_slice).unwrap_or(&[]);
+    if values.is_empty() {
+        return Ok(0);
+    }
+    let row = conn.query_one(LATEST_SQL, &[&partition, &table, &variable, &values])?;
+    col(&row, 0)
+}
