@@ -1,1 +1,52 @@
-fn main() {}
+//! `syncstore`: the operator command line of the syncstore storage layer —
+//! migrate, inspect, backfill and prune a sync database, and `demo`, which
+//! tells and shows the whole RFC 0007 story on a fresh database.
+//!
+//! The interface (commands, flags, JSON shapes, exit codes, error format) is
+//! pinned by issue 6 and documented in `docs/operations.md`. This file only
+//! parses the command line and dispatches.
+#![deny(rust_2018_idioms)]
+#![warn(missing_docs, missing_debug_implementations, clippy::use_self)]
+
+mod cli;
+mod commands;
+mod demo;
+mod error;
+mod output;
+mod plan;
+mod progress;
+mod projectors;
+mod stored;
+mod url;
+mod values;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use crate::cli::{Cli, Command};
+use crate::output::Format;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Backfill(args) = &cli.command {
+        if let Err(message) = args.check_kind_options() {
+            Cli::command()
+                .error(clap::error::ErrorKind::ArgumentConflict, message)
+                .exit();
+        }
+    }
+    output::init_logs(cli.verbose);
+    let format = if cli.json { Format::Json } else { Format::Text };
+    match commands::run(&cli, format) {
+        Ok(report) => {
+            output::print_report(&report, format);
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            tracing::debug!(code = error.code(), "command failed");
+            output::print_error(&error, format);
+            ExitCode::from(1)
+        }
+    }
+}

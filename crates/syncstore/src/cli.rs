@@ -1,0 +1,342 @@
+//! The command line as clap types. Parsing only: every command's behaviour
+//! lives in `commands/`.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+/// `syncstore`: migrate, inspect and repair a sync database.
+#[derive(Debug, Parser)]
+#[command(
+    name = "syncstore",
+    version,
+    about = "Operate a syncstore database: migrate, inspect, backfill, prune — and a demo of the whole story.",
+    after_help = "Exit status: 0 success, 1 refused or failed operation (stderr `error: <code>: <message>`, \
+                  or a JSON error document on stdout with --json), 2 usage error."
+)]
+pub struct Cli {
+    /// Database URL: `sqlite:PATH` or `postgres://…[?schema=NAME]`.
+    /// Default: $SYNCSTORE_DATABASE_URL, else `sqlite:syncstore.db`
+    /// (the demo defaults to a new SQLite file in a temporary directory).
+    #[arg(long, global = true, value_name = "URL")]
+    pub db: Option<String>,
+
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// More logs on stderr (`-v` info, `-vv` debug); `SYNCSTORE_LOG` sets a filter.
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Bring the database to the schema file's version (or verify it is there).
+    Migrate(MigrateArgs),
+    /// Schema version, fences, tables and, per partition, log, gate and checkpoints.
+    Status(PartitionFilter),
+    /// The RFC 0007 checkpoint rows.
+    Checkpoints(PartitionFilter),
+    /// Run the checkpoint runner for one partition until the checkpoint activates.
+    Backfill(BackfillArgs),
+    /// Delete commit history through a sequence number (epoch-fenced).
+    Prune(PruneArgs),
+    /// Current rows of one table, decoded.
+    Rows(RowsArgs),
+    /// Retained commits with every change, decoded.
+    Commits(CommitsArgs),
+    /// Tell and show the whole story on a fresh database.
+    Demo(DemoArgs),
+}
+
+/// `migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Schema file (the JSON format of `schema-and-migrations.md` §2).
+    #[arg(long, value_name = "FILE")]
+    pub schema: PathBuf,
+
+    /// Declare a backfill checkpoint `NAME` for `PARTITION` (repeatable). The
+    /// partition is everything before the last `:`.
+    #[arg(long = "declare", value_name = "PARTITION:NAME", value_parser = parse_declaration)]
+    pub declare: Vec<Declaration>,
+
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// A `--declare PARTITION:NAME` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declaration {
+    /// Partition.
+    pub partition: String,
+    /// Checkpoint name.
+    pub name: String,
+}
+
+fn parse_declaration(text: &str) -> Result<Declaration, String> {
+    match text.rsplit_once(':') {
+        Some((partition, name)) if !partition.is_empty() && !name.is_empty() => Ok(Declaration {
+            partition: partition.to_owned(),
+            name: name.to_owned(),
+        }),
+        _ => Err("expected PARTITION:NAME with both parts non-empty".to_owned()),
+    }
+}
+
+/// `--partition` filter of `status` and `checkpoints`.
+#[derive(Debug, Args)]
+pub struct PartitionFilter {
+    /// Only this partition.
+    #[arg(long, value_name = "P")]
+    pub partition: Option<String>,
+}
+
+/// The ready projectors `backfill` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProjectorKind {
+    /// A nullable column of a table derived from another column of the same row.
+    DerivedColumn,
+    /// A table with one row per source row, its columns mapped from the source's.
+    DerivedTable,
+}
+
+/// How a derived value is computed from its source value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transform {
+    /// The source value unchanged.
+    Copy,
+    /// Strings lower-cased (Unicode); other values unchanged.
+    Lower,
+    /// Strings upper-cased (Unicode); other values unchanged.
+    Upper,
+    /// Strings without leading and trailing whitespace; other values unchanged.
+    Trim,
+}
+
+/// `backfill`.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// Partition to backfill.
+    #[arg(long, value_name = "P")]
+    pub partition: String,
+
+    /// Checkpoint name.
+    #[arg(long, value_name = "N")]
+    pub name: String,
+
+    /// Schema file of the database's current version (the code the backfill runs as).
+    #[arg(long, value_name = "FILE")]
+    pub schema: PathBuf,
+
+    /// Projector kind.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub projector: ProjectorKind,
+
+    /// derived-column: the table holding the derived column.
+    #[arg(long, value_name = "T", required_if_eq("projector", "derived-column"))]
+    pub table: Option<String>,
+
+    /// derived-column: the derived (nullable) column.
+    #[arg(long, value_name = "C", required_if_eq("projector", "derived-column"))]
+    pub column: Option<String>,
+
+    /// derived-column: the column it is derived from.
+    #[arg(
+        long = "from",
+        value_name = "SOURCE_COLUMN",
+        required_if_eq("projector", "derived-column")
+    )]
+    pub from: Option<String>,
+
+    /// derived-column: how the value is derived.
+    #[arg(long, value_enum, default_value = "copy")]
+    pub transform: Transform,
+
+    /// derived-table: the source table.
+    #[arg(long, value_name = "T", required_if_eq("projector", "derived-table"))]
+    pub source: Option<String>,
+
+    /// derived-table: the projection table (one row per source row, same row id and scopes).
+    #[arg(long, value_name = "T2", required_if_eq("projector", "derived-table"))]
+    pub target: Option<String>,
+
+    /// derived-table: `TARGET_COLUMN=SOURCE_COLUMN[:TRANSFORM]` (repeatable).
+    /// Unmapped target columns copy the source column of the same name, else are NULL.
+    #[arg(long = "map", value_name = "TARGET=SOURCE[:TRANSFORM]", value_parser = parse_mapping)]
+    pub map: Vec<ColumnMapping>,
+
+    /// Source rows per transaction (1..=1000).
+    #[arg(long, default_value_t = 500)]
+    pub batch_size: i64,
+
+    /// Full passes plus retries after `busy` before giving up.
+    #[arg(long, default_value_t = 10)]
+    pub max_attempts: u32,
+}
+
+impl BackfillArgs {
+    /// Options of the other projector kind are a usage error.
+    pub fn check_kind_options(&self) -> Result<(), String> {
+        let foreign: &[(&str, bool)] = match self.projector {
+            ProjectorKind::DerivedColumn => &[
+                ("--source", self.source.is_some()),
+                ("--target", self.target.is_some()),
+                ("--map", !self.map.is_empty()),
+            ],
+            ProjectorKind::DerivedTable => &[
+                ("--table", self.table.is_some()),
+                ("--column", self.column.is_some()),
+                ("--from", self.from.is_some()),
+            ],
+        };
+        match foreign.iter().find(|(_, given)| *given) {
+            Some((option, _)) => Err(format!(
+                "{option} does not apply to --projector {}",
+                self.projector
+                    .to_possible_value()
+                    .map(|v| v.get_name().to_owned())
+                    .unwrap_or_default()
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A `--map TARGET=SOURCE[:TRANSFORM]` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnMapping {
+    /// Target column.
+    pub target: String,
+    /// Source column.
+    pub source: String,
+    /// Transform.
+    pub transform: Transform,
+}
+
+fn parse_mapping(text: &str) -> Result<ColumnMapping, String> {
+    let (target, rest) = text
+        .split_once('=')
+        .ok_or_else(|| "expected TARGET=SOURCE[:TRANSFORM]".to_owned())?;
+    let (source, transform) = match rest.split_once(':') {
+        Some((source, transform)) => (source, Transform::from_str(transform, true)?),
+        None => (rest, Transform::Copy),
+    };
+    if target.is_empty() || source.is_empty() {
+        return Err("expected TARGET=SOURCE[:TRANSFORM] with non-empty columns".to_owned());
+    }
+    Ok(ColumnMapping {
+        target: target.to_owned(),
+        source: source.to_owned(),
+        transform,
+    })
+}
+
+/// `prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Partition.
+    #[arg(long, value_name = "P")]
+    pub partition: String,
+
+    /// Delete commits with `commit_seq <= SEQ` (the horizon never goes back).
+    #[arg(long, value_name = "SEQ", allow_negative_numbers = true)]
+    pub through: i64,
+}
+
+/// `rows`.
+#[derive(Debug, Args)]
+pub struct RowsArgs {
+    /// Partition.
+    #[arg(long, value_name = "P")]
+    pub partition: String,
+
+    /// Table (as named in the stored layouts).
+    #[arg(long, value_name = "T")]
+    pub table: String,
+
+    /// Resume after this row id (the previous page's `next`).
+    #[arg(long, value_name = "ROW_ID")]
+    pub after: Option<String>,
+
+    /// Rows per page (1..=1000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: i64,
+}
+
+/// `commits`.
+#[derive(Debug, Args)]
+pub struct CommitsArgs {
+    /// Partition.
+    #[arg(long, value_name = "P")]
+    pub partition: String,
+
+    /// Resume after this commit sequence number (the previous page's `next`).
+    #[arg(
+        long,
+        value_name = "SEQ",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub after: i64,
+
+    /// Commits per page (1..=1000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: i64,
+}
+
+/// `demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Rows the v1 fleet pushes.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rows: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn declarations_split_at_the_last_colon() {
+        assert_eq!(
+            parse_declaration("org:acme:search_v2").unwrap(),
+            Declaration {
+                partition: "org:acme".into(),
+                name: "search_v2".into()
+            }
+        );
+        assert!(parse_declaration("acme").is_err());
+        assert!(parse_declaration(":x").is_err());
+        assert!(parse_declaration("x:").is_err());
+    }
+
+    #[test]
+    fn mappings_name_target_source_and_transform() {
+        assert_eq!(
+            parse_mapping("terms=title:lower").unwrap(),
+            ColumnMapping {
+                target: "terms".into(),
+                source: "title".into(),
+                transform: Transform::Lower
+            }
+        );
+        assert_eq!(parse_mapping("id=id").unwrap().transform, Transform::Copy);
+        assert!(parse_mapping("terms").is_err());
+        assert!(parse_mapping("terms=title:shout").is_err());
+    }
+}

@@ -1,0 +1,120 @@
+//! `status [--partition P]`: the schema marker and fences, the stored
+//! tables, and per partition its log counters, effective writer fence, serve
+//! gate and checkpoints.
+//!
+//! The gate is evaluated for a process running the stored version with no
+//! declarations (what an undeclared, up-to-date server would be told).
+
+use serde_json::{json, Value};
+use sync_core::{serve_gate_refusal, ServeContext, ServerStorage};
+
+use crate::cli::PartitionFilter;
+use crate::error::CliResult;
+use crate::output::Report;
+use crate::stored::{
+    checkpoint_json, checkpoint_text, layout_json, listed_partitions, require_known_partition,
+    stored_schema, stored_version,
+};
+use crate::url::Database;
+
+/// Runs `status`.
+pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
+    let storage = db.storage();
+    let (marker, layouts) = stored_schema(storage)?;
+    let running = stored_version(marker.as_ref());
+    let names: Vec<String> = layouts.iter().map(|(name, _)| name.to_owned()).collect();
+    let observed = db.observe_tables(&names)?;
+
+    let mut text = format!("database: {}\n", db.url().describe());
+    match &marker {
+        Some(m) => text.push_str(&format!(
+            "schema version {}, database-wide writer fence {}\n",
+            m.schema_version,
+            m.required_writer_version
+                .map_or_else(|| "none".to_owned(), |f| f.to_string())
+        )),
+        None => text.push_str("no schema yet (run `syncstore migrate --schema FILE`)\n"),
+    }
+
+    let mut tables = Vec::new();
+    for (name, layout) in layouts.iter() {
+        let materialized = observed
+            .get(name)
+            .is_some_and(|t| t.exists && layout.iter().all(|c| t.column(&c.name).is_some()));
+        text.push_str(&format!(
+            "table {name}: {} columns, {}\n",
+            layout.len(),
+            if materialized {
+                "materialized"
+            } else {
+                "payload only"
+            }
+        ));
+        tables.push(
+            json!({"name": name, "columns": layout_json(layout), "materialized": materialized}),
+        );
+    }
+
+    let partitions = match &args.partition {
+        Some(partition) => {
+            require_known_partition(storage, partition)?;
+            vec![partition.clone()]
+        }
+        None => listed_partitions(storage, running)?,
+    };
+    let mut listed = Vec::new();
+    for partition in &partitions {
+        let (json, lines) = partition_status(storage, partition, running)?;
+        listed.push(json);
+        text.push_str(&lines);
+    }
+    if partitions.is_empty() {
+        text.push_str("no partitions\n");
+    }
+
+    let json = json!({
+        "schema_version": marker.as_ref().map(|m| m.schema_version),
+        "required_writer_version": marker.as_ref().and_then(|m| m.required_writer_version),
+        "tables": tables,
+        "partitions": listed,
+    });
+    Ok(Report::new(json, text))
+}
+
+fn partition_status(
+    storage: &dyn ServerStorage,
+    partition: &str,
+    running: i32,
+) -> CliResult<(Value, String)> {
+    let max_commit_seq = storage.get_max_commit_seq(partition)?;
+    let horizon_seq = storage.get_horizon_seq(partition)?;
+    let log_epoch = storage.get_partition_log_epoch(partition)?;
+    let writer_fence = storage.required_writer_version(partition)?;
+    let gate = storage.read_serve_gate(partition, running)?;
+    let refusal = serve_gate_refusal(&gate, running, &ServeContext::default());
+    let checkpoints = storage.read_checkpoints(partition)?;
+
+    let reason = refusal.as_ref().map(|r| r.reason());
+    let mut text = format!(
+        "partition {partition}: max_commit_seq {max_commit_seq}, horizon {horizon_seq}, log epoch {}, writer fence {}, gate {}\n",
+        log_epoch.as_deref().unwrap_or("none"),
+        writer_fence.map_or_else(|| "none".to_owned(), |f| f.to_string()),
+        match reason {
+            None => "serves".to_owned(),
+            Some(reason) => format!("refuses ({reason})"),
+        }
+    );
+    for checkpoint in &checkpoints {
+        text.push_str(&format!("  checkpoint {}\n", checkpoint_text(checkpoint)));
+    }
+    let json = json!({
+        "partition": partition,
+        "max_commit_seq": max_commit_seq,
+        "horizon_seq": horizon_seq,
+        "log_epoch": log_epoch,
+        "writer_fence": writer_fence,
+        "gate": {"serve": refusal.is_none(), "reason": reason},
+        "checkpoints": checkpoints.iter().map(checkpoint_json).collect::<Vec<_>>(),
+    });
+    Ok((json, text))
+}

@@ -1,0 +1,97 @@
+//! The fresh database the demo runs on: by default a new SQLite file in a
+//! new temporary directory (kept afterwards, so it can be inspected); with
+//! `--db sqlite:PATH` that file, which must not exist yet or be empty; with
+//! `--db postgres://…` a new schema `syncstore_demo_<random>` in that
+//! database (also kept).
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{CliCode, CliError, CliResult};
+use crate::url::DatabaseUrl;
+
+/// Where the demo runs, and how to look at it afterwards.
+#[derive(Debug, Clone)]
+pub struct Fresh {
+    /// The URL every demo process opens.
+    pub url: DatabaseUrl,
+    /// The `--db` value that opens it again.
+    pub reopen: String,
+    /// One sentence saying where it is.
+    pub description: String,
+}
+
+/// Prepares a fresh database for the demo.
+pub fn prepare(explicit: Option<&str>) -> CliResult<Fresh> {
+    match explicit.map(DatabaseUrl::parse).transpose()? {
+        None => temporary_sqlite(),
+        Some(DatabaseUrl::Sqlite(path)) => given_sqlite(path),
+        Some(DatabaseUrl::Postgres { url, .. }) => Ok(new_postgres_schema(url)),
+    }
+}
+
+fn temporary_sqlite() -> CliResult<Fresh> {
+    let dir = tempfile::Builder::new()
+        .prefix("syncstore-demo-")
+        .tempdir()
+        .map_err(|e| CliError::new(CliCode::Io).detail("reason", e))?
+        .keep();
+    let path = dir.join("demo.sqlite");
+    Ok(sqlite(
+        path,
+        "a new SQLite file in a new temporary directory",
+    ))
+}
+
+fn given_sqlite(path: PathBuf) -> CliResult<Fresh> {
+    let used = std::fs::metadata(&path)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false);
+    if used {
+        return Err(CliError::new(CliCode::DatabaseNotEmpty).detail("path", path.display()));
+    }
+    Ok(sqlite(path, "the SQLite file you named"))
+}
+
+fn sqlite(path: PathBuf, what: &str) -> Fresh {
+    let reopen = format!("sqlite:{}", path.display());
+    Fresh {
+        description: format!("{what}: {}", path.display()),
+        url: DatabaseUrl::Sqlite(path),
+        reopen,
+    }
+}
+
+fn new_postgres_schema(url: String) -> Fresh {
+    let schema = format!("syncstore_demo_{}", random_suffix());
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let reopen = format!("{url}{separator}schema={schema}");
+    let server = DatabaseUrl::Postgres {
+        url: url.clone(),
+        schema: None,
+    }
+    .describe();
+    Fresh {
+        description: format!(
+            "a new Postgres schema {schema} in {server} (kept; drop it with DROP SCHEMA {schema} CASCADE)"
+        ),
+        url: DatabaseUrl::Postgres {
+            url,
+            schema: Some(schema),
+        },
+        reopen,
+    }
+}
+
+/// 12 hex digits from the clock and the process id.
+fn random_suffix() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let seed = format!("{nanos}:{}", std::process::id());
+    format!(
+        "{:012x}",
+        sync_schema::fnv1a64(seed.as_bytes()) & 0xffff_ffff_ffff
+    )
+}

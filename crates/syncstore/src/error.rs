@@ -1,0 +1,189 @@
+//! The error every command returns: a stable code, a fixed message and
+//! structured details.
+//!
+//! Storage and schema errors keep the code of the library that raised them
+//! (`sync.storage.*`, `schema.*`, …). Failures that belong to the command
+//! line itself use the `sync.cli.*` codes of [`CliCode`], listed in
+//! `docs/operations.md`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The codes of failures that no library code describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CliCode {
+    /// The `--db` URL is neither `sqlite:PATH` nor `postgres://…`.
+    InvalidUrl,
+    /// The database could not be opened or reached.
+    Unreachable,
+    /// The schema file could not be read.
+    SchemaFile,
+    /// The partition has no registry entry, no commits and no checkpoints.
+    UnknownPartition,
+    /// The schema file's version is not the database's schema version.
+    SchemaMismatch,
+    /// The backfill projector options do not fit the schema.
+    InvalidProjector,
+    /// The backfill ended without activating its checkpoint.
+    BackfillIncomplete,
+    /// The demo needs a fresh database.
+    DatabaseNotEmpty,
+    /// A demo step did not behave as described.
+    DemoFailed,
+    /// A local file operation (temporary directory, output) failed.
+    Io,
+}
+
+impl CliCode {
+    /// Every CLI code, in documentation order.
+    #[cfg(test)]
+    pub const ALL: [Self; 10] = [
+        Self::InvalidUrl,
+        Self::Unreachable,
+        Self::SchemaFile,
+        Self::UnknownPartition,
+        Self::SchemaMismatch,
+        Self::InvalidProjector,
+        Self::BackfillIncomplete,
+        Self::DatabaseNotEmpty,
+        Self::DemoFailed,
+        Self::Io,
+    ];
+
+    /// The stable code string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidUrl => "sync.cli.invalid_url",
+            Self::Unreachable => "sync.cli.unreachable",
+            Self::SchemaFile => "sync.cli.schema_file",
+            Self::UnknownPartition => "sync.cli.unknown_partition",
+            Self::SchemaMismatch => "sync.cli.schema_mismatch",
+            Self::InvalidProjector => "sync.cli.invalid_projector",
+            Self::BackfillIncomplete => "sync.cli.backfill_incomplete",
+            Self::DatabaseNotEmpty => "sync.cli.database_not_empty",
+            Self::DemoFailed => "sync.cli.demo_failed",
+            Self::Io => "sync.cli.io",
+        }
+    }
+
+    /// The fixed message of the code.
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::InvalidUrl => "the database URL must be sqlite:PATH or postgres://…",
+            Self::Unreachable => "the database could not be opened or reached",
+            Self::SchemaFile => "the schema file could not be read",
+            Self::UnknownPartition => {
+                "the partition has no registry entry, no commits and no checkpoints"
+            }
+            Self::SchemaMismatch => {
+                "the schema file's version is not the database's schema version"
+            }
+            Self::InvalidProjector => "the projector options do not fit the schema",
+            Self::BackfillIncomplete => "the backfill ended without activating its checkpoint",
+            Self::DatabaseNotEmpty => "the demo needs a fresh database",
+            Self::DemoFailed => "a demo step did not behave as described",
+            Self::Io => "a local file operation failed",
+        }
+    }
+}
+
+/// A coded failure of a command: rendered as `error: <code>: <message>` on
+/// stderr, or as `{"error": {...}}` on stdout with `--json`; exit status 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    code: String,
+    message: String,
+    details: BTreeMap<String, String>,
+}
+
+impl CliError {
+    /// A CLI-level error with its fixed message and no details.
+    pub fn new(code: CliCode) -> Self {
+        Self {
+            code: code.as_str().to_owned(),
+            message: code.message().to_owned(),
+            details: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one detail (builder style).
+    pub fn detail(mut self, key: &str, value: impl ToString) -> Self {
+        self.details.insert(key.to_owned(), value.to_string());
+        self
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// The fixed message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Structured details.
+    pub fn details(&self) -> &BTreeMap<String, String> {
+        &self.details
+    }
+}
+
+impl From<sync_core::Error> for CliError {
+    fn from(error: sync_core::Error) -> Self {
+        Self {
+            code: error.code().as_str().to_owned(),
+            message: error.message().to_owned(),
+            details: error.details().clone(),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// Result of every command.
+pub type CliResult<T> = Result<T, CliError>;
+
+/// The innermost cause of an error, as text (for `details.reason` of
+/// connection failures, which an operator needs to see).
+pub fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_codes_are_namespaced_and_distinct() {
+        let mut seen = std::collections::BTreeSet::new();
+        for code in CliCode::ALL {
+            assert!(code.as_str().starts_with("sync.cli."));
+            assert!(seen.insert(code.as_str()));
+            assert!(!code.message().is_empty());
+        }
+    }
+
+    #[test]
+    fn storage_errors_keep_their_code_and_details() {
+        let error = CliError::from(sync_core::Error::unknown_table("nope"));
+        assert_eq!(error.code(), "sync.storage.unknown_table");
+        assert_eq!(
+            error.details().get("table").map(String::as_str),
+            Some("nope")
+        );
+        assert_eq!(
+            error.to_string(),
+            "sync.storage.unknown_table: table is not part of the ensured schema"
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! Rendering results and errors: text for people, one JSON document for
+//! tools.
+//!
+//! With `--json`, stdout holds exactly one JSON document (the result, or
+//! `{"error": {"code", "message", "details"}}`) and nothing else; logs and
+//! progress bars go to stderr. Without it, results go to stdout as text and
+//! errors to stderr as `error: <code>: <message>` followed by one indented
+//! `key: value` line per detail.
+
+use std::io::Write;
+
+use serde_json::{json, Value};
+use tracing_subscriber::EnvFilter;
+
+use crate::error::CliError;
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Plain text for people.
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// What a successful command produced: its JSON document and its text form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The JSON document (`--json`).
+    pub json: Value,
+    /// The text for people.
+    pub text: String,
+}
+
+impl Report {
+    /// A report from both renderings.
+    pub fn new(json: Value, text: impl Into<String>) -> Self {
+        Self {
+            json,
+            text: text.into(),
+        }
+    }
+}
+
+/// Prints a successful result on stdout.
+pub fn print_report(report: &Report, format: Format) {
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (e.g. `| head`) is not an error worth reporting.
+    let _ = match format {
+        Format::Json => writeln!(out, "{}", pretty(&report.json)),
+        Format::Text => write_text(&mut out, &report.text),
+    };
+}
+
+fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    if text.ends_with('\n') {
+        out.write_all(text.as_bytes())
+    } else {
+        writeln!(out, "{text}")
+    }
+}
+
+/// The JSON form of an error.
+pub fn error_json(error: &CliError) -> Value {
+    let details: serde_json::Map<String, Value> = error
+        .details()
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    json!({
+        "error": {
+            "code": error.code(),
+            "message": error.message(),
+            "details": details,
+        }
+    })
+}
+
+/// The text form of an error (first line `error: <code>: <message>`).
+pub fn error_text(error: &CliError) -> String {
+    let mut text = format!("error: {}: {}\n", error.code(), error.message());
+    for (key, value) in error.details() {
+        text.push_str(&format!("  {key}: {value}\n"));
+    }
+    text
+}
+
+/// Prints an error: JSON on stdout with `--json`, text on stderr otherwise.
+pub fn print_error(error: &CliError, format: Format) {
+    let _ = match format {
+        Format::Json => writeln!(std::io::stdout().lock(), "{}", pretty(&error_json(error))),
+        Format::Text => std::io::stderr()
+            .lock()
+            .write_all(error_text(error).as_bytes()),
+    };
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// Logs go to stderr: `SYNCSTORE_LOG` (an `EnvFilter`) wins, else warnings,
+/// `-v` info, `-vv` debug.
+pub fn init_logs(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter =
+        EnvFilter::try_from_env("SYNCSTORE_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::CliCode;
+
+    #[test]
+    fn errors_render_with_code_message_and_details() {
+        let error = CliError::new(CliCode::UnknownPartition).detail("partition", "p9");
+        assert_eq!(
+            error_json(&error),
+            json!({"error": {
+                "code": "sync.cli.unknown_partition",
+                "message": CliCode::UnknownPartition.message(),
+                "details": {"partition": "p9"},
+            }})
+        );
+        let text = error_text(&error);
+        assert!(text.starts_with("error: sync.cli.unknown_partition: "));
+        assert!(text.contains("\n  partition: p9\n"));
+    }
+}

@@ -1,0 +1,165 @@
+//! What `ensure_schema` would do, computed without changing anything: the
+//! refusals it would raise first, then the bump plan (`plan_migration` over
+//! the stored layouts and the observed tables) or, at the same version, the
+//! legacy-shape upgrade.
+//!
+//! The observation is read outside the migration lock, so the preview is
+//! exact for a database nobody migrates concurrently. Physical checks of the
+//! same-version path (`schema-and-migrations.md` §8) are not previewed: they
+//! run at apply time, after the legacy upgrade.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+use sync_core::{
+    CheckpointDeclaration, CompiledSchema, Error, ErrorCode, SchemaMarker, ServerStorage,
+};
+use sync_schema::{LegacyUpgradePlan, MigrationPlan, StoredLayouts};
+
+use crate::error::CliResult;
+use crate::url::Database;
+
+/// What `ensure_schema` is going to do.
+#[derive(Debug)]
+pub enum Preview {
+    /// No marker: create every table.
+    Create(MigrationPlan),
+    /// Stored version below the schema's: the bump transaction.
+    Bump(MigrationPlan),
+    /// Same version: verification, plus the legacy upgrade when one is due.
+    Verify(LegacyUpgradePlan),
+}
+
+impl Preview {
+    /// `create`, `bump` or `verify`.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Self::Create(_) => "create",
+            Self::Bump(_) => "bump",
+            Self::Verify(_) => "verify",
+        }
+    }
+
+    /// The plan document of `migrate`'s JSON: the keys of
+    /// `MigrationPlan::to_json` (empty lists when verifying) plus `action`,
+    /// `legacyUpgrade` (null on a bump, whose plan already rebuilds every
+    /// owned index) and `declarations`.
+    pub fn to_json(
+        &self,
+        schema: &CompiledSchema,
+        declarations: &[CheckpointDeclaration],
+    ) -> Value {
+        let mut plan = match self {
+            Self::Create(plan) | Self::Bump(plan) => plan.to_json(),
+            Self::Verify(legacy) => json!({
+                "dialect": legacy.dialect.as_str(),
+                "schemaVersion": schema.version,
+                "keyCollations": [],
+                "retired": [],
+                "drops": [],
+                "creates": [],
+                "rewrites": [],
+            }),
+        };
+        if let Value::Object(map) = &mut plan {
+            map.insert("action".to_owned(), json!(self.action()));
+            map.insert(
+                "legacyUpgrade".to_owned(),
+                match self {
+                    Self::Verify(legacy) => legacy.to_json(),
+                    _ => Value::Null,
+                },
+            );
+            map.insert(
+                "declarations".to_owned(),
+                declarations
+                    .iter()
+                    .map(|d| json!({"partition": d.partition, "name": d.name, "schemaVersion": d.schema_version}))
+                    .collect(),
+            );
+        }
+        plan
+    }
+
+    /// The plan as a commented SQL script.
+    pub fn to_text(&self) -> String {
+        match self {
+            Self::Create(plan) | Self::Bump(plan) => plan.to_string(),
+            Self::Verify(legacy) if legacy.is_empty() => {
+                "-- same version: layouts and physical tables are verified; nothing to change\n"
+                    .to_owned()
+            }
+            Self::Verify(legacy) => {
+                let mut text =
+                    "-- same version: legacy shapes are upgraded, then verified\n".to_owned();
+                let _ = write!(text, "{legacy}");
+                text
+            }
+        }
+    }
+}
+
+/// Previews `ensure_schema(schema, declarations)` on `db`.
+pub fn preview(
+    db: &Database,
+    schema: &CompiledSchema,
+    marker: Option<&SchemaMarker>,
+    layouts: &StoredLayouts,
+    declarations: &[CheckpointDeclaration],
+) -> CliResult<Preview> {
+    for declaration in declarations {
+        sync_core::validate::declaration(declaration, schema.version)?;
+    }
+    check_pending(db.storage(), schema.version, declarations)?;
+    let stored = marker.map(|m| m.schema_version);
+    let configured = i64::from(schema.version);
+    let names: Vec<String> = schema.tables.iter().map(|t| t.name.clone()).collect();
+    match stored {
+        Some(stored) if stored > configured => Err(Error::new(ErrorCode::SchemaNewerThanCode)
+            .detail("stored", stored)
+            .detail("configured", configured)
+            .into()),
+        Some(stored) if stored == configured => {
+            sync_schema::compare_same_version(schema, layouts)?;
+            let observed = db.observe_tables(&names)?;
+            Ok(Preview::Verify(sync_schema::plan_legacy_upgrade(
+                schema,
+                &observed,
+                db.dialect(),
+            )))
+        }
+        _ => {
+            let observed = db.observe_tables(&names)?;
+            let plan = sync_schema::plan_migration(schema, layouts, &observed, db.dialect())?;
+            Ok(if stored.is_some() {
+                Preview::Bump(plan)
+            } else {
+                Preview::Create(plan)
+            })
+        }
+    }
+}
+
+/// The startup check of `ensure_schema`: every pending checkpoint at the
+/// version must be declared (`sync.storage.checkpoint_incomplete`).
+fn check_pending(
+    storage: &dyn ServerStorage,
+    version: i32,
+    declarations: &[CheckpointDeclaration],
+) -> CliResult<()> {
+    let undeclared = storage
+        .list_pending_checkpoints(version)?
+        .into_iter()
+        .find(|key| {
+            !declarations.iter().any(|d| {
+                d.partition == key.partition && d.name == key.name && d.schema_version == version
+            })
+        });
+    match undeclared {
+        Some(key) => Err(Error::new(ErrorCode::CheckpointIncomplete)
+            .detail("partition", key.partition)
+            .detail("name", key.name)
+            .into()),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,122 @@
+//! Reads several commands share: the schema file, the stored marker and
+//! layouts, whether a partition is known, and checkpoint rows as JSON.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use sync_core::{
+    validate, CompiledSchema, LayoutColumn, SchemaMarker, ServerStorage, StoredCheckpoint,
+};
+use sync_schema::StoredLayouts;
+
+use crate::error::{CliCode, CliError, CliResult};
+
+/// Reads, parses and compiles a schema file. An unreadable file is
+/// `sync.cli.schema_file`; bad content keeps the parser's or compiler's
+/// `schema.*` code.
+pub fn load_schema_file(path: &Path) -> CliResult<CompiledSchema> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        CliError::new(CliCode::SchemaFile)
+            .detail("path", path.display())
+            .detail("reason", error.kind())
+    })?;
+    let input = sync_schema::parse_schema_json(&text)?;
+    Ok(sync_schema::compile(&input)?)
+}
+
+/// The stored marker and its parsed layouts (empty without a marker).
+pub fn stored_schema(
+    storage: &dyn ServerStorage,
+) -> CliResult<(Option<SchemaMarker>, StoredLayouts)> {
+    let marker = storage.read_schema_marker()?;
+    let layouts = sync_schema::parse_layouts(marker.as_ref().map(|m| m.layouts.as_str()))?;
+    Ok((marker, layouts))
+}
+
+/// The stored layout of a table, or `sync.storage.unknown_table`.
+pub fn stored_layout<'a>(layouts: &'a StoredLayouts, table: &str) -> CliResult<&'a [LayoutColumn]> {
+    layouts
+        .get(table)
+        .ok_or_else(|| sync_core::Error::unknown_table(table).into())
+}
+
+/// A layout as JSON: `[{"name","type","nullable"}]`.
+pub fn layout_json(layout: &[LayoutColumn]) -> Value {
+    Value::Array(
+        layout
+            .iter()
+            .map(|c| json!({"name": c.name, "type": c.column_type, "nullable": c.nullable}))
+            .collect(),
+    )
+}
+
+/// Whether the database knows the partition: a registry entry, a commit
+/// counter or a checkpoint.
+pub fn partition_is_known(storage: &dyn ServerStorage, partition: &str) -> CliResult<bool> {
+    Ok(storage.get_partition_log_epoch(partition)?.is_some()
+        || storage.get_max_commit_seq(partition)? > 0
+        || !storage.read_checkpoints(partition)?.is_empty())
+}
+
+/// Fails with `sync.storage.invalid_partition` for an empty name and
+/// `sync.cli.unknown_partition` for a partition the database does not know.
+pub fn require_known_partition(storage: &dyn ServerStorage, partition: &str) -> CliResult<()> {
+    validate::partition(partition)?;
+    if partition_is_known(storage, partition)? {
+        Ok(())
+    } else {
+        Err(CliError::new(CliCode::UnknownPartition).detail("partition", partition))
+    }
+}
+
+/// Every partition worth listing: the registry, plus partitions with a
+/// checkpoint pending at the stored version; byte-ordered.
+pub fn listed_partitions(
+    storage: &dyn ServerStorage,
+    stored_version: i32,
+) -> CliResult<Vec<String>> {
+    let mut partitions = storage.list_partitions()?;
+    if stored_version > 0 {
+        partitions.extend(
+            storage
+                .list_pending_checkpoints(stored_version)?
+                .into_iter()
+                .map(|key| key.partition),
+        );
+    }
+    partitions.sort();
+    partitions.dedup();
+    Ok(partitions)
+}
+
+/// The running version a marker implies (0 without one).
+pub fn stored_version(marker: Option<&SchemaMarker>) -> i32 {
+    marker
+        .and_then(|m| i32::try_from(m.schema_version).ok())
+        .unwrap_or(0)
+}
+
+/// One checkpoint as in `status`: `{"name","schema_version","state","watermark","owner_epoch","observed_rows"}`.
+pub fn checkpoint_json(checkpoint: &StoredCheckpoint) -> Value {
+    json!({
+        "name": checkpoint.name,
+        "schema_version": checkpoint.schema_version,
+        "state": checkpoint.state.as_str(),
+        "watermark": checkpoint.watermark,
+        "owner_epoch": checkpoint.owner_epoch,
+        "observed_rows": checkpoint.observed_rows,
+    })
+}
+
+/// One checkpoint as a line of text.
+pub fn checkpoint_text(checkpoint: &StoredCheckpoint) -> String {
+    format!(
+        "{} (schema v{}): {}, watermark {}, owner epoch {}, {} rows observed",
+        checkpoint.name,
+        checkpoint.schema_version,
+        checkpoint.state.as_str(),
+        checkpoint.watermark,
+        checkpoint.owner_epoch,
+        checkpoint.observed_rows
+    )
+}

@@ -1,0 +1,299 @@
+//! `migrate` on SQLite and Postgres: fresh database, bump with
+//! declarations, `--dry-run` changing nothing, same-version verification,
+//! refusals, and schema-file errors.
+
+mod common;
+
+use common::{seed_todos, todos_schema, write_file, Db};
+use serde_json::{json, Value};
+
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name(super::Db::sqlite());
+            }
+            #[test]
+            fn postgres() {
+                super::$name(super::Db::postgres());
+            }
+        }
+    )*};
+}
+
+on_both!(
+    a_fresh_database_is_created,
+    a_dry_run_prints_the_bump_and_changes_nothing,
+    a_bump_installs_declarations_and_fences,
+    the_same_version_verifies_and_declares_online,
+    refused_migrations_change_nothing,
+    schema_file_errors_keep_their_codes,
+);
+
+fn statements(plan: &Value, key: &str) -> Vec<String> {
+    plan[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("plan.{key} is not an array: {plan:#}"))
+        .iter()
+        .map(|s| s["sql"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn a_fresh_database_is_created(db: Db) {
+    let dir = db.scratch();
+    let v1 = write_file(&dir, "v1.json", &todos_schema(1, false, ""));
+    let dry = db.json(&["migrate", "--schema", &v1, "--dry-run"]);
+    assert_eq!(dry["from_version"], Value::Null);
+    assert_eq!(dry["to_version"], 1);
+    assert_eq!(dry["applied"], false);
+    assert_eq!(dry["plan"]["action"], "create");
+    assert!(
+        statements(&dry["plan"], "creates")
+            .iter()
+            .any(|s| s.starts_with("CREATE TABLE")),
+        "{dry:#}"
+    );
+    assert_eq!(
+        db.json(&["status"])["schema_version"],
+        Value::Null,
+        "the dry run created nothing"
+    );
+
+    let applied = db.json(&["migrate", "--schema", &v1]);
+    assert_eq!(
+        keys_of(&applied),
+        ["applied", "from_version", "plan", "to_version"]
+    );
+    assert_eq!(applied["applied"], true);
+    assert_eq!(
+        applied["plan"], dry["plan"],
+        "the applied plan is the previewed one"
+    );
+    assert_eq!(db.json(&["status"])["schema_version"], 1);
+
+    let text = db.run(&["migrate", "--schema", &v1]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout
+            .starts_with("schema version 1 → 1 (verify): applied"),
+        "{}",
+        text.stdout
+    );
+}
+
+fn keys_of(value: &Value) -> Vec<String> {
+    common::keys(value)
+}
+
+fn a_dry_run_prints_the_bump_and_changes_nothing(db: Db) {
+    let _app = seed_todos(&db, "acme", 4, 4);
+    let dir = db.scratch();
+    let v2 = write_file(&dir, "v2.json", &todos_schema(2, true, ""));
+    let before = db.json(&["status"]);
+    let dry = db.json(&[
+        "migrate",
+        "--schema",
+        &v2,
+        "--declare",
+        "acme:search_v2",
+        "--dry-run",
+    ]);
+    assert_eq!(dry["from_version"], 1);
+    assert_eq!(dry["to_version"], 2);
+    assert_eq!(dry["applied"], false);
+    let plan = &dry["plan"];
+    assert_eq!(plan["action"], "bump");
+    assert_eq!(plan["schemaVersion"], 2);
+    assert!(
+        statements(plan, "creates")
+            .iter()
+            .any(|s| s.contains("ADD COLUMN \"search_text\"")),
+        "{plan:#}"
+    );
+    assert!(
+        statements(plan, "drops")
+            .iter()
+            .any(|s| s.contains("sync_ix_todos_by_list")),
+        "{plan:#}"
+    );
+    let rewrite = plan["rewrites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["table"] == "todos")
+        .unwrap();
+    assert_eq!(rewrite["migrate"], true, "{plan:#}");
+    assert_eq!(
+        plan["declarations"],
+        json!([{"partition": "acme", "name": "search_v2", "schemaVersion": 2}])
+    );
+    assert_eq!(db.json(&["status"]), before, "a dry run changes nothing");
+    assert_eq!(db.json(&["checkpoints"]), json!({"checkpoints": []}));
+
+    let text = db.run(&["migrate", "--schema", &v2, "--dry-run"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout.contains("dry run, nothing changed"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("ADD COLUMN \"search_text\""),
+        "{}",
+        text.stdout
+    );
+}
+
+fn a_bump_installs_declarations_and_fences(db: Db) {
+    let _app = seed_todos(&db, "acme", 4, 2);
+    let dir = db.scratch();
+    let v2 = write_file(&dir, "v2.json", &todos_schema(2, true, ""));
+    let applied = db.json(&["migrate", "--schema", &v2, "--declare", "acme:search_v2"]);
+    assert_eq!(applied["applied"], true);
+    let status = db.json(&["status"]);
+    assert_eq!(status["schema_version"], 2);
+    assert_eq!(status["required_writer_version"], 2);
+    assert_eq!(
+        status["partitions"][0]["gate"],
+        json!({"serve": false, "reason": "checkpoint_pending"})
+    );
+    assert_eq!(
+        status["partitions"][0]["checkpoints"][0]["state"],
+        "declared"
+    );
+    // Rows were re-encoded: search_text is present and NULL.
+    let rows = db.json(&["rows", "--partition", "acme", "--table", "todos"]);
+    assert_eq!(rows["rows"][0]["values"]["search_text"], Value::Null);
+    assert!(rows["rows"][0]["values"]
+        .as_object()
+        .unwrap()
+        .contains_key("search_text"));
+    // History keeps its v1 encoding and decodes under the v1 prefix.
+    let commits = db.json(&["commits", "--partition", "acme", "--limit", "1"]);
+    let values = commits["commits"][0]["changes"][0]["values"]
+        .as_object()
+        .unwrap();
+    assert!(!values.contains_key("search_text"), "{commits:#}");
+    assert_eq!(values["title"], "Buy MILK Nr 0");
+
+    // Another process without the declaration cannot start at v2.
+    let refused = db.json_error(
+        &["migrate", "--schema", &v2],
+        "sync.storage.checkpoint_incomplete",
+    );
+    assert_eq!(refused, json!({"partition": "acme", "name": "search_v2"}));
+    db.json_error(
+        &["migrate", "--schema", &v2, "--dry-run"],
+        "sync.storage.checkpoint_incomplete",
+    );
+    // With it, it can (same version: verification).
+    let again = db.json(&["migrate", "--schema", &v2, "--declare", "acme:search_v2"]);
+    assert_eq!(again["plan"]["action"], "verify");
+}
+
+fn the_same_version_verifies_and_declares_online(db: Db) {
+    let _app = seed_todos(&db, "acme", 2, 2);
+    let dir = db.scratch();
+    let v1 = write_file(&dir, "v1.json", &todos_schema(1, false, ""));
+    let verified = db.json(&["migrate", "--schema", &v1, "--declare", "acme:reindex_v1"]);
+    assert_eq!(verified["from_version"], 1);
+    assert_eq!(verified["plan"]["action"], "verify");
+    assert_eq!(
+        verified["plan"]["legacyUpgrade"],
+        json!({"dialect": verified["plan"]["dialect"], "collations": [], "indexDrops": [], "indexCreates": []})
+    );
+    let checkpoints = db.json(&["checkpoints"]);
+    assert_eq!(checkpoints["checkpoints"][0]["name"], "reindex_v1");
+    assert_eq!(checkpoints["checkpoints"][0]["state"], "declared");
+    // Declaring again is idempotent.
+    db.json(&["migrate", "--schema", &v1, "--declare", "acme:reindex_v1"]);
+    assert_eq!(db.json(&["checkpoints"]), checkpoints);
+}
+
+fn refused_migrations_change_nothing(db: Db) {
+    let _app = seed_todos(&db, "acme", 3, 3);
+    let dir = db.scratch();
+    let removed =
+        todos_schema(2, false, "").replace(r#", {"name": "done", "type": "boolean"}"#, "");
+    assert!(!removed.contains("\"done\""));
+    let v2_removed = write_file(&dir, "removed.json", &removed);
+    let before = db.json(&["status"]);
+    let details = db.json_error(
+        &["migrate", "--schema", &v2_removed],
+        "sync.storage.migration_refused",
+    );
+    assert_eq!(details["reason"], "column_removed");
+    assert_eq!(details["table"], "todos");
+    db.run(&["migrate", "--schema", &v2_removed])
+        .text_error("sync.storage.migration_refused");
+    db.json_error(
+        &["migrate", "--schema", &v2_removed, "--dry-run"],
+        "sync.storage.migration_refused",
+    );
+    assert_eq!(
+        db.json(&["status"]),
+        before,
+        "a refused migration changes nothing"
+    );
+
+    let not_nullable = todos_schema(2, false, "").replace(
+        r#"{"name": "done", "type": "boolean"}"#,
+        r#"{"name": "done", "type": "boolean"}, {"name": "due", "type": "integer"}"#,
+    );
+    let path = write_file(&dir, "not_nullable.json", &not_nullable);
+    let details = db.json_error(
+        &["migrate", "--schema", &path],
+        "sync.storage.migration_refused",
+    );
+    assert_eq!(details["reason"], "column_not_nullable");
+
+    let same_version_changed = write_file(&dir, "changed.json", &todos_schema(1, true, ""));
+    db.json_error(
+        &["migrate", "--schema", &same_version_changed],
+        "sync.storage.stored_layout_mismatch",
+    );
+
+    let v2 = write_file(&dir, "v2.json", &todos_schema(2, true, ""));
+    db.json(&["migrate", "--schema", &v2]);
+    let v1 = write_file(&dir, "v1.json", &todos_schema(1, false, ""));
+    let details = db.json_error(
+        &["migrate", "--schema", &v1],
+        "sync.storage.schema_newer_than_code",
+    );
+    assert_eq!(details, json!({"stored": "2", "configured": "1"}));
+    assert_eq!(db.json(&["status"])["schema_version"], 2);
+}
+
+fn schema_file_errors_keep_their_codes(db: Db) {
+    let dir = db.scratch();
+    let missing = dir.path().join("missing.json").display().to_string();
+    let details = db.json_error(&["migrate", "--schema", &missing], "sync.cli.schema_file");
+    assert_eq!(details["path"], missing);
+    db.run(&["migrate", "--schema", &missing])
+        .text_error("sync.cli.schema_file");
+
+    let not_json = write_file(&dir, "bad.json", "{\"version\": 1, \"tables\": [");
+    db.json_error(
+        &["migrate", "--schema", &not_json],
+        "schema.malformed_input",
+    );
+    let unknown_member = write_file(
+        &dir,
+        "member.json",
+        r#"{"version": 1, "tables": [], "extra": 1}"#,
+    );
+    db.run(&["migrate", "--schema", &unknown_member])
+        .text_error("schema.malformed_input");
+    let bad_identifier = write_file(
+        &dir,
+        "ident.json",
+        &todos_schema(1, false, "").replace("\"name\": \"todos\"", "\"name\": \"sync_todos\""),
+    );
+    let details = db.json_error(
+        &["migrate", "--schema", &bad_identifier],
+        "schema.invalid_identifier",
+    );
+    assert_eq!(details["failure"], "reserved-prefix");
+    assert_eq!(db.json(&["status"])["schema_version"], Value::Null);
+}
