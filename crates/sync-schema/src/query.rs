@@ -235,10 +235,12 @@ struct Reference<'c> {
 ///
 /// `sql` is SQLite-family positional SQL, `params` its parameters, `tables`
 /// the declared dependency set. Failures are `sync.storage.query_rejected`
-/// with `details.reason`: `unterminated_literal`, `multiple_statements`,
-/// `reserved_reference`, `unsupported_table_reference`,
-/// `table_metadata_mismatch`, `non_materialized_table`, `bind_mismatch` — in
-/// that order of precedence. (`unsupported_result_type` is decided by the
+/// with `details.reason`: `unterminated_literal`, `unsupported_syntax` (a
+/// lexical form the dialects read differently), `multiple_statements`,
+/// `unsupported_syntax` (not one read statement), `reserved_reference`
+/// (including system catalogs and SQL-running functions),
+/// `unsupported_table_reference`, `table_metadata_mismatch`,
+/// `non_materialized_table`, `bind_mismatch` — in that order of precedence. (`unsupported_result_type` is decided by the
 /// Postgres dialect when it sees the result columns.)
 pub fn prepare_query(
     schema: &CompiledSchema,
@@ -249,13 +251,19 @@ pub fn prepare_query(
     tables: &[String],
 ) -> Result<PreparedQuery> {
     let tokens = tokenize(sql)?;
+    if let Some(construct) = dialect_specific_construct(&tokens) {
+        return Err(rejected("unsupported_syntax").detail("construct", construct));
+    }
     if tokens.iter().any(|t| t.kind == Kind::Semicolon) {
         return Err(rejected("multiple_statements"));
+    }
+    if let Some(construct) = non_query_construct(&tokens) {
+        return Err(rejected("unsupported_syntax").detail("construct", construct));
     }
     if let Some(name) = tokens
         .iter()
         .filter_map(Token::name)
-        .find(|name| is_reserved_name(name))
+        .find(|name| is_reserved_name(name) || is_system_name(name))
     {
         return Err(rejected("reserved_reference").detail("identifier", name));
     }
@@ -291,6 +299,98 @@ pub fn prepare_request(
         &request.params,
         &request.tables,
     )
+}
+
+/// Lexical forms one of the two dialects reads differently from the mask of
+/// [`tokenize`] (which follows the SQLite family), so that text the mask
+/// takes for a literal or a comment would run as SQL there, or a quoted name
+/// would escape the reserved-name rule **(decision)**: Postgres dollar quotes
+/// (`$$…$$`, `$tag$…$tag$`, and `$n` parameters), `E'…'` escape strings
+/// (`\'` ends no literal there), `U&"…"` / `U&'…'` Unicode escapes
+/// (`U&"\0073ync_commits"` names `sync_commits`) and nested block comments.
+fn dialect_specific_construct(tokens: &[Token<'_>]) -> Option<&'static str> {
+    tokens.iter().enumerate().find_map(|(i, token)| {
+        let previous = i.checked_sub(1).and_then(|p| tokens.get(p));
+        match token.kind {
+            Kind::Word if token.text.starts_with('$') => Some("dollar_quote"),
+            Kind::Literal
+                if previous
+                    .is_some_and(|p| p.kind == Kind::Word && p.text.eq_ignore_ascii_case("e")) =>
+            {
+                Some("escape_string")
+            }
+            Kind::Literal | Kind::DoubleQuoted if previous.is_some_and(|p| p.text == "&") => {
+                Some("unicode_escape")
+            }
+            Kind::Comment if token.text.starts_with("/*") && token.text[2..].contains("/*") => {
+                Some("nested_comment")
+            }
+            _ => None,
+        }
+    })
+}
+
+/// Keywords that make a statement write (or create a table) wherever they
+/// stand: a registered query reads **(decision)**.
+const WRITE_KEYWORDS: [&str; 5] = ["INSERT", "UPDATE", "DELETE", "MERGE", "INTO"];
+
+/// A registered query is one read statement: it starts (after any `(`) with
+/// `SELECT`, `WITH` or `VALUES` and contains no bare write keyword — the
+/// transaction variant runs on a writable connection, and a statement that
+/// writes or changes the connection must never reach it **(decision)**.
+fn non_query_construct(tokens: &[Token<'_>]) -> Option<&'static str> {
+    let first = tokens
+        .iter()
+        .find(|t| t.is_significant() && t.kind != Kind::OpenParen);
+    if !first.is_some_and(|t| ["SELECT", "WITH", "VALUES"].iter().any(|k| t.is_keyword(k))) {
+        return Some("statement");
+    }
+    tokens
+        .iter()
+        .any(|t| WRITE_KEYWORDS.iter().any(|k| t.is_keyword(k)))
+        .then_some("write_keyword")
+}
+
+/// Names of the databases' own namespaces and of functions that run SQL
+/// text, read server files or change session state — a query naming one
+/// could read `sync_` tables or other partitions without naming them
+/// (`query_to_xml('select … from sync_' || 'commits', …)`), or poison a
+/// pooled connection (`set_config('search_path', …)`) **(decision)**.
+/// Compared ASCII case-insensitively, like reserved names.
+fn is_system_name(name: &str) -> bool {
+    const PREFIXES: [&str; 9] = [
+        "sqlite_",
+        "pg_",
+        "pragma_",
+        "query_to_",
+        "table_to_",
+        "cursor_to_",
+        "schema_to_",
+        "database_to_",
+        "dblink",
+    ];
+    const NAMES: [&str; 18] = [
+        "information_schema",
+        "set_config",
+        "current_setting",
+        "load_extension",
+        "readfile",
+        "writefile",
+        "edit",
+        "fts3_tokenizer",
+        "lo_import",
+        "lo_export",
+        "lo_get",
+        "lo_put",
+        "lo_open",
+        "lo_create",
+        "lo_unlink",
+        "lo_from_bytea",
+        "loread",
+        "lowrite",
+    ];
+    let lower = name.to_ascii_lowercase();
+    PREFIXES.iter().any(|p| lower.starts_with(p)) || NAMES.contains(&lower.as_str())
 }
 
 /// The relation positions: after `FROM` or `JOIN`, skipping whitespace,

@@ -372,3 +372,108 @@ fn failure_reasons_take_precedence_in_rule_order() {
         "non_materialized_table"
     );
 }
+
+/// Regression (reliability work): Postgres reads these lexical forms
+/// differently from the SQLite-family mask, so that `sync_commits` of the
+/// examples ran as SQL (or was named) on Postgres and leaked the commit log.
+#[test]
+fn postgres_lexical_forms_that_hide_sql_are_refused() {
+    for (sql, construct) in [
+        (
+            "SELECT $$'$$ AS a, c.client_id FROM sync_commits c --'",
+            "dollar_quote",
+        ),
+        ("SELECT $tag$x$tag$ FROM tasks", "dollar_quote"),
+        ("SELECT id FROM tasks WHERE id = $1", "dollar_quote"),
+        (
+            "SELECT E'\\'' AS a, c.client_id FROM sync_commits c --'",
+            "escape_string",
+        ),
+        ("SELECT e'x' FROM tasks", "escape_string"),
+        ("SELECT * FROM U&\"\\0073ync_commits\"", "unicode_escape"),
+        ("SELECT U&'\\0041' FROM tasks", "unicode_escape"),
+        (
+            "SELECT 1 /* /* */ ' */ , c.client_id FROM sync_commits c --'",
+            "nested_comment",
+        ),
+    ] {
+        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+            let error = prepare(dialect, sql, &[], &["tasks"]).unwrap_err();
+            assert_eq!(
+                error.get_detail("reason"),
+                Some("unsupported_syntax"),
+                "{sql}"
+            );
+            assert_eq!(error.get_detail("construct"), Some(construct), "{sql}");
+        }
+    }
+    // The forms that read alike stay accepted.
+    ok(
+        "SELECT 'it''s', \"a$b\", x'00' FROM tasks /* E'x' */ -- $$",
+        &[],
+        &["tasks"],
+    );
+}
+
+/// Regression (reliability work): the transaction variant runs on a
+/// writable connection; statements that write or are not queries were
+/// executed there (`CREATE TABLE … AS SELECT`, `SELECT … INTO`).
+#[test]
+fn only_one_read_statement_is_prepared() {
+    for sql in [
+        "CREATE TABLE stolen AS SELECT * FROM tasks",
+        "DELETE FROM tasks",
+        "UPDATE tasks SET title = 'x'",
+        "INSERT INTO docs SELECT id, id FROM tasks",
+        "SELECT * INTO stolen FROM tasks",
+        "WITH gone AS (DELETE FROM tasks RETURNING id) SELECT * FROM gone",
+        "SELECT * FROM tasks FOR UPDATE",
+        "PRAGMA writable_schema = 1",
+        "ATTACH DATABASE ':memory:' AS other",
+        "VACUUM INTO 'stolen.db'",
+        "EXPLAIN SELECT * FROM tasks",
+    ] {
+        assert_eq!(reason(sql, &[], &["tasks"]), "unsupported_syntax", "{sql}");
+    }
+    ok(
+        "WITH t AS (SELECT id FROM tasks) SELECT * FROM t",
+        &[],
+        &["tasks"],
+    );
+    ok(
+        "(SELECT id FROM tasks) UNION (SELECT id FROM tasks)",
+        &[],
+        &["tasks"],
+    );
+    ok("VALUES (1)", &[], &[]);
+    ok(
+        "SELECT \"update\", 'DELETE' FROM tasks -- INSERT",
+        &[],
+        &["tasks"],
+    );
+}
+
+/// Regression (reliability work): system catalogs and functions that run SQL
+/// text, read server files or change session state reached `sync_` tables
+/// (`query_to_xml('select … from sync_' || 'commits', …)`) or poisoned a
+/// pooled Postgres connection (`set_config('search_path', …)`).
+#[test]
+fn system_catalogs_and_sql_running_functions_are_reserved() {
+    for sql in [
+        "SELECT name FROM sqlite_master",
+        "SELECT * FROM \"SQLITE_SCHEMA\"",
+        "SELECT * FROM pragma_table_info('tasks')",
+        "SELECT relname FROM pg_catalog.pg_class",
+        "SELECT table_name FROM information_schema.tables",
+        "SELECT query_to_xml('select 1 from sync_' || 'commits', true, false, '')::text",
+        "SELECT Table_To_Xml('x', true, false, '')",
+        "SELECT pg_read_file('PG_VERSION')",
+        "SELECT set_config('search_path', 'public', false)",
+        "SELECT current_setting('search_path')",
+        "SELECT load_extension('x')",
+        "SELECT lo_import('/etc/passwd')",
+        "SELECT dblink('x', 'y')",
+    ] {
+        assert_eq!(reason(sql, &[], &[]), "reserved_reference", "{sql}");
+    }
+}
