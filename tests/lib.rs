@@ -1,9 +1,28 @@
 //! Shared support of the workspace-level integration tests in `tests/tests/`:
 //! "processes" of a deployment — independent storage instances with their own
-//! pools — on a fresh SQLite file or a fresh Postgres schema.
+//! pools — on a fresh SQLite file or a fresh Postgres schema; the fixture
+//! schema family; the invariant checker; the reference model of the storage
+//! contract; and the bodies of the hostile-input fuzz targets (shared with
+//! the cargo-fuzz crate in `fuzz/`).
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+#[path = "src/budget.rs"]
+pub mod budget;
+#[path = "src/fixture.rs"]
+pub mod fixture;
+#[path = "src/fuzz_bodies.rs"]
+pub mod fuzz_bodies;
+#[path = "src/invariants.rs"]
+pub mod invariants;
+#[path = "src/model.rs"]
+pub mod model;
+#[path = "src/scenario.rs"]
+pub mod scenario;
+#[path = "src/snapshot.rs"]
+pub mod snapshot;
+
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -23,6 +42,10 @@ pub trait Deployment: Send + Sync {
     fn dialect(&self) -> &'static str;
     /// A new process: a storage instance with its own pools and memo.
     fn process(&self) -> Arc<dyn ServerStorage>;
+    /// Every physical table of the database (or schema) with its row count,
+    /// read over a raw driver connection: lets hostile-input tests prove that
+    /// nothing was created, dropped or emptied behind the API's back.
+    fn census(&self) -> BTreeMap<String, i64>;
 }
 
 /// A fresh SQLite file in a temporary directory.
@@ -56,6 +79,32 @@ impl Deployment for SqliteDeployment {
         let storage = sync_sqlite::SqliteStorage::open(&path, sync_sqlite::SqliteConfig::default())
             .unwrap_or_else(|e| panic!("open {}: {e:?}", path.display()));
         Arc::new(storage)
+    }
+
+    fn census(&self) -> BTreeMap<String, i64> {
+        let path = self.dir.path().join("sync.db");
+        let conn = rusqlite::Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+        let mut stmt = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap_or_else(|e| panic!("list tables: {e}"));
+        let names: Vec<String> = stmt
+            .query_map([], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .unwrap_or_else(|e| panic!("list tables: {e}"));
+        names
+            .into_iter()
+            .map(|name| {
+                let sql = format!("SELECT count(*) FROM \"{}\"", name.replace('"', "\"\""));
+                let count = conn
+                    .query_row(&sql, [], |row| row.get(0))
+                    .unwrap_or_else(|e| panic!("count {name}: {e}"));
+                (name, count)
+            })
+            .collect()
     }
 }
 
@@ -124,5 +173,48 @@ impl Deployment for PostgresDeployment {
         let storage = sync_postgres::PostgresStorage::connect(&self.url, config)
             .unwrap_or_else(|e| panic!("connect: {e:?}"));
         Arc::new(storage)
+    }
+
+    fn census(&self) -> BTreeMap<String, i64> {
+        let mut client = postgres::Client::connect(&self.url, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        let names: Vec<String> = client
+            .query(
+                "SELECT table_name::text FROM information_schema.tables \
+                 WHERE table_schema = $1 ORDER BY 1",
+                &[&self.schema],
+            )
+            .unwrap_or_else(|e| panic!("list tables: {e}"))
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        names
+            .into_iter()
+            .map(|name| {
+                let sql = format!(
+                    "SELECT count(*) FROM {}.{}",
+                    quote(&self.schema),
+                    quote(&name)
+                );
+                let count: i64 = client
+                    .query_one(&sql, &[])
+                    .unwrap_or_else(|e| panic!("count {name}: {e}"))
+                    .get(0);
+                (name, count)
+            })
+            .collect()
+    }
+}
+
+/// The dialects every cross-dialect test runs on.
+pub const DIALECTS: [&str; 2] = ["sqlite", "postgres"];
+
+/// A fresh deployment of `dialect` (`sqlite` or `postgres`).
+pub fn deployment(dialect: &str) -> Box<dyn Deployment> {
+    match dialect {
+        "sqlite" => Box::new(SqliteDeployment::new()),
+        "postgres" => Box::new(PostgresDeployment::new()),
+        other => panic!("unknown dialect {other}"),
     }
 }

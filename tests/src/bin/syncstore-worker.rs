@@ -1,0 +1,152 @@
+//! A worker process for the process-kill tests (`tests/process_kills.rs`):
+//! it opens a database as a server process would (ensuring the stored
+//! schema version) and does one kind of work, printing one line on stdout
+//! after each thing that is durable, so the parent can choose the moment to
+//! `SIGKILL` it without sleeping:
+//!
+//! ```text
+//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) push-loop FIRST COUNT
+//!     committed <commit_seq> <commit_id>     after each acknowledged push
+//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) migrate PUSHES
+//!     committed …  (PUSHES pushes), then `migrating`, then `migrated`
+//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) backfill BATCH
+//!     batch <n> watermark <w> epoch <e>    after each committed batch
+//!     outcome <activated|…>
+//! ```
+//!
+//! Postgres is reached at `SYNCSTORE_PG_URL` (or the local default). Every
+//! loop is bounded; a worker whose parent went away stops at its next line.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use sync_backfill::{Progress, ProgressObserver};
+use sync_core::{CheckpointDeclaration, EnsureOptions, ServerStorage};
+use syncstore_tests::scenario::{self, Change, PushOptions, PARTITION, T0};
+use syncstore_tests::{fixture, pg_url};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("syncstore-worker: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let [backend, location, command, rest @ ..] = args else {
+        return Err("usage: (--sqlite PATH | --postgres SCHEMA) COMMAND ARGS".into());
+    };
+    let storage = open(backend, location)?;
+    scenario::ensure_stored(storage.as_ref()).map_err(|e| format!("ensure: {e:?}"))?;
+    let number = |i: usize| -> Result<i64, String> {
+        rest.get(i)
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| format!("{command}: argument {} must be a number", i + 1))
+    };
+    match command.as_str() {
+        "push-loop" => push_loop(storage.as_ref(), number(0)?, number(1)?),
+        "migrate" => {
+            push_loop(storage.as_ref(), 1, number(0)?)?;
+            say("migrating")?;
+            let declaration =
+                CheckpointDeclaration::new(PARTITION, scenario::MIGRATION_CHECKPOINT, 2);
+            storage
+                .ensure_schema(
+                    &scenario::schema(2),
+                    &EnsureOptions::with_declarations(vec![declaration]),
+                )
+                .map_err(|e| format!("migrate: {e:?}"))?;
+            say("migrated")
+        }
+        "backfill" => {
+            let printer = Arc::new(BatchPrinter::default());
+            let outcome =
+                scenario::backfill_observed(storage.as_ref(), number(0)?, T0 + 1_000_000, printer)
+                    .map_err(|e| format!("backfill: {e:?}"))?;
+            say(&format!("outcome {}", outcome.as_str()))
+        }
+        other => Err(format!("unknown command {other}")),
+    }
+}
+
+fn open(backend: &str, location: &str) -> Result<Box<dyn ServerStorage>, String> {
+    match backend {
+        "--sqlite" => {
+            sync_sqlite::SqliteStorage::open(location, sync_sqlite::SqliteConfig::default())
+                .map(|s| Box::new(s) as Box<dyn ServerStorage>)
+                .map_err(|e| format!("open {location}: {e:?}"))
+        }
+        "--postgres" => {
+            let config = sync_postgres::PostgresConfig {
+                schema: Some(location.to_owned()),
+                pool_size: 2,
+                ..sync_postgres::PostgresConfig::default()
+            };
+            sync_postgres::PostgresStorage::connect(&pg_url(), config)
+                .map(|s| Box::new(s) as Box<dyn ServerStorage>)
+                .map_err(|e| format!("connect: {e:?}"))
+        }
+        other => Err(format!("unknown backend {other}")),
+    }
+}
+
+/// One line on stdout, flushed; an error (the parent is gone) ends the worker.
+fn say(line: &str) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("stdout: {e}"))
+}
+
+/// Pushes commits `k<first>` … `k<first + count - 1>`: each upserts one of
+/// 40 items (moving it between groups), every third also deletes another
+/// and updates a note. Prints each acknowledged commit.
+fn push_loop(storage: &dyn ServerStorage, first: i64, count: i64) -> Result<(), String> {
+    for i in first..first + count {
+        let id = format!("k{i}");
+        let group = ["g1", "g2", "g3"][(i % 3) as usize];
+        let mut changes = vec![scenario::item(&format!("r{}", i % 40), group, i)];
+        if i % 3 == 0 {
+            changes.push(Change::Delete(fixture::ITEMS, format!("r{}", (i + 7) % 40)));
+            changes.push(scenario::note("n1", group, i));
+        }
+        let now = T0 + 10_000 + i;
+        match scenario::push(storage, &id, &changes, &PushOptions::default(), now) {
+            Ok(Some(seq)) => say(&format!("committed {seq} {id}"))?,
+            Ok(None) => say(&format!("replayed {id}"))?,
+            Err(e) => return Err(format!("push {id}: {e:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Prints a line after each committed batch of the runner.
+#[derive(Debug, Default)]
+struct BatchPrinter {
+    last: std::sync::Mutex<u64>,
+}
+
+impl ProgressObserver for BatchPrinter {
+    fn on_progress(&self, progress: &Progress) {
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if progress.batches > *last {
+            *last = progress.batches;
+            if say(&format!(
+                "batch {} watermark {} epoch {}",
+                progress.batches, progress.watermark, progress.owner_epoch
+            ))
+            .is_err()
+            {
+                std::process::exit(3);
+            }
+        }
+    }
+}

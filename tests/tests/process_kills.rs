@@ -1,0 +1,499 @@
+//! Process kills: a real worker process (`syncstore-worker`) pushes, migrates
+//! or backfills; the test reads its progress lines and sends it `SIGKILL`
+//! after a number of them chosen by a seeded generator (no sleeps, no
+//! timing), then reopens the database as a new process and checks:
+//!
+//! - every invariant of the checker;
+//! - nothing acknowledged is lost: each `committed` line the worker printed
+//!   (before or as it died) is a stored push result and a retained commit;
+//! - a killed migration left the database at version 1 or 2, never between,
+//!   and a new process completes it;
+//! - a killed backfill resumes in a new worker (owner epoch + 1) and
+//!   activates with the full projection.
+//!
+//! Budget: `SYNCSTORE_KILL_ROUNDS` (default 3) rounds of every scenario per
+//! dialect (5 kills a round); `SYNCSTORE_KILL_SEED` picks the kill points.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use sync_core::{CheckpointState, ServerStorage};
+use syncstore_tests::invariants::InvariantChecker;
+use syncstore_tests::scenario::{self, Change, PushOptions, PARTITION, T0};
+use syncstore_tests::{fixture, pg_url};
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `low..=high`.
+    fn between(&mut self, low: usize, high: usize) -> usize {
+        low + (self.next() % (high - low + 1) as u64) as usize
+    }
+}
+
+fn env_count(var: &str, default: u64) -> u64 {
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("{var} must be a positive integer, got {v:?}")),
+        _ => default,
+    }
+}
+
+fn rng(dialect: &str, scenario: u64) -> Rng {
+    let seed = env_count("SYNCSTORE_KILL_SEED", 0x0007_C0DE);
+    let salt = if dialect == "sqlite" { 1 } else { 2 };
+    Rng(seed ^ (salt << 32) ^ (scenario << 40))
+}
+
+// ---- databases -----------------------------------------------------------
+
+/// A database the worker and the test open by location.
+enum KillDb {
+    Sqlite {
+        _dir: tempfile::TempDir,
+        path: String,
+    },
+    Postgres {
+        schema: String,
+    },
+}
+
+impl KillDb {
+    fn new(dialect: &str) -> Self {
+        match dialect {
+            "sqlite" => {
+                let dir =
+                    tempfile::tempdir().unwrap_or_else(|e| panic!("temporary directory: {e}"));
+                let path = dir.path().join("sync.db").to_string_lossy().into_owned();
+                KillDb::Sqlite { _dir: dir, path }
+            }
+            _ => {
+                use std::sync::atomic::{AtomicU64, Ordering};
+                static NEXT: AtomicU64 = AtomicU64::new(0);
+                let schema = format!(
+                    "kill_{}_{}",
+                    std::process::id(),
+                    NEXT.fetch_add(1, Ordering::SeqCst)
+                );
+                admin(&format!(
+                    "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE; CREATE SCHEMA \"{schema}\""
+                ));
+                KillDb::Postgres { schema }
+            }
+        }
+    }
+
+    /// The worker's location arguments.
+    fn args(&self) -> [String; 2] {
+        match self {
+            KillDb::Sqlite { path, .. } => ["--sqlite".into(), path.clone()],
+            KillDb::Postgres { schema } => ["--postgres".into(), schema.clone()],
+        }
+    }
+
+    /// A new process on the database (its schema not ensured yet).
+    fn open(&self) -> Box<dyn ServerStorage> {
+        match self {
+            KillDb::Sqlite { path, .. } => Box::new(
+                sync_sqlite::SqliteStorage::open(path, sync_sqlite::SqliteConfig::default())
+                    .unwrap_or_else(|e| panic!("reopen {path}: {e:?}")),
+            ),
+            KillDb::Postgres { schema } => {
+                let config = sync_postgres::PostgresConfig {
+                    schema: Some(schema.clone()),
+                    ..sync_postgres::PostgresConfig::default()
+                };
+                Box::new(
+                    sync_postgres::PostgresStorage::connect(&pg_url(), config)
+                        .unwrap_or_else(|e| panic!("reconnect: {e:?}")),
+                )
+            }
+        }
+    }
+}
+
+impl Drop for KillDb {
+    fn drop(&mut self) {
+        if let KillDb::Postgres { schema } = self {
+            if let Ok(mut client) = postgres::Client::connect(&pg_url(), postgres::NoTls) {
+                let _ =
+                    client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+            }
+        }
+    }
+}
+
+fn admin(sql: &str) {
+    let url = pg_url();
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| {
+        panic!("PostgreSQL is not reachable at {url} ({e}); start it or set SYNCSTORE_PG_URL")
+    });
+    client
+        .batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+// ---- the worker ----------------------------------------------------------
+
+struct Worker {
+    child: Child,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl Worker {
+    fn spawn(db: &KillDb, command: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_syncstore-worker"))
+            .args(db.args())
+            .args(command)
+            .env("SYNCSTORE_PG_URL", pg_url())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn syncstore-worker: {e}"));
+        let stdout = child
+            .stdout
+            .take()
+            .unwrap_or_else(|| panic!("worker stdout"));
+        Self {
+            child,
+            lines: BufReader::new(stdout).lines(),
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads lines until `count` of them satisfy `progress`, then sends
+    /// SIGKILL, reaps the process and reads what it wrote before dying.
+    /// Returns whether the kill happened before the worker ended by itself.
+    fn kill_after(&mut self, count: usize, progress: impl Fn(&str) -> bool) -> bool {
+        let mut matched = 0;
+        while matched < count {
+            match self.lines.next() {
+                Some(Ok(line)) => {
+                    if progress(&line) {
+                        matched += 1;
+                    }
+                    self.seen.push(line);
+                }
+                _ => {
+                    self.finish();
+                    return false;
+                }
+            }
+        }
+        // Child::kill sends SIGKILL on Unix.
+        self.child
+            .kill()
+            .unwrap_or_else(|e| panic!("kill worker: {e}"));
+        self.finish();
+        true
+    }
+
+    /// Waits for the worker to end by itself; panics unless it succeeded.
+    fn complete(&mut self) {
+        for line in self.lines.by_ref() {
+            match line {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        let status = self
+            .child
+            .wait()
+            .unwrap_or_else(|e| panic!("wait worker: {e}"));
+        assert!(
+            status.success(),
+            "worker failed ({status}): {}",
+            self.stderr()
+        );
+    }
+
+    fn finish(&mut self) {
+        let _ = self.child.wait();
+        for line in self.lines.by_ref() {
+            match line {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn stderr(&mut self) -> String {
+        let mut text = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            let _ = err.read_to_string(&mut text);
+        }
+        text
+    }
+
+    /// `(commit_id, commit_seq)` of every `committed` line.
+    fn acknowledged(&self) -> Vec<(String, i64)> {
+        self.seen
+            .iter()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                (words.next() == Some("committed")).then_some(())?;
+                let seq = words.next()?.parse().ok()?;
+                Some((words.next()?.to_owned(), seq))
+            })
+            .collect()
+    }
+}
+
+// ---- checks --------------------------------------------------------------
+
+/// Reopens the database as a new process, ensures its stored version and
+/// checks every invariant, with every acknowledged commit.
+fn reopen_and_check(
+    db: &KillDb,
+    acknowledged: &[(String, i64)],
+    what: &str,
+) -> Box<dyn ServerStorage> {
+    let storage = db.open();
+    scenario::ensure_stored(storage.as_ref())
+        .unwrap_or_else(|e| panic!("{what}: ensure after the kill: {e:?}"));
+    let mut checker = InvariantChecker::new(scenario::schema_history(2))
+        .with_sources(scenario::BACKFILL_CHECKPOINT, &[fixture::ITEMS]);
+    for (commit, seq) in acknowledged {
+        checker.acknowledge(PARTITION, scenario::CLIENT, commit, *seq);
+    }
+    let summary = checker.assert_consistent(storage.as_ref(), &[PARTITION], what);
+    assert_eq!(
+        summary.acknowledged,
+        acknowledged.len(),
+        "{what}: every acknowledged commit was checked"
+    );
+    storage
+}
+
+/// Adds `rows` items in one commit (rows for a migration to rewrite or a
+/// backfill to batch over).
+fn bulk(storage: &dyn ServerStorage, rows: usize) -> (String, i64) {
+    let changes: Vec<Change> = (0..rows)
+        .map(|i| scenario::item(&format!("b{i:04}"), ["g1", "g2"][i % 2], i as i64))
+        .collect();
+    let seq = scenario::push(
+        storage,
+        "bulk",
+        &changes,
+        &PushOptions::default(),
+        T0 + 5_000,
+    )
+    .unwrap_or_else(|e| panic!("bulk push: {e:?}"))
+    .unwrap_or_else(|| panic!("bulk push replayed"));
+    ("bulk".to_owned(), seq)
+}
+
+#[derive(Debug, Default)]
+struct Figures {
+    killed: usize,
+    acknowledged: usize,
+    migrations_announced: usize,
+    migrations_undone: usize,
+    migrations_done: usize,
+    backfills_resumed: usize,
+}
+
+fn is_committed(line: &str) -> bool {
+    line.starts_with("committed ")
+}
+
+// ---- scenarios -----------------------------------------------------------
+
+/// Three push loops in a row on one database, each killed after a random
+/// number of acknowledged commits; every acknowledgement accumulates.
+fn push_loops(dialect: &str, round: u64, figures: &mut Figures) {
+    let mut rng = rng(dialect, 100 + round);
+    let db = KillDb::new(dialect);
+    let mut acknowledged =
+        scenario::base(db.open().as_ref(), 1).unwrap_or_else(|e| panic!("base: {e:?}"));
+    let mut next = 1;
+    for round in 0..3 {
+        let target = rng.between(1, 25);
+        let mut worker = Worker::spawn(&db, &["push-loop", &next.to_string(), "1000"]);
+        assert!(
+            worker.kill_after(target, is_committed),
+            "{dialect} push-loop {round}: the worker ended before the kill: {}",
+            worker.stderr()
+        );
+        figures.killed += 1;
+        let acks = worker.acknowledged();
+        assert!(
+            acks.len() >= target,
+            "{dialect}: fewer acknowledgements than read"
+        );
+        figures.acknowledged += acks.len();
+        next += acks.len() as i64 + 1;
+        acknowledged.extend(acks);
+        reopen_and_check(
+            &db,
+            &acknowledged,
+            &format!("{dialect} push-loop kill {round} after {target} commits"),
+        );
+    }
+}
+
+/// A migration (with rewrites of 300 rows and a declaration) killed either
+/// during the pushes before it or right after it announced itself.
+fn migration(dialect: &str, round: u64, figures: &mut Figures) {
+    let mut rng = rng(dialect, 200 + round);
+    let db = KillDb::new(dialect);
+    let mut acknowledged = {
+        let storage = db.open();
+        let mut acks =
+            scenario::base(storage.as_ref(), 1).unwrap_or_else(|e| panic!("base: {e:?}"));
+        acks.push(bulk(storage.as_ref(), 300));
+        acks
+    };
+    // Lines: 3 `committed`, then `migrating`; the kill follows line
+    // `target`: mostly the announcement (the kill then lands inside the
+    // migration transaction or right after it), else one of the pushes.
+    let target = if rng.between(0, 3) == 0 {
+        rng.between(1, 3)
+    } else {
+        4
+    };
+    if target == 4 {
+        figures.migrations_announced += 1;
+    }
+    let mut worker = Worker::spawn(&db, &["migrate", "3"]);
+    let killed = worker.kill_after(target, |l| is_committed(l) || l == "migrating");
+    assert!(
+        killed,
+        "{dialect} migrate: the worker ended before the kill: {}",
+        worker.stderr()
+    );
+    figures.killed += 1;
+    let acks = worker.acknowledged();
+    figures.acknowledged += acks.len();
+    acknowledged.extend(acks);
+    let what = format!("{dialect} migrate kill after line {target}");
+    let storage = reopen_and_check(&db, &acknowledged, &what);
+    let version = storage
+        .read_schema_marker()
+        .unwrap_or_else(|e| panic!("{what}: marker: {e:?}"))
+        .map(|m| m.schema_version);
+    match version {
+        Some(1) => {
+            figures.migrations_undone += 1;
+            // A new process completes the migration.
+            let mut again = Worker::spawn(&db, &["migrate", "0"]);
+            again.complete();
+            assert!(
+                again.seen.iter().any(|l| l == "migrated"),
+                "{what}: not migrated"
+            );
+            reopen_and_check(&db, &acknowledged, &format!("{what}, migrated again"));
+        }
+        Some(2) => figures.migrations_done += 1,
+        other => panic!("{what}: schema version {other:?}"),
+    }
+}
+
+/// A backfill of 120 rows in batches of 10, killed after a random number of
+/// committed batches, resumed by a new worker that must activate.
+fn backfill(dialect: &str, round: u64, figures: &mut Figures) {
+    let mut rng = rng(dialect, 300 + round);
+    let db = KillDb::new(dialect);
+    let acknowledged = {
+        let storage = db.open();
+        let mut acks =
+            scenario::base(storage.as_ref(), 1).unwrap_or_else(|e| panic!("base: {e:?}"));
+        acks.push(bulk(storage.as_ref(), 120));
+        scenario::ensure_stored(storage.as_ref()).unwrap_or_else(|e| panic!("ensure: {e:?}"));
+        storage
+            .ensure_schema(&scenario::schema(2), &sync_core::EnsureOptions::default())
+            .unwrap_or_else(|e| panic!("ensure v2: {e:?}"));
+        acks
+    };
+    let target = rng.between(1, 9);
+    let mut worker = Worker::spawn(&db, &["backfill", "10"]);
+    let killed = worker.kill_after(target, |l| l.starts_with("batch "));
+    assert!(
+        killed,
+        "{dialect} backfill: the worker ended before the kill: {}",
+        worker.stderr()
+    );
+    figures.killed += 1;
+    let what = format!("{dialect} backfill kill after batch {target}");
+    let storage = reopen_and_check(&db, &acknowledged, &what);
+    let killed_epoch = storage
+        .read_checkpoint(PARTITION, scenario::BACKFILL_CHECKPOINT)
+        .unwrap_or_else(|e| panic!("{what}: checkpoint: {e:?}"))
+        .map_or(0, |c| c.owner_epoch);
+    assert!(killed_epoch >= 1, "{what}: the killed run held no epoch");
+    let mut resumed = Worker::spawn(&db, &["backfill", "10"]);
+    resumed.complete();
+    assert!(
+        resumed.seen.iter().any(|l| l == "outcome activated"),
+        "{what}: the resumed worker did not activate: {:?}",
+        resumed.seen
+    );
+    let storage = reopen_and_check(&db, &acknowledged, &format!("{what}, resumed"));
+    let checkpoint = storage
+        .read_checkpoint(PARTITION, scenario::BACKFILL_CHECKPOINT)
+        .unwrap_or_else(|e| panic!("{what}: checkpoint: {e:?}"))
+        .unwrap_or_else(|| panic!("{what}: no checkpoint"));
+    assert_eq!(checkpoint.state, CheckpointState::Activated, "{what}");
+    assert_eq!(
+        checkpoint.owner_epoch,
+        killed_epoch + 1,
+        "{what}: resumed at epoch + 1"
+    );
+    let projection =
+        scenario::projection(storage.as_ref()).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    assert!(!projection.is_empty());
+    for (row_id, value) in &projection {
+        assert!(
+            value.as_deref().is_some_and(|v| v.starts_with('d')),
+            "{what}: row {row_id} not backfilled ({value:?})"
+        );
+    }
+    figures.backfills_resumed += 1;
+}
+
+fn kills(dialect: &str) {
+    let rounds = env_count("SYNCSTORE_KILL_ROUNDS", 3);
+    let mut figures = Figures::default();
+    for round in 0..rounds {
+        push_loops(dialect, round, &mut figures);
+        migration(dialect, round, &mut figures);
+        backfill(dialect, round, &mut figures);
+    }
+    println!(
+        "process-kills {dialect}: {} processes killed, {} acknowledged commits all present, \
+         migrations killed {} ({} after announcing the migration; found undone then redone {}, done {}), \
+         backfills resumed and activated {}",
+        figures.killed,
+        figures.acknowledged,
+        figures.migrations_undone + figures.migrations_done,
+        figures.migrations_announced,
+        figures.migrations_undone,
+        figures.migrations_done,
+        figures.backfills_resumed
+    );
+}
+
+#[test]
+fn process_kills_sqlite() {
+    kills("sqlite");
+}
+
+#[test]
+fn process_kills_postgres() {
+    kills("postgres");
+}
