@@ -3,9 +3,15 @@
 //! - `cargo xtask test` — every test of the workspace, both dialects
 //!   (checks that PostgreSQL answers first, and fails loudly when it does not).
 //! - `cargo xtask conformance` — the conformance suite per dialect.
+//! - `cargo xtask soak [--minutes N]` — the reliability tests, repeatedly,
+//!   with larger budgets (`docs/reliability.md`).
+//! - `cargo xtask bench` — measured speed of both dialects against a raw
+//!   baseline (`docs/benchmarks.md`).
 
+mod bench;
 mod conformance;
 mod postgres_server;
+mod soak;
 mod test;
 
 use std::process::ExitCode;
@@ -25,11 +31,21 @@ enum Command {
     Test(test::TestArgs),
     /// Run the conformance suite (exit 0 pass, 1 failure, 2 setup error).
     Conformance(conformance::ConformanceArgs),
+    /// Run the reliability tests again and again with larger budgets.
+    Soak(soak::SoakArgs),
+    /// Measure both dialects against a raw baseline (see docs/benchmarks.md).
+    Bench(bench::BenchArgs),
+    /// Internal: one backfill measurement in its own process (peak memory).
+    #[command(hide = true)]
+    BenchChild(bench::child::ChildArgs),
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Test(args) => test::run(&args).map(|()| 0),
+        Command::Soak(args) => soak::run(&args).map(|()| 0),
+        Command::Bench(args) => bench::run(&args).map(|()| 0),
+        Command::BenchChild(args) => bench::child::run(&args).map(|()| 0),
         Command::Conformance(args) => {
             conformance::ensure_selected(&args).and_then(|()| conformance::run(&args))
         }

@@ -30,7 +30,7 @@ use sync_core::{
     StorageTransaction,
 };
 
-use crate::projector::{project_upsert, Projector, SourceRowRef};
+use crate::projector::{write_projection, Projector, SourceRowRef};
 
 /// Computes the derived value from the table and the row's decoded values.
 pub type DeriveValue = Arc<dyn Fn(&CompiledTable, &[RowValue]) -> Result<RowValue> + Send + Sync>;
@@ -107,10 +107,13 @@ impl Projector for DerivedColumn {
             }
             *slot = derived;
             let payload = codec::encode_row(&self.table, &values)?;
-            changes.push(project_upsert(
+            // The row was read above in this transaction (under the
+            // partition lock): its version is current, no second read.
+            changes.push(write_projection(
                 tx,
                 &self.table.name,
                 &source.row_id,
+                Some(row.server_version),
                 payload,
                 row.scopes,
             )?);

@@ -36,9 +36,22 @@ pub fn project_upsert(
     payload: Vec<u8>,
     scopes: StoredScopes,
 ) -> Result<NewChange> {
-    let version = tx
-        .get_row(table, row_id)?
-        .map_or(1, |row| row.server_version.saturating_add(1));
+    let current = tx.get_row(table, row_id)?.map(|row| row.server_version);
+    write_projection(tx, table, row_id, current, payload, scopes)
+}
+
+/// [`project_upsert`] for a caller that already read the row in this
+/// transaction (`current` = its stored version, `None` when absent): the
+/// same write without reading the row again.
+pub(crate) fn write_projection(
+    tx: &mut dyn StorageTransaction,
+    table: &str,
+    row_id: &str,
+    current: Option<i64>,
+    payload: Vec<u8>,
+    scopes: StoredScopes,
+) -> Result<NewChange> {
+    let version = current.map_or(1, |v| v.saturating_add(1));
     let row = StoredRow {
         row_id: row_id.to_owned(),
         server_version: version,

@@ -19,6 +19,8 @@ mod clients;
 mod clock;
 pub mod codec;
 mod error;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 mod fence;
 mod gate;
 pub mod limits;

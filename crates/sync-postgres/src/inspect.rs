@@ -24,7 +24,8 @@ const COMMITS_PAGE_SQL: &str = "SELECT commit_seq::int8, client_id, client_commi
     FROM sync_commits WHERE partition = $1 AND commit_seq > $2 ORDER BY commit_seq LIMIT $3";
 
 /// `$1` partition, `$2` after seq, `$3` last seq of the page.
-const CHANGES_OF_PAGE_SQL: &str = "SELECT commit_seq::int8, tbl, row_id, op::int4, row_version::int8, \
+const CHANGES_OF_PAGE_SQL: &str =
+    "SELECT commit_seq::int8, tbl, row_id, op::int4, row_version::int8, \
       scopes::text, payload \
     FROM sync_changes WHERE partition = $1 AND commit_seq > $2 AND commit_seq <= $3 \
     ORDER BY commit_seq, idx";

@@ -29,6 +29,10 @@ pub struct PostgresStorage {
     ensured: RwLock<Option<Arc<Ensured>>>,
     ensure_lock: Mutex<()>,
     bootstrapped: AtomicBool,
+    #[cfg(feature = "fault-injection")]
+    faults: sync_core::fault::FaultSlot,
+    #[cfg(feature = "fault-injection")]
+    fault_side: Option<postgres::Config>,
 }
 
 impl fmt::Debug for PostgresStorage {
@@ -71,6 +75,10 @@ impl PostgresStorage {
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
             bootstrapped: AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            faults: sync_core::fault::FaultSlot::default(),
+            #[cfg(feature = "fault-injection")]
+            fault_side: None,
         }
     }
 
@@ -89,13 +97,32 @@ impl PostgresStorage {
                 .map_err(Error::backend)?;
         }
         drop(probe);
+        #[cfg(feature = "fault-injection")]
+        let side = pg_config.clone();
         let pool = build_pool(
             pg_config,
             config.schema.as_deref(),
             config.pool_size,
             config.pool_wait_ms,
         )?;
-        Ok(Self::new(pool, config))
+        let storage = Self::new(pool, config);
+        #[cfg(feature = "fault-injection")]
+        let storage = Self {
+            fault_side: Some(side),
+            ..storage
+        };
+        Ok(storage)
+    }
+
+    /// Installs (`Some`) or removes (`None`) the fault plan every statement
+    /// of this instance consults from its next connection checkout on
+    /// (feature `fault-injection`, tests only; see `sync_core::fault`).
+    /// `ConnectionLost` and `ReplyLost` terminate the backend from a side
+    /// connection when the instance was built by [`PostgresStorage::connect`],
+    /// else the backend terminates itself.
+    #[cfg(feature = "fault-injection")]
+    pub fn set_fault_plan(&self, plan: Option<Arc<sync_core::fault::FaultPlan>>) {
+        self.faults.set(plan);
     }
 
     /// The configuration this instance was built with.
@@ -128,6 +155,18 @@ impl PostgresStorage {
 
     /// A pooled connection without the lazy bootstrap.
     pub(crate) fn checkout_raw(&self) -> Result<Conn> {
+        #[cfg(feature = "fault-injection")]
+        {
+            let mut conn = self.source.checkout()?;
+            conn.set_fault_hook(self.faults.get().map(|plan| {
+                Arc::new(crate::faults::FaultHook {
+                    plan,
+                    side: self.fault_side.clone(),
+                })
+            }));
+            Ok(conn)
+        }
+        #[cfg(not(feature = "fault-injection"))]
         self.source.checkout()
     }
 

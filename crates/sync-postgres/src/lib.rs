@@ -23,13 +23,17 @@
 //!
 //! A single-row push (`begin`, `lock_partition_for_push`, `read_serve_gate`,
 //! `get_push_result`, `upsert_row`, `append_commit`, `put_push_result`,
-//! `commit`) costs seven round trips once its statements are cached: the
-//! lock, the savepoint and the gate read travel in one message, the gate
-//! call is answered from it, and the row upsert maintains the scope index in
-//! the same statement.
+//! `commit`) costs five round trips once its statements are cached: the
+//! deferred `BEGIN`, the lock, the savepoint and the gate read travel in one
+//! message, the gate call is answered from it, the row upsert maintains the
+//! scope index in the same statement, and the push-result insert travels
+//! with the `COMMIT`.
 //!
 //! With the `conformance` feature, [`harness::PostgresHarness`] runs the
-//! dialect-agnostic conformance suite against a live server.
+//! dialect-agnostic conformance suite against a live server. With the
+//! `fault-injection` feature (tests only, never in a shipped binary),
+//! `PostgresStorage::set_fault_plan` makes a chosen statement fail or
+//! its connection die (`sync_core::fault`).
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -43,7 +47,10 @@ mod config;
 mod coverage;
 mod ensure;
 mod errors;
+#[cfg(feature = "fault-injection")]
+mod faults;
 mod gate;
+mod inspect;
 mod instance;
 mod introspect;
 mod json;

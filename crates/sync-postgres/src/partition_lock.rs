@@ -3,7 +3,8 @@
 //! rotations of one partition serialize on it; the migration's table lock
 //! excludes all of them.
 //!
-//! The push lock is sent as one simple-query message: optional
+//! The push lock is sent as one simple-query message: the transaction's
+//! deferred `BEGIN` when it is the first statement, optional
 //! `lock_timeout`, the insert, the `FOR UPDATE`, the savepoint and — as a
 //! separate statement, so with a snapshot taken after the lock was granted —
 //! the serve gate of the transaction's writer version. The gate read comes
@@ -43,20 +44,29 @@ pub(crate) fn lock(
     Ok((crate::pool::col(&row, 0)?, crate::pool::col(&row, 1)?))
 }
 
-/// The push lock, savepoint and serve-gate read in one round trip. Returns
-/// the gate of `running` read right after the lock was granted.
+/// The push lock, savepoint and serve-gate read in one round trip, preceded
+/// by `begin` (the transaction's deferred `BEGIN …`) when given. Returns the
+/// gate of `running` read right after the lock was granted.
 pub(crate) fn lock_for_push(
     conn: &mut Conn,
+    begin: Option<&str>,
     partition: &str,
     running: i32,
     lock_timeout_ms: Option<u64>,
 ) -> Result<ServeGate> {
     let Some(literal) = quote_literal(partition) else {
         // No text value can hold NUL: let the parameterized path report it.
+        if let Some(begin) = begin {
+            conn.simple(begin)?;
+        }
         lock(conn, partition, lock_timeout_ms)?;
         return Err(Error::backend("partition contains NUL"));
     };
     let mut sql = String::new();
+    if let Some(begin) = begin {
+        sql.push_str(begin);
+        sql.push_str("; ");
+    }
     if let Some(ms) = lock_timeout_ms {
         sql.push_str(&format!("SET LOCAL lock_timeout = {ms}; "));
     }

@@ -87,6 +87,8 @@ pub(crate) struct Conn {
     inner: Box<dyn PooledClient>,
     cache: StatementCache,
     statements: u64,
+    #[cfg(feature = "fault-injection")]
+    faults: Option<std::sync::Arc<crate::faults::FaultHook>>,
 }
 
 impl fmt::Debug for Conn {
@@ -105,7 +107,42 @@ impl Conn {
             inner,
             cache,
             statements: 0,
+            #[cfg(feature = "fault-injection")]
+            faults: None,
         }
+    }
+
+    /// Installs the fault hook every statement of this checkout consults.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_fault_hook(
+        &mut self,
+        hook: Option<std::sync::Arc<crate::faults::FaultHook>>,
+    ) {
+        self.faults = hook;
+    }
+
+    /// The driver client, for the fault hook.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn client_mut(&mut self) -> &mut Client {
+        self.inner.client()
+    }
+
+    /// Sends one statement: the single place every statement of this crate
+    /// passes (the fault hook, when compiled in, is consulted here).
+    #[inline]
+    fn send<T>(
+        &mut self,
+        sql: &str,
+        run: impl FnOnce(&mut Self) -> Result<T, PgError>,
+    ) -> Result<T, PgError> {
+        self.statements += 1;
+        #[cfg(feature = "fault-injection")]
+        if let Some(hook) = self.faults.clone() {
+            return crate::faults::around(&hook, sql, self, run);
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        let _ = sql;
+        run(self)
     }
 
     /// Wraps a client that belongs to no pool.
@@ -140,15 +177,16 @@ impl Conn {
         sql: &str,
         run: impl FnOnce(&mut Client, &Statement) -> Result<T, PgError>,
     ) -> Result<T, PgError> {
-        self.statements += 1;
-        let statement = self.prepared(sql)?;
-        let result = run(self.inner.client(), &statement);
-        if let Err(err) = &result {
-            if is_stale_statement(err) {
-                self.cache.statements.remove(sql);
+        self.send(sql, |conn| {
+            let statement = conn.prepared(sql)?;
+            let result = run(conn.inner.client(), &statement);
+            if let Err(err) = &result {
+                if is_stale_statement(err) {
+                    conn.cache.statements.remove(sql);
+                }
             }
-        }
-        result
+            result
+        })
     }
 
     /// Runs a cached statement and returns its rows (raw driver error).
@@ -180,8 +218,7 @@ impl Conn {
 
     /// Prepares a statement without caching it (registered queries, EXPLAIN).
     pub(crate) fn prepare_uncached(&mut self, sql: &str) -> Result<Statement, PgError> {
-        self.statements += 1;
-        self.inner.client().prepare(sql)
+        self.send(sql, |conn| conn.inner.client().prepare(sql))
     }
 
     /// Runs a statement prepared with [`Conn::prepare_uncached`].
@@ -190,15 +227,15 @@ impl Conn {
         statement: &Statement,
         params: Params<'_>,
     ) -> Result<Vec<Row>, PgError> {
-        self.statements += 1;
-        self.inner.client().query(statement, params)
+        self.send("<prepared>", |conn| {
+            conn.inner.client().query(statement, params)
+        })
     }
 
     /// Runs one or more parameterless statements in one round trip (simple
     /// query protocol) and returns every message (raw driver error).
     pub(crate) fn simple_raw(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>, PgError> {
-        self.statements += 1;
-        self.inner.client().simple_query(sql)
+        self.send(sql, |conn| conn.inner.client().simple_query(sql))
     }
 
     /// [`Conn::simple_raw`] with classification.

@@ -3,6 +3,7 @@
 use sync_core::{Result, StoredPushResult};
 
 use crate::pool::{col, Conn};
+use crate::sql::quote_literal;
 
 const GET_SQL: &str = "SELECT result::text FROM sync_push_results \
     WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3";
@@ -36,4 +37,23 @@ pub(crate) fn put(
     let json = result.to_json();
     conn.execute(PUT_SQL, &[&partition, &client_id, &client_commit_id, &json])
         .map(|_| ())
+}
+
+/// [`PUT_SQL`] as parameterless text (literals quoted), so it can travel in
+/// one simple-query message with the `COMMIT`; `None` when a value holds
+/// NUL (no text literal can) — the caller then uses [`put`].
+pub(crate) fn put_literal_sql(
+    partition: &str,
+    client_id: &str,
+    client_commit_id: &str,
+    result: &StoredPushResult,
+) -> Option<String> {
+    Some(format!(
+        "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) \
+         VALUES ({}, {}, {}, ({}::text)::jsonb) ON CONFLICT DO NOTHING",
+        quote_literal(partition)?,
+        quote_literal(client_id)?,
+        quote_literal(client_commit_id)?,
+        quote_literal(&result.to_json())?
+    ))
 }

@@ -54,6 +54,17 @@ pub(crate) fn commit(conn: &mut Conn) -> Result<()> {
     Ok(())
 }
 
+/// Sends `statements` and `COMMIT` in one simple-query message (on any
+/// failure the server skips the rest of the message, so nothing is
+/// committed); like [`commit`], a failure is followed by a `ROLLBACK`.
+pub(crate) fn commit_after(conn: &mut Conn, statements: &str) -> Result<()> {
+    if let Err(err) = conn.simple(&format!("{statements}; COMMIT")) {
+        rollback(conn);
+        return Err(err);
+    }
+    Ok(())
+}
+
 /// Rolls back; if the rollback itself fails the connection is discarded.
 pub(crate) fn rollback(conn: &mut Conn) {
     if conn.is_closed() || conn.simple_raw("ROLLBACK").is_err() {

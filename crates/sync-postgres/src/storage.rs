@@ -7,20 +7,21 @@ use sync_core::{
     validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
     BlobReferencingRow, Capabilities, CheckpointDeclaration, CheckpointKey, ClientCursorInfo,
     ClientRecord, CommitMetadata, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult,
-    CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, Error, IndexRowScanQuery,
-    PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate,
-    ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery, SchemaMarker, ScopeActivityQuery,
-    ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate, ServerStorage, SourceChange,
-    StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
-    StoredRow, StoredScopes,
+    CommitRecord, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, Error,
+    IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery,
+    ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery,
+    SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate,
+    ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
+    StoredPushResult, StoredReaction, StoredRow, StoredScopes,
 };
 
 use crate::instance::{Finish, PostgresStorage};
 use crate::state::{require_tables, resolve};
 use crate::transaction::PgTransaction;
 use crate::{
-    admin, blobs, checkpoints, clients, commit_log, coverage, ensure, gate, marker, partition_lock,
-    pruning, push_results, query, reactions, registry, rows, scans, validation, window,
+    admin, blobs, checkpoints, clients, commit_log, coverage, ensure, gate, inspect, marker,
+    partition_lock, pruning, push_results, query, reactions, registry, rows, scans, validation,
+    window,
 };
 
 impl ServerStorage for PostgresStorage {
@@ -381,6 +382,27 @@ impl ServerStorage for PostgresStorage {
         let ensured = self.ensured();
         let (_, sql) = resolve(ensured.as_deref(), table)?;
         self.with_conn(|c| rows::get_row_scopes(c, sql, partition, row_id))
+    }
+
+    fn read_commits(
+        &self,
+        partition: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<CommitRecord>> {
+        inspect::validate_commits(partition, after_seq, limit)?;
+        self.with_snapshot(|c| inspect::read_commits(c, partition, after_seq, limit))
+    }
+
+    fn inspect_table_rows(
+        &self,
+        partition: &str,
+        table: &str,
+        after_row_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<StoredRow>> {
+        inspect::validate_inspect(partition, limit)?;
+        self.with_snapshot(|c| inspect::inspect_rows(c, partition, table, after_row_id, limit))
     }
 
     fn query_authoritative(

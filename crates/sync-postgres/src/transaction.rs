@@ -5,6 +5,13 @@
 //! transaction (Postgres aborts it anyway); validation errors raised before
 //! any statement do not. Poisoned transactions only roll back — or, after a
 //! `constraint_violation` under the push lock, finalize the rejection.
+//!
+//! Round trips: `BEGIN` is deferred to the first statement (it travels in the
+//! push lock's message; under `READ COMMITTED` every statement takes its own
+//! snapshot, so nothing observable moves), and `put_push_result` is deferred
+//! to the `COMMIT` message (or to the next statement, so reads still see
+//! it). A single-row push is five round trips: lock, idempotency read, row
+//! upsert, append, push result + `COMMIT`.
 
 use std::sync::Arc;
 
@@ -45,23 +52,24 @@ pub(crate) struct PgTransaction<'s> {
     ensured: Option<Arc<Ensured>>,
     writer_version: i32,
     poison: Option<ErrorCode>,
+    /// `BEGIN …` not sent yet (no statement has run).
+    pending_begin: Option<String>,
+    /// Deferred push-result inserts (parameterless SQL), sent before the
+    /// next statement or with the `COMMIT`.
+    pending_writes: Option<String>,
     push_locked: bool,
     partition_locked: bool,
     prefetched: Option<PrefetchedGate>,
 }
 
 impl<'s> PgTransaction<'s> {
-    /// Checks out a connection and issues `BEGIN ISOLATION LEVEL READ COMMITTED`.
+    /// Checks out a connection; `BEGIN ISOLATION LEVEL READ COMMITTED` goes
+    /// with the first statement.
     pub(crate) fn begin(storage: &'s PostgresStorage, partition: &str) -> Result<Self> {
         validate::partition(partition)?;
         let ensured = storage.ensured();
         let writer_version = ensured.as_ref().map_or(0, |e| e.version);
-        let mut conn = storage.checkout()?;
-        session::begin(
-            &mut conn,
-            Isolation::ReadCommitted,
-            storage.config().statement_timeout_ms,
-        )?;
+        let conn = storage.checkout()?;
         Ok(Self {
             storage,
             conn: Some(conn),
@@ -69,6 +77,11 @@ impl<'s> PgTransaction<'s> {
             ensured,
             writer_version,
             poison: None,
+            pending_begin: Some(session::begin_sql(
+                Isolation::ReadCommitted,
+                storage.config().statement_timeout_ms,
+            )),
+            pending_writes: None,
             push_locked: false,
             partition_locked: false,
             prefetched: None,
@@ -83,6 +96,18 @@ impl<'s> PgTransaction<'s> {
         let Some(conn) = self.conn.as_mut() else {
             return Err(Error::new(ErrorCode::TransactionAborted));
         };
+        let deferred: Vec<String> = self
+            .pending_begin
+            .take()
+            .into_iter()
+            .chain(self.pending_writes.take())
+            .collect();
+        if !deferred.is_empty() {
+            if let Err(err) = conn.simple(&deferred.join("; ")) {
+                self.poison = Some(err.code());
+                return Err(err);
+            }
+        }
         let before = conn.statements();
         let mut ctx = Ctx {
             conn,
@@ -99,8 +124,12 @@ impl<'s> PgTransaction<'s> {
     }
 
     fn finish_rollback(&mut self) {
+        self.pending_writes = None;
+        let begun = self.pending_begin.take().is_none();
         if let Some(mut conn) = self.conn.take() {
-            session::rollback(&mut conn);
+            if begun {
+                session::rollback(&mut conn);
+            }
         }
     }
 
@@ -114,6 +143,8 @@ impl<'s> PgTransaction<'s> {
             return Err(Error::new(ErrorCode::TransactionAborted));
         };
         let partition = self.partition.as_str();
+        // Deferred writes are after the savepoint: discarded like the rest.
+        self.pending_writes = None;
         conn.simple(&format!(
             "ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"
         ))?;
@@ -214,8 +245,10 @@ impl StorageTransaction for PgTransaction<'_> {
         }
         let running = self.writer_version;
         let timeout = self.storage.config().push_lock_timeout_ms;
-        let gate =
-            self.run(|c| partition_lock::lock_for_push(c.conn, c.partition, running, timeout))?;
+        let begin = self.pending_begin.take();
+        let gate = self.run(|c| {
+            partition_lock::lock_for_push(c.conn, begin.as_deref(), c.partition, running, timeout)
+        })?;
         self.push_locked = true;
         self.partition_locked = true;
         self.prefetched = self.conn.as_ref().map(|conn| PrefetchedGate {
@@ -313,7 +346,21 @@ impl StorageTransaction for PgTransaction<'_> {
         client_commit_id: &str,
         result: &StoredPushResult,
     ) -> Result<()> {
-        self.run(|c| push_results::put(c.conn, c.partition, client_id, client_commit_id, result))
+        if self.poison.is_some() || self.conn.is_none() {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        }
+        match push_results::put_literal_sql(&self.partition, client_id, client_commit_id, result) {
+            Some(sql) => {
+                self.pending_writes = Some(match self.pending_writes.take() {
+                    Some(earlier) => format!("{earlier}; {sql}"),
+                    None => sql,
+                });
+                Ok(())
+            }
+            None => self.run(|c| {
+                push_results::put(c.conn, c.partition, client_id, client_commit_id, result)
+            }),
+        }
     }
 
     fn read_serve_gate(&mut self, running: i32) -> Result<ServeGate> {
@@ -416,7 +463,15 @@ impl StorageTransaction for PgTransaction<'_> {
         let Some(mut conn) = self.conn.take() else {
             return Err(Error::new(ErrorCode::TransactionAborted));
         };
-        session::commit(&mut conn)
+        match (self.pending_begin.take(), self.pending_writes.take()) {
+            // Nothing was ever sent: there is no transaction to commit.
+            (Some(_), None) => Ok(()),
+            (begin, Some(writes)) => {
+                let sql: Vec<String> = begin.into_iter().chain([writes]).collect();
+                session::commit_after(&mut conn, &sql.join("; "))
+            }
+            (None, None) => session::commit(&mut conn),
+        }
     }
 
     fn rollback(mut self: Box<Self>) -> Result<()> {

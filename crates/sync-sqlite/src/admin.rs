@@ -7,6 +7,7 @@ use sync_core::{
 };
 
 use crate::errors::{corrupt, DbResultExt};
+use crate::seam;
 use crate::state::TableSql;
 use crate::values::parse_scopes;
 
@@ -20,8 +21,7 @@ pub(crate) fn commit_metadata(
     if q.limit <= 0 {
         return Ok(Vec::new());
     }
-    let mut stmt = conn
-        .prepare_cached(
+    let mut stmt = seam::cached(conn,
             "SELECT c.commit_seq, c.client_id, c.client_commit_id, c.actor_id, c.created_at_ms, \
              (SELECT count(*) FROM sync_changes AS ch WHERE ch.partition = ?1 AND ch.commit_seq = c.commit_seq), \
              (SELECT json_group_array(tbl) FROM (SELECT DISTINCT tbl FROM sync_changes AS ch \
@@ -96,17 +96,17 @@ pub(crate) fn scope_activity(
     if q.limit <= 0 {
         return Ok(Vec::new());
     }
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT s.commit_seq, s.tbl, c.created_at_ms, c.actor_id, \
+    let mut stmt = seam::cached(
+        conn,
+        "SELECT s.commit_seq, s.tbl, c.created_at_ms, c.actor_id, \
              (SELECT count(*) FROM sync_changes AS ch \
                WHERE ch.partition = ?1 AND ch.commit_seq = s.commit_seq AND ch.tbl = s.tbl) \
              FROM sync_change_scopes AS s \
              JOIN sync_commits AS c ON c.partition = ?1 AND c.commit_seq = s.commit_seq \
              WHERE s.partition = ?1 AND s.var = ?2 AND s.value = ?3 \
              ORDER BY s.commit_seq DESC, s.tbl LIMIT ?4",
-        )
-        .db()?;
+    )
+    .db()?;
     let rows = stmt
         .query_map((partition, &q.variable, &q.value, q.limit), |r| {
             Ok(ScopeCommitActivity {
@@ -132,8 +132,7 @@ pub(crate) fn row_scopes(
         "SELECT \"_sync_server_version\", \"_sync_scopes\" FROM {} WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" = ?2",
         table.quoted
     );
-    let found: Option<(i64, String)> = conn
-        .prepare_cached(&sql)
+    let found: Option<(i64, String)> = seam::cached(conn, &sql)
         .db()?
         .query_row((partition, row_id), |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()

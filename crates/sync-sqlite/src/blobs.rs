@@ -6,6 +6,7 @@ use rusqlite::{Connection, OptionalExtension};
 use sync_core::{BlobReferencingRow, Result};
 
 use crate::errors::DbResultExt;
+use crate::seam;
 use crate::state::Ensured;
 use crate::values::parse_scopes;
 
@@ -13,9 +14,14 @@ use crate::values::parse_scopes;
 pub const BLOB_CANDIDATES: &str = "SELECT DISTINCT tbl, row_id FROM sync_blob_refs \
 WHERE partition = ?1 AND blob_id = ?2 ORDER BY tbl, row_id";
 
+/// Adds one reference (executed once per blob id).
+const INSERT_REF: &str =
+    "INSERT OR IGNORE INTO sync_blob_refs (partition, tbl, row_id, blob_id) VALUES (?1, ?2, ?3, ?4)";
+
 /// Removes every reference of one row.
 pub(crate) fn clear(conn: &Connection, partition: &str, table: &str, row_id: &str) -> Result<()> {
-    conn.prepare_cached(
+    seam::cached(
+        conn,
         "DELETE FROM sync_blob_refs WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
     )
     .db()?
@@ -36,12 +42,9 @@ pub(crate) fn set(
     if blob_ids.is_empty() {
         return Ok(());
     }
-    let mut insert = conn
-        .prepare_cached(
-            "INSERT OR IGNORE INTO sync_blob_refs (partition, tbl, row_id, blob_id) VALUES (?1, ?2, ?3, ?4)",
-        )
-        .db()?;
+    let mut insert = conn.prepare_cached(INSERT_REF).db()?;
     for blob_id in blob_ids.iter().collect::<BTreeSet<_>>() {
+        seam::check(conn, INSERT_REF).db()?;
         insert.execute((partition, table, row_id, blob_id)).db()?;
     }
     Ok(())
@@ -56,7 +59,7 @@ pub(crate) fn rows_referencing(
     blob_id: &str,
 ) -> Result<Vec<BlobReferencingRow>> {
     let candidates: Vec<(String, String)> = {
-        let mut stmt = conn.prepare_cached(BLOB_CANDIDATES).db()?;
+        let mut stmt = seam::cached(conn, BLOB_CANDIDATES).db()?;
         let rows = stmt
             .query_map((partition, blob_id), |row| Ok((row.get(0)?, row.get(1)?)))
             .db()?;
@@ -70,8 +73,7 @@ pub(crate) fn rows_referencing(
         let Ok(sql) = ensured.table(&table) else {
             continue;
         };
-        let scopes: Option<String> = conn
-            .prepare_cached(&sql.select_scopes)
+        let scopes: Option<String> = seam::cached(conn, &sql.select_scopes)
             .db()?
             .query_row((partition, row_id.as_str()), |row| row.get(0))
             .optional()
@@ -89,11 +91,11 @@ pub(crate) fn rows_referencing(
 
 /// Distinct referenced blob ids, byte-ordered.
 pub(crate) fn referenced_ids(conn: &Connection, partition: &str) -> Result<Vec<String>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT DISTINCT blob_id FROM sync_blob_refs WHERE partition = ?1 ORDER BY blob_id",
-        )
-        .db()?;
+    let mut stmt = seam::cached(
+        conn,
+        "SELECT DISTINCT blob_id FROM sync_blob_refs WHERE partition = ?1 ORDER BY blob_id",
+    )
+    .db()?;
     let rows = stmt.query_map([partition], |row| row.get(0)).db()?;
     rows.collect::<rusqlite::Result<_>>().db()
 }

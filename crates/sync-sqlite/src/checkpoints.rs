@@ -12,6 +12,7 @@ use sync_core::{
 
 use crate::commit_log::{horizon_seq, max_commit_seq};
 use crate::errors::{corrupt, DbResultExt};
+use crate::seam;
 use crate::sql::placeholders;
 use crate::state::{require_tables, Ensured};
 use crate::values::to_i32;
@@ -104,11 +105,13 @@ pub(crate) fn validate_tables_seq(
 
 /// Every checkpoint of the partition, ordered by name.
 pub(crate) fn read_all(conn: &Connection, partition: &str) -> Result<Vec<StoredCheckpoint>> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
+    let mut stmt = seam::cached(
+        conn,
+        &format!(
             "SELECT {COLUMNS} FROM sync_backfill_checkpoints WHERE partition = ?1 ORDER BY name"
-        ))
-        .db()?;
+        ),
+    )
+    .db()?;
     let rows: Vec<RawCheckpoint> = stmt
         .query_map([partition], raw)
         .db()?
@@ -123,9 +126,12 @@ pub(crate) fn read_one(
     partition: &str,
     name: &str,
 ) -> Result<Option<StoredCheckpoint>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM sync_backfill_checkpoints WHERE partition = ?1 AND name = ?2"
-    ))
+    seam::cached(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM sync_backfill_checkpoints WHERE partition = ?1 AND name = ?2"
+        ),
+    )
     .db()?
     .query_row((partition, name), raw)
     .optional()
@@ -136,12 +142,12 @@ pub(crate) fn read_one(
 
 /// Database-wide non-activated checkpoints at a version, ordered `(partition, name)`.
 pub(crate) fn list_pending(conn: &Connection, schema_version: i32) -> Result<Vec<CheckpointKey>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT partition, name FROM sync_backfill_checkpoints \
+    let mut stmt = seam::cached(
+        conn,
+        "SELECT partition, name FROM sync_backfill_checkpoints \
              WHERE schema_version = ?1 AND state <> 'activated' ORDER BY partition, name",
-        )
-        .db()?;
+    )
+    .db()?;
     let rows = stmt
         .query_map([schema_version], |r| {
             Ok(CheckpointKey {
@@ -155,36 +161,41 @@ pub(crate) fn list_pending(conn: &Connection, schema_version: i32) -> Result<Vec
 
 /// The stored marker version, `None` without a marker.
 pub(crate) fn marker_version(conn: &Connection) -> Result<Option<i64>> {
-    conn.prepare_cached("SELECT schema_version FROM sync_schema_meta WHERE id = 1")
-        .db()?
-        .query_row([], |r| r.get(0))
-        .optional()
-        .db()
+    seam::cached(
+        conn,
+        "SELECT schema_version FROM sync_schema_meta WHERE id = 1",
+    )
+    .db()?
+    .query_row([], |r| r.get(0))
+    .optional()
+    .db()
 }
 
 // ---- fences ----------------------------------------------------------------
 
 /// The per-partition fence.
 pub(crate) fn partition_fence(conn: &Connection, partition: &str) -> Result<Option<i32>> {
-    let value: Option<i64> = conn
-        .prepare_cached(
-            "SELECT required_writer_version FROM sync_writer_fence WHERE partition = ?1",
-        )
-        .db()?
-        .query_row([partition], |r| r.get(0))
-        .optional()
-        .db()?;
+    let value: Option<i64> = seam::cached(
+        conn,
+        "SELECT required_writer_version FROM sync_writer_fence WHERE partition = ?1",
+    )
+    .db()?
+    .query_row([partition], |r| r.get(0))
+    .optional()
+    .db()?;
     value.map(to_i32).transpose()
 }
 
 /// The database-wide fence.
 pub(crate) fn database_fence(conn: &Connection) -> Result<Option<i32>> {
-    let value: Option<Option<i64>> = conn
-        .prepare_cached("SELECT required_writer_version FROM sync_schema_meta WHERE id = 1")
-        .db()?
-        .query_row([], |r| r.get(0))
-        .optional()
-        .db()?;
+    let value: Option<Option<i64>> = seam::cached(
+        conn,
+        "SELECT required_writer_version FROM sync_schema_meta WHERE id = 1",
+    )
+    .db()?
+    .query_row([], |r| r.get(0))
+    .optional()
+    .db()?;
     value.flatten().map(to_i32).transpose()
 }
 
@@ -202,7 +213,8 @@ pub(crate) fn raise_partition_fence(
     partition: &str,
     version: i32,
 ) -> Result<()> {
-    conn.prepare_cached(
+    seam::cached(
+        conn,
         "INSERT INTO sync_writer_fence (partition, required_writer_version) VALUES (?1, ?2) \
          ON CONFLICT (partition) DO UPDATE SET required_writer_version = \
          max(sync_writer_fence.required_writer_version, excluded.required_writer_version)",
@@ -243,7 +255,7 @@ pub(crate) fn install(
     version: i32,
     now_ms: i64,
 ) -> Result<StoredCheckpoint> {
-    conn.prepare_cached(
+    seam::cached(conn,
         "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, watermark, owner_epoch, \
          observed_rows, updated_at_ms) VALUES (?1, ?2, ?3, 'declared', 0, 0, 0, ?4) \
          ON CONFLICT (partition, name) DO NOTHING",
@@ -275,8 +287,7 @@ pub(crate) fn claim(
     version: i32,
     now_ms: i64,
 ) -> Result<StoredCheckpoint> {
-    let claimed = conn
-        .prepare_cached(&format!(
+    let claimed = seam::cached(conn, &format!(
             "UPDATE sync_backfill_checkpoints SET owner_epoch = owner_epoch + 1, state = 'backfilling', \
              updated_at_ms = ?4 WHERE partition = ?1 AND name = ?2 AND schema_version = ?3 \
              AND state <> 'activated' RETURNING {COLUMNS}"
@@ -324,8 +335,7 @@ pub(crate) fn advance(
         return Ok(false);
     }
     check_watermark(conn, partition, row.watermark, watermark)?;
-    let changed = conn
-        .prepare_cached(
+    let changed = seam::cached(conn,
             "UPDATE sync_backfill_checkpoints SET watermark = ?4, observed_rows = ?5, updated_at_ms = ?6 \
              WHERE partition = ?1 AND name = ?2 AND owner_epoch = ?3 AND state = 'backfilling'",
         )
@@ -362,8 +372,7 @@ pub(crate) fn activate(
         Coverage::Unverifiable => return Ok(ActivationOutcome::Unverifiable),
         Coverage::Clean => {}
     }
-    let changed = conn
-        .prepare_cached(
+    let changed = seam::cached(conn,
             "UPDATE sync_backfill_checkpoints SET state = 'activated', watermark = ?4, updated_at_ms = ?5 \
              WHERE partition = ?1 AND name = ?2 AND owner_epoch = ?3 AND state <> 'activated'",
         )
@@ -409,8 +418,7 @@ pub(crate) fn coverage_seq(conn: &Connection, partition: &str, tables: &[String]
         return Ok(0);
     }
     let params = bind_tables(vec![&partition], tables);
-    let seq: Option<i64> = conn
-        .prepare_cached(&coverage_seq_sql(tables.len()))
+    let seq: Option<i64> = seam::cached(conn, &coverage_seq_sql(tables.len()))
         .db()?
         .query_row(params.as_slice(), |r| r.get(0))
         .db()?;
@@ -429,8 +437,7 @@ pub(crate) fn changes_above(
         return Ok(Coverage::Clean);
     }
     let params = bind_tables(vec![&partition, &seq], tables);
-    let changed = conn
-        .prepare_cached(&coverage_probe_sql(tables.len()))
+    let changed = seam::cached(conn, &coverage_probe_sql(tables.len()))
         .db()?
         .exists(params.as_slice())
         .db()?;
@@ -462,7 +469,7 @@ pub(crate) fn source_changes(
         placeholders(4, tables.len())
     );
     let params = bind_tables(vec![&partition, &after_seq, &limit], tables);
-    let mut stmt = conn.prepare_cached(&sql).db()?;
+    let mut stmt = seam::cached(conn, &sql).db()?;
     let rows = stmt
         .query_map(params.as_slice(), |r| {
             Ok(SourceChange {

@@ -4,6 +4,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use sync_core::{ClientCursorInfo, ClientRecord, Result};
 
 use crate::errors::DbResultExt;
+use crate::seam;
 use crate::values::{parse_subscriptions, subscriptions_json, to_i32};
 
 const COLUMNS: &str = "client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions";
@@ -39,9 +40,10 @@ pub(crate) fn get(
     partition: &str,
     client_id: &str,
 ) -> Result<Option<ClientRecord>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM sync_clients WHERE partition = ?1 AND client_id = ?2"
-    ))
+    seam::cached(
+        conn,
+        &format!("SELECT {COLUMNS} FROM sync_clients WHERE partition = ?1 AND client_id = ?2"),
+    )
     .db()?
     .query_row((partition, client_id), raw)
     .optional()
@@ -52,7 +54,7 @@ pub(crate) fn get(
 
 /// Inserts or fully replaces a record.
 pub(crate) fn put(conn: &Connection, partition: &str, r: &ClientRecord) -> Result<()> {
-    conn.prepare_cached(
+    seam::cached(conn,
         "INSERT INTO sync_clients (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (partition, client_id) DO UPDATE SET \
          actor_id = excluded.actor_id, wire_version = excluded.wire_version, cursor = excluded.cursor, \
@@ -74,8 +76,7 @@ pub(crate) fn put(conn: &Connection, partition: &str, r: &ClientRecord) -> Resul
 
 /// Cursor summaries ordered by client id.
 pub(crate) fn cursors(conn: &Connection, partition: &str) -> Result<Vec<ClientCursorInfo>> {
-    let mut stmt = conn
-        .prepare_cached(
+    let mut stmt = seam::cached(conn,
             "SELECT client_id, cursor, updated_at_ms FROM sync_clients WHERE partition = ?1 ORDER BY client_id",
         )
         .db()?;
@@ -101,8 +102,7 @@ pub(crate) fn advance(
     cursor: i64,
     at_ms: i64,
 ) -> Result<bool> {
-    let changed = conn
-        .prepare_cached(
+    let changed = seam::cached(conn,
             "UPDATE sync_clients SET cursor = max(cursor, ?5), updated_at_ms = max(updated_at_ms, ?6) \
              WHERE partition = ?1 AND client_id = ?2 AND actor_id = ?3 \
              AND EXISTS (SELECT 1 FROM sync_partition_registry WHERE partition = ?1 AND log_epoch = ?4)",
@@ -121,14 +121,14 @@ pub(crate) fn update(
     cursor: i64,
     at_ms: i64,
 ) -> Result<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE sync_clients SET cursor = max(cursor, ?3), updated_at_ms = max(updated_at_ms, ?4) \
+    let changed = seam::cached(
+        conn,
+        "UPDATE sync_clients SET cursor = max(cursor, ?3), updated_at_ms = max(updated_at_ms, ?4) \
              WHERE partition = ?1 AND client_id = ?2",
-        )
-        .db()?
-        .execute((partition, client_id, cursor, at_ms))
-        .db()?;
+    )
+    .db()?
+    .execute((partition, client_id, cursor, at_ms))
+    .db()?;
     Ok(changed == 1)
 }
 
@@ -138,7 +138,8 @@ pub(crate) fn active_floor(
     partition: &str,
     cutoff_ms: i64,
 ) -> Result<Option<i64>> {
-    conn.prepare_cached(
+    seam::cached(
+        conn,
         "SELECT min(cursor) FROM sync_clients WHERE partition = ?1 AND updated_at_ms >= ?2",
     )
     .db()?
@@ -148,8 +149,7 @@ pub(crate) fn active_floor(
 
 /// Every record, newest update first, then by client id.
 pub(crate) fn list(conn: &Connection, partition: &str) -> Result<Vec<ClientRecord>> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
+    let mut stmt = seam::cached(conn, &format!(
             "SELECT {COLUMNS} FROM sync_clients WHERE partition = ?1 ORDER BY updated_at_ms DESC, client_id ASC"
         ))
         .db()?;

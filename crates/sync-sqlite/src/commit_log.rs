@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension};
 use sync_core::{ChangeOp, Error, ErrorCode, NewCommit, Result};
 
 use crate::errors::DbResultExt;
+use crate::seam;
 use crate::state::{require_table, Ensured};
 use crate::values::scopes_json;
 
@@ -52,12 +53,11 @@ pub(crate) fn append(
     writer_version: i32,
     commit: &NewCommit,
 ) -> Result<i64> {
-    let seq: i64 = conn
-        .prepare_cached(ALLOCATE_SEQ)
+    let seq: i64 = seam::cached(conn, ALLOCATE_SEQ)
         .db()?
         .query_row([partition], |row| row.get(0))
         .db()?;
-    conn.prepare_cached(INSERT_COMMIT)
+    seam::cached(conn, INSERT_COMMIT)
         .db()?
         .execute((
             partition,
@@ -77,6 +77,7 @@ pub(crate) fn append(
     let mut scope_keys: BTreeSet<(&str, &str, &str)> = BTreeSet::new();
     let mut tombstones: Vec<(&str, &str)> = Vec::new();
     for (idx, change) in commit.changes.iter().enumerate() {
+        seam::check(conn, INSERT_CHANGE).db()?;
         insert_change
             .execute((
                 partition,
@@ -102,6 +103,7 @@ pub(crate) fn append(
     if !scope_keys.is_empty() {
         let mut insert_scope = conn.prepare_cached(INSERT_CHANGE_SCOPE).db()?;
         for (table, variable, value) in scope_keys {
+            seam::check(conn, INSERT_CHANGE_SCOPE).db()?;
             insert_scope
                 .execute((partition, table, variable, value, seq))
                 .db()?;
@@ -110,6 +112,7 @@ pub(crate) fn append(
     if !tombstones.is_empty() {
         let mut upsert_tombstone = conn.prepare_cached(UPSERT_TOMBSTONE).db()?;
         for (table, row_id) in tombstones {
+            seam::check(conn, UPSERT_TOMBSTONE).db()?;
             upsert_tombstone
                 .execute((partition, table, row_id, seq))
                 .db()?;
@@ -137,8 +140,7 @@ pub(crate) fn horizon_seq(conn: &Connection, partition: &str) -> Result<i64> {
 }
 
 fn counter(conn: &Connection, partition: &str, sql: &str) -> Result<i64> {
-    Ok(conn
-        .prepare_cached(sql)
+    Ok(seam::cached(conn, sql)
         .db()?
         .query_row([partition], |row| row.get::<_, i64>(0))
         .optional()
@@ -148,7 +150,7 @@ fn counter(conn: &Connection, partition: &str, sql: &str) -> Result<i64> {
 
 /// Raises the horizon to `max(current, seq)`, creating the counter row.
 pub(crate) fn raise_horizon(conn: &Connection, partition: &str, seq: i64) -> Result<()> {
-    conn.prepare_cached(
+    seam::cached(conn,
         "INSERT INTO sync_partitions (partition, horizon_seq) VALUES (?1, ?2) \
          ON CONFLICT (partition) DO UPDATE SET horizon_seq = max(horizon_seq, excluded.horizon_seq)",
     )
@@ -164,12 +166,12 @@ pub(crate) fn commit_seq_before(
     partition: &str,
     created_before_ms: i64,
 ) -> Result<i64> {
-    let seq: Option<i64> = conn
-        .prepare_cached(
-            "SELECT max(commit_seq) FROM sync_commits WHERE partition = ?1 AND created_at_ms < ?2",
-        )
-        .db()?
-        .query_row((partition, created_before_ms), |row| row.get(0))
-        .db()?;
+    let seq: Option<i64> = seam::cached(
+        conn,
+        "SELECT max(commit_seq) FROM sync_commits WHERE partition = ?1 AND created_at_ms < ?2",
+    )
+    .db()?
+    .query_row((partition, created_before_ms), |row| row.get(0))
+    .db()?;
     Ok(seq.unwrap_or(0))
 }

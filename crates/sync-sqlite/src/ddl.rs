@@ -6,14 +6,15 @@ use sync_core::{codec, CompiledTable, Result, RowValue};
 use sync_schema::{Dialect, RewritePlan, Statement, REWRITE_PAGE_SIZE};
 
 use crate::errors::DbResultExt;
+use crate::seam;
 use crate::values::BindRow;
 
 /// Executes one planned statement with its text parameters.
 pub(crate) fn execute(conn: &Connection, statement: &Statement) -> Result<()> {
     if statement.params.is_empty() {
-        return conn.execute_batch(&statement.sql).db();
+        return seam::batch(conn, &statement.sql).db();
     }
-    conn.prepare(&statement.sql)
+    seam::uncached(conn, &statement.sql)
         .db()?
         .execute(params_from_iter(statement.params.iter()))
         .db()?;
@@ -36,8 +37,8 @@ pub(crate) fn rewrite_rows(
     loop {
         let page: Vec<(String, String, Vec<u8>)> = {
             let mut stmt = match &after {
-                None => conn.prepare_cached(&first_page).db()?,
-                Some(_) => conn.prepare_cached(&next_page).db()?,
+                None => seam::cached(conn, &first_page).db()?,
+                Some(_) => seam::cached(conn, &next_page).db()?,
             };
             let map = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?));
             let rows = match &after {
@@ -49,6 +50,7 @@ pub(crate) fn rewrite_rows(
         let short = page.len() < REWRITE_PAGE_SIZE;
         let mut stmt = conn.prepare_cached(&update).db()?;
         for (partition, row_id, payload) in &page {
+            seam::check(conn, &update).db()?;
             let (values, payload) = rewrite_payload(table, plan, payload)
                 .map_err(|e| e.detail("table", &table.name))?;
             let projection: Vec<BindRow<'_>> = if table.materialize {

@@ -18,6 +18,7 @@ use crate::ddl;
 use crate::errors::DbResultExt;
 use crate::introspect::observe_schema;
 use crate::pools::{begin_immediate, commit, rollback, Pools};
+use crate::seam;
 
 /// The stored marker: version and layouts text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,16 +29,19 @@ pub(crate) struct Marker {
 
 /// Reads the marker row.
 pub(crate) fn read_marker(conn: &Connection) -> Result<Option<Marker>> {
-    conn.prepare_cached("SELECT schema_version, layouts FROM sync_schema_meta WHERE id = 1")
-        .db()?
-        .query_row([], |r| {
-            Ok(Marker {
-                version: r.get(0)?,
-                layouts: r.get(1)?,
-            })
+    seam::cached(
+        conn,
+        "SELECT schema_version, layouts FROM sync_schema_meta WHERE id = 1",
+    )
+    .db()?
+    .query_row([], |r| {
+        Ok(Marker {
+            version: r.get(0)?,
+            layouts: r.get(1)?,
         })
-        .optional()
-        .db()
+    })
+    .optional()
+    .db()
 }
 
 /// Step 0: every declaration is at `version` with a valid partition and name.
@@ -217,7 +221,7 @@ fn bump_locked(
 
 /// Step 11: marker, layouts and the database-wide fence `max(existing, V)`.
 fn write_marker(conn: &Connection, schema: &CompiledSchema) -> Result<()> {
-    conn.prepare_cached(
+    seam::cached(conn,
         "INSERT INTO sync_schema_meta (id, schema_version, layouts, required_writer_version) VALUES (1, ?1, ?2, ?1) \
          ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version, layouts = excluded.layouts, \
          required_writer_version = max(coalesce(sync_schema_meta.required_writer_version, 0), excluded.required_writer_version)",

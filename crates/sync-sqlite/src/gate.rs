@@ -6,6 +6,7 @@ use rusqlite::Connection;
 use sync_core::{validate, Error, Result, ServeGate};
 
 use crate::errors::{corrupt, DbResultExt};
+use crate::seam;
 
 /// Marker version, the partition's epoch and its pending checkpoint names
 /// at the running version.
@@ -29,13 +30,13 @@ pub(crate) fn validate_args(partition: &str, running: i32) -> Result<()> {
 
 /// Reads the gate token. Never cached.
 pub(crate) fn read(conn: &Connection, partition: &str, running: i32) -> Result<ServeGate> {
-    let (stored, log_epoch, pending): (Option<i64>, Option<String>, String) = conn
-        .prepare_cached(SERVE_GATE)
-        .db()?
-        .query_row((partition, running), |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .db()?;
+    let (stored, log_epoch, pending): (Option<i64>, Option<String>, String) =
+        seam::cached(conn, SERVE_GATE)
+            .db()?
+            .query_row((partition, running), |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .db()?;
     let mut pending: Vec<String> =
         serde_json::from_str(&pending).map_err(|_| corrupt("pending_unreadable"))?;
     pending.sort();

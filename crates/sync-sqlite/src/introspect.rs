@@ -8,6 +8,7 @@ use sync_schema::{
 };
 
 use crate::errors::DbResultExt;
+use crate::seam;
 
 /// Observed state of every configured table (absent ones included).
 pub(crate) fn observe_schema(conn: &Connection, schema: &CompiledSchema) -> Result<ObservedTables> {
@@ -52,11 +53,11 @@ pub(crate) fn observe(conn: &Connection, table: &str) -> Result<ObservedTable> {
 }
 
 fn columns(conn: &Connection, table: &str) -> Result<Vec<ObservedColumn>> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1) ORDER BY cid",
-        )
-        .db()?;
+    let mut stmt = seam::cached(
+        conn,
+        "SELECT name, type, \"notnull\", pk FROM pragma_table_info(?1) ORDER BY cid",
+    )
+    .db()?;
     let rows = stmt
         .query_map([table], |r| {
             Ok(ObservedColumn {
@@ -72,9 +73,11 @@ fn columns(conn: &Connection, table: &str) -> Result<Vec<ObservedColumn>> {
 }
 
 fn index_list(conn: &Connection, table: &str) -> Result<Vec<(String, bool, String)>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT name, \"unique\", origin FROM pragma_index_list(?1) ORDER BY name")
-        .db()?;
+    let mut stmt = seam::cached(
+        conn,
+        "SELECT name, \"unique\", origin FROM pragma_index_list(?1) ORDER BY name",
+    )
+    .db()?;
     let rows = stmt
         .query_map([table], |r| {
             Ok((r.get(0)?, r.get::<_, i64>(1)? != 0, r.get(2)?))
@@ -84,9 +87,11 @@ fn index_list(conn: &Connection, table: &str) -> Result<Vec<(String, bool, Strin
 }
 
 fn index_columns(conn: &Connection, index: &str) -> Result<Vec<String>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
-        .db()?;
+    let mut stmt = seam::cached(
+        conn,
+        "SELECT name FROM pragma_index_info(?1) ORDER BY seqno",
+    )
+    .db()?;
     let rows = stmt
         .query_map([index], |r| {
             Ok(r.get::<_, Option<String>>(0)?.unwrap_or_default())

@@ -11,6 +11,10 @@
 //! it issues is one of the shapes pinned by the specification
 //! (`tables.md`, `dialects.md`).
 //!
+//! With the `fault-injection` feature (tests only, never in a shipped
+//! binary), `SqliteStorage::set_fault_plan` makes a chosen statement fail
+//! (`sync_core::fault`); every statement passes through one seam for it.
+//!
 //! ```no_run
 //! use sync_sqlite::{SqliteConfig, SqliteStorage};
 //! use sync_core::ServerStorage;
@@ -34,7 +38,10 @@ mod config;
 mod ddl;
 mod ensure;
 mod errors;
+#[cfg(feature = "fault-injection")]
+mod faults;
 mod gate;
+mod inspect;
 mod introspect;
 mod pools;
 mod pruning;
@@ -45,6 +52,7 @@ mod reads;
 mod registry;
 mod rows;
 mod scopes;
+mod seam;
 mod sql;
 mod state;
 mod storage;

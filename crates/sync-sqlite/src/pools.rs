@@ -17,6 +17,7 @@ use sync_core::{Error, ErrorCode, Result};
 use crate::bootstrap;
 use crate::config::SqliteConfig;
 use crate::errors::{pool_error, DbResultExt};
+use crate::seam;
 
 /// Capacity of each connection's prepared-statement cache.
 const STATEMENT_CACHE_CAPACITY: usize = 256;
@@ -175,8 +176,7 @@ pub(crate) enum Finish<T> {
 
 /// Executes one cached parameterless statement.
 pub(crate) fn exec(conn: &Connection, sql: &str) -> Result<()> {
-    conn.prepare_cached(sql).db()?.execute([]).db()?;
-    Ok(())
+    seam::exec(conn, sql).db()
 }
 
 /// `BEGIN IMMEDIATE`: the database-wide write lock (waits `busy_timeout`).

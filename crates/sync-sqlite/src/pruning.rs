@@ -6,6 +6,7 @@ use sync_core::{CommitPruneQuery, CommitPruneResult, Error, ErrorCode, Result};
 use crate::commit_log::{horizon_seq, raise_horizon};
 use crate::errors::DbResultExt;
 use crate::registry;
+use crate::seam;
 
 /// Runs inside the writer transaction: epoch check, monotonic horizon,
 /// deletion of commits, changes, change-scope entries and tombstones at or
@@ -30,17 +31,19 @@ pub(crate) fn prune_through(
 }
 
 fn delete_through(conn: &Connection, partition: &str, horizon: i64) -> Result<i64> {
-    let removed = conn
-        .prepare_cached("DELETE FROM sync_commits WHERE partition = ?1 AND commit_seq <= ?2")
-        .db()?
-        .execute((partition, horizon))
-        .db()?;
+    let removed = seam::cached(
+        conn,
+        "DELETE FROM sync_commits WHERE partition = ?1 AND commit_seq <= ?2",
+    )
+    .db()?
+    .execute((partition, horizon))
+    .db()?;
     for sql in [
         "DELETE FROM sync_changes WHERE partition = ?1 AND commit_seq <= ?2",
         "DELETE FROM sync_change_scopes WHERE partition = ?1 AND commit_seq <= ?2",
         "DELETE FROM sync_tombstones WHERE partition = ?1 AND commit_seq <= ?2",
     ] {
-        conn.prepare_cached(sql)
+        seam::cached(conn, sql)
             .db()?
             .execute((partition, horizon))
             .db()?;

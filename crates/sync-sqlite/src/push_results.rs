@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension};
 use sync_core::{Result, StoredPushResult};
 
 use crate::errors::DbResultExt;
+use crate::seam;
 
 /// The stored record text.
 pub(crate) fn get_text(
@@ -13,7 +14,7 @@ pub(crate) fn get_text(
     client_id: &str,
     client_commit_id: &str,
 ) -> Result<Option<String>> {
-    conn.prepare_cached(
+    seam::cached(conn,
         "SELECT result FROM sync_push_results WHERE partition = ?1 AND client_id = ?2 AND client_commit_id = ?3",
     )
     .db()?
@@ -36,7 +37,7 @@ pub(crate) fn put(
     client_commit_id: &str,
     result: &StoredPushResult,
 ) -> Result<()> {
-    conn.prepare_cached(
+    seam::cached(conn,
         "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING",
     )

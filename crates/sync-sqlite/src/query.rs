@@ -13,6 +13,7 @@ use sync_schema::{prepare_request, Dialect, PreparedQuery};
 use crate::commit_log::max_commit_seq;
 use crate::errors::DbResultExt;
 use crate::gate;
+use crate::seam;
 use crate::state::Ensured;
 use crate::values::{sql_value, BindSql};
 
@@ -35,7 +36,7 @@ pub(crate) fn run(
     partition: &str,
     prepared: &PreparedQuery,
 ) -> Result<AuthoritativeQueryResult> {
-    let mut stmt = conn.prepare_cached(&prepared.sql).db()?;
+    let mut stmt = seam::cached(conn, &prepared.sql).db()?;
     let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
     let binds: Vec<BindSql<'_>> = prepared.params.iter().map(BindSql).collect();
     let params: Vec<&dyn ToSql> = binds.iter().map(|b| b as &dyn ToSql).collect();

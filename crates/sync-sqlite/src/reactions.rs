@@ -10,6 +10,7 @@ use sync_core::{
 };
 
 use crate::errors::{corrupt, Context, DbResultExt};
+use crate::seam;
 use crate::values::{parse_json, string_list_json, to_i32};
 
 const COLUMNS: &str =
@@ -89,17 +90,17 @@ fn collect(rows: Vec<RawReaction>) -> Result<Vec<StoredReaction>> {
     rows.into_iter().map(reaction).collect()
 }
 
+/// Inserts one pending reaction (executed once per reaction).
+const ENQUEUE: &str = "INSERT INTO sync_reactions (partition, idempotency_key, type, version, payload, source_client_id, \
+             source_client_commit_id, source_commit_seq, created_at_ms, available_at_ms, status, attempts, max_attempts) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 'pending', 0, ?10)";
+
 /// Inserts each reaction as `pending` in the caller's transaction; an
 /// existing key is `duplicate_reaction`.
 pub(crate) fn enqueue(conn: &Connection, partition: &str, reactions: &[NewReaction]) -> Result<()> {
-    let mut stmt = conn
-        .prepare_cached(
-            "INSERT INTO sync_reactions (partition, idempotency_key, type, version, payload, source_client_id, \
-             source_client_commit_id, source_commit_seq, created_at_ms, available_at_ms, status, attempts, max_attempts) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 'pending', 0, ?10)",
-        )
-        .db()?;
+    let mut stmt = conn.prepare_cached(ENQUEUE).db()?;
     for r in reactions {
+        seam::check(conn, ENQUEUE).db()?;
         stmt.execute((
             partition,
             &r.idempotency_key,
@@ -127,8 +128,7 @@ pub(crate) fn claim(
         .now_ms
         .saturating_add(q.lease_duration_ms)
         .min(MAX_SAFE_INTEGER);
-    let mut stmt = conn
-        .prepare_cached(&format!(
+    let mut stmt = seam::cached(conn, &format!(
             "UPDATE sync_reactions SET status = 'leased', attempts = attempts + 1, lease_owner = ?2, \
              lease_expires_at_ms = ?3, completed_at_ms = NULL \
              WHERE partition = ?1 AND idempotency_key IN ( \
@@ -170,8 +170,7 @@ pub(crate) fn complete(
     owner: &str,
     at_ms: i64,
 ) -> Result<bool> {
-    let changed = conn
-        .prepare_cached(
+    let changed = seam::cached(conn,
             "UPDATE sync_reactions SET status = 'completed', completed_at_ms = ?4, lease_owner = NULL, \
              lease_expires_at_ms = NULL WHERE partition = ?1 AND idempotency_key = ?2 \
              AND status = 'leased' AND lease_owner = ?3",
@@ -190,8 +189,7 @@ pub(crate) fn extend(
     owner: &str,
     expires_ms: i64,
 ) -> Result<bool> {
-    let changed = conn
-        .prepare_cached(
+    let changed = seam::cached(conn,
             "UPDATE sync_reactions SET lease_expires_at_ms = ?4 WHERE partition = ?1 AND idempotency_key = ?2 \
              AND status = 'leased' AND lease_owner = ?3",
         )
@@ -212,8 +210,7 @@ pub(crate) fn fail(
         Some(at) => (ReactionStatus::Pending, at),
         None => (ReactionStatus::DeadLetter, update.failure.at_ms),
     };
-    let changed = conn
-        .prepare_cached(
+    let changed = seam::cached(conn,
             "UPDATE sync_reactions SET status = ?4, available_at_ms = ?5, last_failure = ?6, \
              lease_owner = NULL, lease_expires_at_ms = NULL \
              WHERE partition = ?1 AND idempotency_key = ?2 AND status = 'leased' AND lease_owner = ?3",
@@ -233,8 +230,7 @@ pub(crate) fn fail(
 
 /// Re-queues a dead-letter reaction.
 pub(crate) fn retry(conn: &Connection, partition: &str, key: &str, now_ms: i64) -> Result<bool> {
-    let changed = conn
-        .prepare_cached(
+    let changed = seam::cached(conn,
             "UPDATE sync_reactions SET status = 'pending', attempts = 0, available_at_ms = ?3, last_failure = NULL, \
              lease_owner = NULL, lease_expires_at_ms = NULL, completed_at_ms = NULL \
              WHERE partition = ?1 AND idempotency_key = ?2 AND status = 'dead-letter'",
@@ -247,9 +243,12 @@ pub(crate) fn retry(conn: &Connection, partition: &str, key: &str, now_ms: i64) 
 
 /// One reaction.
 pub(crate) fn get(conn: &Connection, partition: &str, key: &str) -> Result<Option<StoredReaction>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM sync_reactions WHERE partition = ?1 AND idempotency_key = ?2"
-    ))
+    seam::cached(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM sync_reactions WHERE partition = ?1 AND idempotency_key = ?2"
+        ),
+    )
     .db()?
     .query_row((partition, key), raw)
     .optional()
@@ -268,14 +267,16 @@ pub(crate) fn list(
         return Ok(Vec::new());
     }
     let statuses: Vec<&str> = q.statuses.iter().map(|s| s.as_str()).collect();
-    let mut stmt = conn
-        .prepare_cached(&format!(
+    let mut stmt = seam::cached(
+        conn,
+        &format!(
             "SELECT {COLUMNS} FROM sync_reactions WHERE partition = ?1 \
              AND (?2 = 0 OR status IN (SELECT value FROM json_each(?3))) \
              AND (?4 = 0 OR type IN (SELECT value FROM json_each(?5))) \
              ORDER BY created_at_ms DESC, idempotency_key DESC LIMIT ?6"
-        ))
-        .db()?;
+        ),
+    )
+    .db()?;
     let rows: Vec<RawReaction> = stmt
         .query_map(
             (
@@ -300,9 +301,9 @@ pub(crate) fn prune(
     partition: &str,
     q: &ReactionPruneQuery,
 ) -> Result<PrunedReactionCounts> {
-    let mut stmt = conn
-        .prepare_cached(
-            "DELETE FROM sync_reactions WHERE partition = ?1 AND idempotency_key IN ( \
+    let mut stmt = seam::cached(
+        conn,
+        "DELETE FROM sync_reactions WHERE partition = ?1 AND idempotency_key IN ( \
                SELECT idempotency_key FROM ( \
                  SELECT idempotency_key, completed_at_ms AS due, 0 AS pri FROM sync_reactions \
                  WHERE partition = ?1 AND status = 'completed' AND completed_at_ms < ?2 \
@@ -311,8 +312,8 @@ pub(crate) fn prune(
                  WHERE partition = ?1 AND status = 'dead-letter' AND available_at_ms < ?3) \
                ORDER BY due, pri, idempotency_key LIMIT ?4) \
              RETURNING status",
-        )
-        .db()?;
+    )
+    .db()?;
     let statuses: Vec<String> = stmt
         .query_map(
             (

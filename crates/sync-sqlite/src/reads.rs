@@ -14,19 +14,44 @@ use sync_core::{
 
 use crate::errors::DbResultExt;
 use crate::rows::{build_row, stored_row_from};
+use crate::seam;
 use crate::sql::{placeholders, quote};
 use crate::state::{require_table, Ensured, TableSql};
 use crate::values::{parse_scopes, value_matches, BindRow};
 
+/// Above this many values, a candidate query binds the value list as one
+/// JSON array read through `json_each`: SQLite refuses statements with more
+/// than 32 766 parameters, and a scope filter has no size limit.
+pub(crate) const MAX_BOUND_VALUES: usize = 30_000;
+
+/// The value list of a candidate query from parameter `first` on: one
+/// parameter per value, or one JSON array above [`MAX_BOUND_VALUES`].
+fn value_list_sql(first: usize, values: usize) -> String {
+    if values > MAX_BOUND_VALUES {
+        format!("SELECT value FROM json_each(?{first})")
+    } else {
+        placeholders(first, values)
+    }
+}
+
+/// The parameters of [`value_list_sql`]; `json` holds the array text.
+fn bind_values<'v>(values: &'v [String], json: &'v mut String) -> Result<Vec<&'v dyn ToSql>> {
+    if values.len() > MAX_BOUND_VALUES {
+        *json = serde_json::to_string(values).map_err(Error::backend)?;
+        return Ok(vec![json as &dyn ToSql]);
+    }
+    Ok(values.iter().map(|v| v as &dyn ToSql).collect())
+}
+
 /// Candidate page of a commit window: distinct `commit_seq` from the
 /// change-scope primary key. Parameters: partition, table, variable, after,
-/// through, page size, then one per value.
+/// through, page size, then one per value (or one JSON array of them).
 pub fn window_candidates_sql(values: usize) -> String {
     format!(
         "SELECT DISTINCT commit_seq FROM sync_change_scopes \
          WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \
          AND commit_seq > ?4 AND commit_seq <= ?5 ORDER BY commit_seq LIMIT ?6",
-        placeholders(7, values)
+        value_list_sql(7, values)
     )
 }
 
@@ -46,13 +71,13 @@ pub fn window_page_sql(values: usize) -> String {
 
 /// Candidate page of a row scan: distinct row ids from the row-scope
 /// primary key. Parameters: partition, table, variable, after, page size,
-/// then one per value.
+/// then one per value (or one JSON array of them).
 pub fn scan_candidates_sql(values: usize) -> String {
     format!(
         "SELECT DISTINCT row_id FROM sync_row_scopes \
          WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \
          AND row_id > ?4 ORDER BY row_id LIMIT ?5",
-        placeholders(6, values)
+        value_list_sql(6, values)
     )
 }
 
@@ -123,10 +148,12 @@ pub(crate) fn commit_window(
     };
     let page = page_size(query.limit_changes);
     let sql = window_page_sql(values.len());
-    let mut stmt = conn.prepare_cached(&sql).db()?;
+    let mut stmt = seam::cached(conn, &sql).db()?;
     let mut out = Vec::new();
     let mut matched = 0i64;
     let mut cursor = query.after_seq;
+    let mut json = String::new();
+    let bound = bind_values(values, &mut json)?;
     loop {
         let mut params: Vec<&dyn ToSql> = vec![
             &partition,
@@ -136,7 +163,7 @@ pub(crate) fn commit_window(
             &query.through_seq,
             &page,
         ];
-        params.extend(values.iter().map(|v| v as &dyn ToSql));
+        params.extend(bound.iter().copied());
         let rows: Vec<WindowRow> = stmt
             .query_map(params.as_slice(), |r| {
                 Ok((
@@ -247,6 +274,7 @@ pub(crate) fn latest_scoped_seq(
     let mut stmt = conn.prepare_cached(LATEST_SCOPED_SEQ).db()?;
     let mut latest = 0;
     for value in values {
+        seam::check(conn, LATEST_SCOPED_SEQ).db()?;
         let mut rows = stmt.query((partition, table, variable, value)).db()?;
         if let Some(row) = rows.next().db()? {
             latest = latest.max(row.get::<_, i64>(0).db()?);
@@ -288,12 +316,14 @@ pub(crate) fn scan_rows(
     let page = page_size(query.limit);
     let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
     let sql = scan_page_sql(&table.quoted, values.len());
-    let mut stmt = conn.prepare_cached(&sql).db()?;
+    let mut stmt = seam::cached(conn, &sql).db()?;
     let mut out = Vec::new();
     let mut cursor = query.after_row_id.clone().unwrap_or_default();
+    let mut json = String::new();
+    let bound = bind_values(values, &mut json)?;
     loop {
         let mut params: Vec<&dyn ToSql> = vec![&partition, &query.table, &variable, &cursor, &page];
-        params.extend(values.iter().map(|v| v as &dyn ToSql));
+        params.extend(bound.iter().copied());
         type ScanRow = (String, bool, Option<i64>, Option<String>, Option<Vec<u8>>);
         let rows: Vec<ScanRow> = stmt
             .query_map(params.as_slice(), |r| {
@@ -439,7 +469,7 @@ pub(crate) fn partition_scan(
 }
 
 fn collect_rows(conn: &Connection, sql: &str, params: &[&dyn ToSql]) -> Result<Vec<StoredRow>> {
-    let mut stmt = conn.prepare_cached(sql).db()?;
+    let mut stmt = seam::cached(conn, sql).db()?;
     let raw: Vec<_> = stmt
         .query_map(params, |r| stored_row_from(r, 0))
         .db()?

@@ -4,6 +4,7 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use sync_core::{PartitionRegistryEntry, Result};
 
 use crate::errors::DbResultExt;
+use crate::seam;
 
 const COLUMNS: &str = "partition, log_epoch, epoch_required, last_authenticated_at_ms";
 
@@ -24,7 +25,7 @@ pub(crate) fn touch(
     at_ms: i64,
     initial_epoch: &str,
 ) -> Result<PartitionRegistryEntry> {
-    conn.prepare_cached(&format!(
+    seam::cached(conn, &format!(
         "INSERT INTO sync_partition_registry ({COLUMNS}) VALUES (?1, ?2, 0, ?3) \
          ON CONFLICT (partition) DO UPDATE SET last_authenticated_at_ms = excluded.last_authenticated_at_ms \
          RETURNING {COLUMNS}"
@@ -42,8 +43,7 @@ pub(crate) fn rotate(
     epoch: &str,
     at_ms: i64,
 ) -> Result<PartitionRegistryEntry> {
-    let entry = conn
-        .prepare_cached(&format!(
+    let entry = seam::cached(conn, &format!(
             "INSERT INTO sync_partition_registry ({COLUMNS}) VALUES (?1, ?2, 1, ?3) \
              ON CONFLICT (partition) DO UPDATE SET log_epoch = excluded.log_epoch, epoch_required = 1, \
              last_authenticated_at_ms = excluded.last_authenticated_at_ms RETURNING {COLUMNS}"
@@ -51,7 +51,7 @@ pub(crate) fn rotate(
         .db()?
         .query_row((partition, epoch, at_ms), entry)
         .db()?;
-    conn.prepare_cached("DELETE FROM sync_clients WHERE partition = ?1")
+    seam::cached(conn, "DELETE FROM sync_clients WHERE partition = ?1")
         .db()?
         .execute([partition])
         .db()?;
@@ -60,29 +60,34 @@ pub(crate) fn rotate(
 
 /// The registry epoch.
 pub(crate) fn log_epoch(conn: &Connection, partition: &str) -> Result<Option<String>> {
-    conn.prepare_cached("SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1")
-        .db()?
-        .query_row([partition], |row| row.get(0))
-        .optional()
-        .db()
+    seam::cached(
+        conn,
+        "SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1",
+    )
+    .db()?
+    .query_row([partition], |row| row.get(0))
+    .optional()
+    .db()
 }
 
 /// Every entry, byte-ordered.
 pub(crate) fn list(conn: &Connection) -> Result<Vec<PartitionRegistryEntry>> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM sync_partition_registry ORDER BY partition"
-        ))
-        .db()?;
+    let mut stmt = seam::cached(
+        conn,
+        &format!("SELECT {COLUMNS} FROM sync_partition_registry ORDER BY partition"),
+    )
+    .db()?;
     let rows = stmt.query_map([], entry).db()?;
     rows.collect::<rusqlite::Result<_>>().db()
 }
 
 /// Registered partition names, byte-ordered.
 pub(crate) fn partitions(conn: &Connection) -> Result<Vec<String>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT partition FROM sync_partition_registry ORDER BY partition")
-        .db()?;
+    let mut stmt = seam::cached(
+        conn,
+        "SELECT partition FROM sync_partition_registry ORDER BY partition",
+    )
+    .db()?;
     let rows = stmt.query_map([], |row| row.get(0)).db()?;
     rows.collect::<rusqlite::Result<_>>().db()
 }

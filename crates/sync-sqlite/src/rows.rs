@@ -6,6 +6,7 @@ use rusqlite::{Connection, OptionalExtension, Row, ToSql};
 use sync_core::{codec, Result, RowValue, StoredRow};
 
 use crate::errors::{Context, DbResultExt};
+use crate::seam;
 use crate::state::TableSql;
 use crate::values::{parse_scopes, scopes_json, BindRow};
 use crate::{blobs, scopes};
@@ -27,7 +28,7 @@ pub(crate) fn get(
     partition: &str,
     row_id: &str,
 ) -> Result<Option<StoredRow>> {
-    let mut stmt = conn.prepare_cached(&table.select_row).db()?;
+    let mut stmt = seam::cached(conn, &table.select_row).db()?;
     let found = stmt
         .query_row((partition, row_id), |row| {
             Ok((
@@ -81,7 +82,7 @@ fn stored_scopes_text(
     partition: &str,
     row_id: &str,
 ) -> Result<Option<String>> {
-    conn.prepare_cached(&table.select_scopes)
+    seam::cached(conn, &table.select_scopes)
         .db()?
         .query_row((partition, row_id), |row| row.get(0))
         .optional()
@@ -117,7 +118,7 @@ pub(crate) fn upsert(
     params.push(&row.server_version);
     params.push(&new_scopes);
     params.push(&row.payload);
-    conn.prepare_cached(&table.upsert)
+    seam::cached(conn, &table.upsert)
         .db()?
         .execute(params.as_slice())
         .db_in(Context::UpsertRow(op_index))?;
@@ -139,7 +140,7 @@ pub(crate) fn delete(
         return blobs::clear(conn, partition, table.name(), row_id);
     };
     scopes::delete_entries(conn, partition, table.name(), row_id, &old_scopes)?;
-    conn.prepare_cached(&table.delete_row)
+    seam::cached(conn, &table.delete_row)
         .db()?
         .execute((partition, row_id))
         .db()?;
@@ -153,7 +154,8 @@ pub(crate) fn tombstone_seq(
     table: &str,
     row_id: &str,
 ) -> Result<Option<i64>> {
-    conn.prepare_cached(
+    seam::cached(
+        conn,
         "SELECT commit_seq FROM sync_tombstones WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
     )
     .db()?
@@ -169,7 +171,8 @@ pub(crate) fn clear_tombstone(
     table: &str,
     row_id: &str,
 ) -> Result<()> {
-    conn.prepare_cached(
+    seam::cached(
+        conn,
         "DELETE FROM sync_tombstones WHERE partition = ?1 AND tbl = ?2 AND row_id = ?3",
     )
     .db()?

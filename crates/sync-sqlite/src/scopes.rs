@@ -6,6 +6,7 @@ use rusqlite::Connection;
 use sync_core::Result;
 
 use crate::errors::DbResultExt;
+use crate::seam;
 
 /// Deletes exactly the entries of the old scope map (bound as its JSON
 /// text): one primary-key `SEARCH` per old variable, no range scan.
@@ -29,7 +30,7 @@ pub(crate) fn delete_entries(
     if old_scopes_json.is_empty() || old_scopes_json == "{}" {
         return Ok(());
     }
-    conn.prepare_cached(DELETE_ROW_SCOPES_EXACT)
+    seam::cached(conn, DELETE_ROW_SCOPES_EXACT)
         .db()?
         .execute((partition, table, row_id, old_scopes_json))
         .db()?;
@@ -47,7 +48,7 @@ pub(crate) fn insert_entries(
     if new_scopes_json == "{}" {
         return Ok(());
     }
-    conn.prepare_cached(INSERT_ROW_SCOPES)
+    seam::cached(conn, INSERT_ROW_SCOPES)
         .db()?
         .execute((partition, table, row_id, new_scopes_json))
         .db()?;

@@ -8,22 +8,23 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use sync_core::{
     validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
     BlobReferencingRow, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord, Clock,
-    CommitMetadata, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult, CommitWindowQuery,
-    CompiledSchema, Coverage, EnsureOptions, Error, IndexRowScanQuery, PartitionRegistryEntry,
-    PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery,
-    ReactionPruneQuery, Result, RowScanQuery, SchemaMarker, ScopeActivityQuery,
+    CommitMetadata, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult, CommitRecord,
+    CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, Error, IndexRowScanQuery,
+    PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate,
+    ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery, SchemaMarker, ScopeActivityQuery,
     ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate, ServerStorage, SourceChange,
     StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
     StoredRow, StoredScopes,
 };
+use sync_schema::ObservedTables;
 
 use crate::config::SqliteConfig;
 use crate::pools::{begin_immediate, Finish, Pools};
 use crate::state::{fingerprint, require_table, Ensured};
 use crate::transaction::SqliteTransaction;
 use crate::{
-    admin, blobs, checkpoints, clients, commit_log, ensure, gate, pruning, push_results, query,
-    reactions, reads, registry, rows,
+    admin, blobs, checkpoints, clients, commit_log, ensure, gate, inspect, pruning, push_results,
+    query, reactions, reads, registry, rows,
 };
 
 /// Server storage on one SQLite database file: a single writer connection
@@ -75,6 +76,29 @@ impl SqliteStorage {
     /// The database file.
     pub fn path(&self) -> &Path {
         self.pools.path()
+    }
+
+    /// Installs (`Some`) or removes (`None`) the fault plan every statement
+    /// on this database file consults (feature `fault-injection`, tests
+    /// only; see `sync_core::fault`). SQLite connections carry no
+    /// per-instance state, so the plan applies to every connection of this
+    /// process on the same file.
+    #[cfg(feature = "fault-injection")]
+    pub fn set_fault_plan(&self, plan: Option<Arc<sync_core::fault::FaultPlan>>) -> Result<()> {
+        let file = self
+            .pools
+            .read(|conn| Ok(conn.path().unwrap_or_default().to_owned()))?;
+        crate::faults::install(&file, plan);
+        Ok(())
+    }
+
+    /// Read-only introspection of the named application tables (absent ones
+    /// recorded as absent), as `ensure_schema` observes them
+    /// (`schema-and-migrations.md` §7.1), in one read snapshot. Lets operator
+    /// tools preview a migration plan without applying it.
+    pub fn observe_tables(&self, tables: &[String]) -> Result<ObservedTables> {
+        self.pools
+            .read_snapshot(|conn| inspect::observe_tables(conn, tables))
     }
 
     fn ensured(&self) -> Option<Arc<Ensured>> {
@@ -523,6 +547,30 @@ impl ServerStorage for SqliteStorage {
         self.with_table(partition, table, |t| {
             self.pools
                 .read(|conn| admin::row_scopes(conn, t, partition, row_id))
+        })
+    }
+
+    fn read_commits(
+        &self,
+        partition: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<Vec<CommitRecord>> {
+        inspect::validate_commits(partition, after_seq, limit)?;
+        self.pools
+            .read_snapshot(|conn| inspect::read_commits(conn, partition, after_seq, limit))
+    }
+
+    fn inspect_table_rows(
+        &self,
+        partition: &str,
+        table: &str,
+        after_row_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<StoredRow>> {
+        inspect::validate_inspect(partition, limit)?;
+        self.pools.read_snapshot(|conn| {
+            inspect::inspect_rows(conn, partition, table, after_row_id, limit)
         })
     }
 

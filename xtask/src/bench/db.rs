@@ -1,0 +1,265 @@
+//! Fresh databases per measurement: SQLite files in a temporary directory,
+//! Postgres schemas `bench_<run>_<n>` on the test server. Each is removed
+//! (file deleted, schema dropped) when its handle goes out of scope.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use sync_core::{EnsureOptions, ServerStorage};
+use sync_postgres::{PostgresConfig, PostgresStorage};
+use sync_sqlite::{SqliteConfig, SqliteStorage, Synchronous};
+
+use super::fixture;
+use super::raw::RawClient;
+use super::raw_postgres::RawPostgres;
+use super::raw_sqlite::RawSqlite;
+
+/// The two dialects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// `sqlite` / `postgres`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+        }
+    }
+}
+
+/// Where a dialect's databases are created.
+#[derive(Debug)]
+pub struct Env {
+    pub dialect: Dialect,
+    dir: Option<tempfile::TempDir>,
+    pg_url: String,
+    run: String,
+    next: AtomicU64,
+}
+
+impl Env {
+    /// SQLite databases in a new temporary directory (under `base` when given).
+    pub fn sqlite(base: Option<&Path>) -> Result<Self> {
+        let dir = match base {
+            Some(base) => tempfile::Builder::new()
+                .prefix("syncstore-bench-")
+                .tempdir_in(base)?,
+            None => tempfile::Builder::new()
+                .prefix("syncstore-bench-")
+                .tempdir()?,
+        };
+        Ok(Self {
+            dialect: Dialect::Sqlite,
+            dir: Some(dir),
+            pg_url: String::new(),
+            run: run_tag(),
+            next: AtomicU64::new(0),
+        })
+    }
+
+    /// Postgres schemas on the server at `url`.
+    pub fn postgres(url: &str) -> Self {
+        Self {
+            dialect: Dialect::Postgres,
+            dir: None,
+            pg_url: url.to_owned(),
+            run: run_tag(),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// The Postgres URL (empty for SQLite).
+    pub fn pg_url(&self) -> &str {
+        &self.pg_url
+    }
+
+    /// A new empty database (SQLite `synchronous` as given; ignored on Postgres).
+    pub fn fresh(&self, synchronous: Synchronous) -> Result<Db> {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let location = match self.dialect {
+            Dialect::Sqlite => {
+                let dir = self.dir.as_ref().context("sqlite env without directory")?;
+                Location::Sqlite(dir.path().join(format!("db-{n}.sqlite")))
+            }
+            Dialect::Postgres => {
+                let schema = format!("bench_{}_{n}", self.run);
+                let mut client = postgres::Client::connect(&self.pg_url, postgres::NoTls)?;
+                client.batch_execute(&format!("CREATE SCHEMA \"{schema}\""))?;
+                Location::Postgres {
+                    url: self.pg_url.clone(),
+                    schema,
+                }
+            }
+        };
+        Ok(Db {
+            dialect: self.dialect,
+            location,
+            synchronous,
+            owned: true,
+        })
+    }
+}
+
+fn run_tag() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{:x}{:x}", nanos & 0xff_ffff_ffff, std::process::id())
+}
+
+/// Where one database lives.
+#[derive(Debug, Clone)]
+pub enum Location {
+    Sqlite(PathBuf),
+    Postgres { url: String, schema: String },
+}
+
+/// One database; a fresh one is removed on drop.
+#[derive(Debug)]
+pub struct Db {
+    pub dialect: Dialect,
+    pub location: Location,
+    pub synchronous: Synchronous,
+    owned: bool,
+}
+
+impl Db {
+    /// The database at an existing location (the child process); left in
+    /// place on drop.
+    pub fn at(location: Location, synchronous: Synchronous) -> Self {
+        Db {
+            dialect: match location {
+                Location::Sqlite(_) => Dialect::Sqlite,
+                Location::Postgres { .. } => Dialect::Postgres,
+            },
+            location,
+            synchronous,
+            owned: false,
+        }
+    }
+
+    /// Opens the storage without ensuring a schema.
+    pub fn open(&self) -> Result<Arc<dyn ServerStorage>> {
+        Ok(match &self.location {
+            Location::Sqlite(path) => Arc::new(SqliteStorage::open(
+                path,
+                SqliteConfig {
+                    synchronous: self.synchronous,
+                    ..SqliteConfig::default()
+                },
+            )?),
+            Location::Postgres { url, schema } => Arc::new(PostgresStorage::connect(
+                url,
+                PostgresConfig {
+                    schema: Some(schema.clone()),
+                    ..PostgresConfig::default()
+                },
+            )?),
+        })
+    }
+
+    /// Opens the storage and ensures the benchmark schema.
+    pub fn storage(&self, with_derived: bool) -> Result<Arc<dyn ServerStorage>> {
+        let storage = self.open()?;
+        storage.ensure_schema(&fixture::schema(with_derived)?, &EnsureOptions::default())?;
+        Ok(storage)
+    }
+
+    /// A raw client on this database (the schema must have been ensured).
+    pub fn raw(&self) -> Result<Box<dyn RawClient>> {
+        Ok(match &self.location {
+            Location::Sqlite(path) => {
+                Box::new(RawSqlite::open(path, self.synchronous.as_pragma())?)
+            }
+            Location::Postgres { url, schema } => Box::new(RawPostgres::connect(url, schema)?),
+        })
+    }
+
+    /// A raw client connecting through another URL (the round-trip proxy).
+    pub fn raw_via(&self, url: &str) -> Result<Box<dyn RawClient>> {
+        match &self.location {
+            Location::Postgres { schema, .. } => Ok(Box::new(RawPostgres::connect(url, schema)?)),
+            Location::Sqlite(_) => self.raw(),
+        }
+    }
+
+    /// The storage connecting through another URL (the round-trip proxy).
+    pub fn storage_via(&self, url: &str) -> Result<Arc<dyn ServerStorage>> {
+        match &self.location {
+            Location::Postgres { schema, .. } => {
+                let storage = PostgresStorage::connect(
+                    url,
+                    PostgresConfig {
+                        schema: Some(schema.clone()),
+                        ..PostgresConfig::default()
+                    },
+                )?;
+                storage.ensure_schema(&fixture::schema(false)?, &EnsureOptions::default())?;
+                Ok(Arc::new(storage))
+            }
+            Location::Sqlite(_) => self.storage(false),
+        }
+    }
+
+    /// Copies a SQLite database (template seeding); checkpoints the WAL first.
+    pub fn copy_sqlite_to(&self, target: &Db) -> Result<()> {
+        let (Location::Sqlite(from), Location::Sqlite(to)) = (&self.location, &target.location)
+        else {
+            anyhow::bail!("copy_sqlite_to needs two SQLite databases");
+        };
+        let conn = rusqlite::Connection::open(from)?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        drop(conn);
+        std::fs::copy(from, to).with_context(|| format!("copying {from:?}"))?;
+        Ok(())
+    }
+
+    /// Runs a scalar `SELECT` (verification and setup checks).
+    pub fn count(&self, sql: &str) -> Result<i64> {
+        match &self.location {
+            Location::Sqlite(path) => {
+                let conn = rusqlite::Connection::open(path)?;
+                Ok(conn.query_row(sql, [], |r| r.get(0))?)
+            }
+            Location::Postgres { url, schema } => {
+                let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+                client.batch_execute(&format!("SET search_path TO \"{schema}\""))?;
+                Ok(client.query_one(sql, &[])?.try_get(0)?)
+            }
+        }
+    }
+
+    fn remove(&self) {
+        match &self.location {
+            Location::Sqlite(path) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut p = path.clone().into_os_string();
+                    p.push(suffix);
+                    let _ = std::fs::remove_file(PathBuf::from(p));
+                }
+            }
+            Location::Postgres { url, schema } => {
+                if let Ok(mut client) = postgres::Client::connect(url, postgres::NoTls) {
+                    let _ = client
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if self.owned {
+            self.remove();
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! The raw baseline: what a minimal hand-written client does to get the same
+//! database effect as the storage API — prepared statements, one
+//! transaction per commit, no abstraction. One implementation per dialect
+//! (`raw_sqlite.rs`, `raw_postgres.rs`); they live in the xtask only.
+
+use anyhow::Result;
+use sync_core::CompiledTable;
+
+use super::fixture::{BenchCommit, BenchRow};
+
+/// One commit of a window page as the raw client reads it: sequence and
+/// number of changes of the table.
+pub type RawCommit = (i64, usize);
+
+/// Client name of the raw backfill's commits.
+pub const RAW_BACKFILL_CLIENT: &str = "raw.backfill";
+
+/// The raw baseline of one dialect.
+pub trait RawClient: Send {
+    /// The push of one commit with the same effect as the storage's push
+    /// sequence: partition lock, idempotency read, `[gate]` read, per row
+    /// the exact scope delete + row upsert + scope inserts, `commit_seq`
+    /// allocation, commit, changes, change scopes, push result, `COMMIT`.
+    /// Returns the allocated `commit_seq`.
+    fn push(&mut self, partition: &str, commit: &BenchCommit, gate: bool) -> Result<i64>;
+
+    /// Setup: pushes `commits` (gate off) in one transaction per chunk of
+    /// 1 000 — the same database state as one transaction per commit.
+    fn push_batch(&mut self, partition: &str, commits: &[BenchCommit]) -> Result<()>;
+
+    /// A scope scan of `lists` in pages of `page` rows (the pinned query
+    /// shape); returns the rows read.
+    fn scan(&mut self, partition: &str, lists: &[String], page: i64) -> Result<u64>;
+
+    /// One commit-window read with the semantics of `read_commit_window`
+    /// (candidate pages of `max(64, limit_changes)`, stop once the matched
+    /// changes reach the limit).
+    fn window(
+        &mut self,
+        partition: &str,
+        lists: &[String],
+        after: i64,
+        through: i64,
+        limit_changes: i64,
+    ) -> Result<Vec<RawCommit>>;
+
+    /// The whole derived-column backfill of `title_lower = lower(title)`:
+    /// keyset batches of `batch` rows, one transaction each (rows rewritten
+    /// with the payload re-encoded and the version bumped, the batch logged
+    /// as one commit, checkpoint progress), then the activation. Returns
+    /// the rows rewritten.
+    fn backfill(&mut self, partition: &str, table: &CompiledTable, batch: i64) -> Result<u64>;
+
+    /// Setup: inserts rows (version 1) and their scope entries.
+    fn seed_rows(&mut self, partition: &str, rows: &[BenchRow]) -> Result<()>;
+
+    /// Setup: a log of `commits` single-row commits (with changes, change
+    /// scopes and push results) over `rows.len()` rows updated round-robin;
+    /// the rows end with their final versions.
+    fn seed_log(&mut self, partition: &str, commits: u64, rows: &[BenchRow]) -> Result<()>;
+
+    /// Setup: with `present`, a database-wide fence and a partition fence
+    /// at version 1 (both pass writer version 1); without, neither.
+    fn set_fence(&mut self, partition: &str, present: bool) -> Result<()>;
+}

@@ -1,0 +1,214 @@
+//! W1 push-1: single-row commits through the full push sequence, each its
+//! own transaction. Commits/s and p50/p99 latency; on SQLite also with
+//! `synchronous=FULL`. Every round pushes W1 and then W2 (`w2_push10.rs`) on
+//! the same fresh database, ours and raw on separate databases, so the
+//! reads of W3/W4 find the 70 000 rows of W1+W2.
+
+use anyhow::Result;
+use sync_sqlite::Synchronous;
+
+use super::db::{Db, Dialect, Env};
+use super::fixture::{self, BenchCommit};
+use super::pushes::{run_ours, run_raw, Prepared, PushRun};
+use super::report::{Better, Measure, Sample};
+use super::{progress, w2_push10, Scale};
+
+/// The partition of the single-partition workloads.
+pub const PARTITION: &str = "bench";
+
+/// W1's commits: `count` commits of one distinct new row each.
+pub fn commits(count: usize, prefix: &str) -> Result<Vec<BenchCommit>> {
+    let table = fixture::schema(false)?
+        .require_table(fixture::TABLE)?
+        .clone();
+    fixture::commits(&table, prefix, count, 1, 0)
+}
+
+/// One round's measurements of one implementation.
+#[derive(Debug)]
+pub struct RoundRuns {
+    pub w1: PushRun,
+    pub w2: PushRun,
+}
+
+/// Pushes W1 then W2 through ours on a fresh database; returns the runs and the database.
+pub fn ours_round(env: &Env, w1: &Prepared, w2: &Prepared) -> Result<(RoundRuns, Db)> {
+    let db = env.fresh(Synchronous::Normal)?;
+    let storage = db.storage(false)?;
+    let r1 = run_ours(storage.as_ref(), PARTITION, w1, true)?;
+    let r2 = run_ours(storage.as_ref(), PARTITION, w2, true)?;
+    drop(storage);
+    Ok((RoundRuns { w1: r1, w2: r2 }, db))
+}
+
+/// Pushes W1 then W2 through the raw baseline on a fresh database.
+pub fn raw_round(env: &Env, w1: &Prepared, w2: &Prepared) -> Result<(RoundRuns, Db)> {
+    let db = env.fresh(Synchronous::Normal)?;
+    drop(db.storage(false)?);
+    let mut raw = db.raw()?;
+    let r1 = run_raw(raw.as_mut(), PARTITION, w1, true)?;
+    let r2 = run_raw(raw.as_mut(), PARTITION, w2, true)?;
+    drop(raw);
+    Ok((RoundRuns { w1: r1, w2: r2 }, db))
+}
+
+/// W1 and W2 in interleaved rounds; returns the results and ours' last
+/// database (the fixture of W3 and W4).
+pub fn run(env: &Env, scale: &Scale) -> Result<(Vec<Measure>, Db)> {
+    let w1 = Prepared::new(commits(scale.w1_commits, "w1")?);
+    let w2 = Prepared::new(w2_push10::commits(scale.w2_commits)?);
+    let mut rounds: Vec<(RoundRuns, RoundRuns)> = Vec::new();
+    let mut fixture_db = None;
+    for round in 0..scale.rounds {
+        let (ours, db) = ours_round(env, &w1, &w2)?;
+        let (raw, _raw_db) = raw_round(env, &w1, &w2)?;
+        progress(
+            env.dialect,
+            &format!("W1/W2 round {}/{}", round + 1, scale.rounds),
+            &format!(
+                "W1 ours {:.0} raw {:.0} commits/s; W2 ours {:.0} raw {:.0} commits/s",
+                ours.w1.commits_per_s(),
+                raw.w1.commits_per_s(),
+                ours.w2.commits_per_s(),
+                raw.w2.commits_per_s()
+            ),
+        );
+        rounds.push((ours, raw));
+        fixture_db = Some(db);
+    }
+    let Some(db) = fixture_db else {
+        anyhow::bail!("no W1 round ran (rounds = 0)");
+    };
+    let d = env.dialect;
+    let samples = |f: &dyn Fn(&RoundRuns) -> f64| -> Vec<Sample> {
+        rounds
+            .iter()
+            .map(|(o, r)| Sample {
+                ours: f(o),
+                raw: Some(f(r)),
+            })
+            .collect()
+    };
+    let mut out = vec![
+        Measure::from_samples(
+            "W1",
+            "default",
+            d,
+            "commits/s",
+            Better::Higher,
+            samples(&|r| r.w1.commits_per_s()),
+        ),
+        Measure::from_samples(
+            "W1",
+            "latency=p50",
+            d,
+            "µs",
+            Better::Lower,
+            samples(&|r| r.w1.latency(0.50)),
+        ),
+        Measure::from_samples(
+            "W1",
+            "latency=p99",
+            d,
+            "µs",
+            Better::Lower,
+            samples(&|r| r.w1.latency(0.99)),
+        ),
+    ];
+    out.extend(w2_push10::measures(
+        d,
+        &samples(&|r| r.w2.commits_per_s()),
+        &samples(&|r| r.w2.rows_per_s()),
+    ));
+    Ok((out, db))
+}
+
+/// The W3/W4 fixture at the pinned sizes without timing: W1's and W2's
+/// commits pushed by the raw client in chunked transactions (the same rows,
+/// log and scope entries as pushing them one by one).
+pub fn build_fixture(env: &Env, scale: &Scale) -> Result<Db> {
+    let db = env.fresh(Synchronous::Normal)?;
+    drop(db.storage(false)?);
+    let mut raw = db.raw()?;
+    raw.push_batch(PARTITION, &commits(scale.fixture_w1, "w1")?)?;
+    raw.push_batch(PARTITION, &w2_push10::commits(scale.fixture_w2)?)?;
+    progress(
+        env.dialect,
+        "W3/W4 fixture",
+        &format!("{} rows pushed", scale.fixture_rows()),
+    );
+    Ok(db)
+}
+
+/// W1 with `synchronous=FULL` (SQLite only): every commit is synced.
+pub fn run_full(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
+    if env.dialect != Dialect::Sqlite {
+        return Ok(Vec::new());
+    }
+    let w1 = Prepared::new(commits(scale.w1_full_commits, "w1")?);
+    let mut rate = Vec::new();
+    let mut p50 = Vec::new();
+    let mut p99 = Vec::new();
+    for round in 0..scale.full_rounds {
+        let ours_db = env.fresh(Synchronous::Full)?;
+        let storage = ours_db.storage(false)?;
+        let ours = run_ours(storage.as_ref(), PARTITION, &w1, true)?;
+        drop(storage);
+        drop(ours_db);
+        let raw_db = env.fresh(Synchronous::Full)?;
+        drop(raw_db.storage(false)?);
+        let raw = run_raw(raw_db.raw()?.as_mut(), PARTITION, &w1, true)?;
+        progress(
+            env.dialect,
+            &format!(
+                "W1 synchronous=FULL round {}/{}",
+                round + 1,
+                scale.full_rounds
+            ),
+            &format!(
+                "ours {:.0} raw {:.0} commits/s",
+                ours.commits_per_s(),
+                raw.commits_per_s()
+            ),
+        );
+        rate.push(Sample {
+            ours: ours.commits_per_s(),
+            raw: Some(raw.commits_per_s()),
+        });
+        p50.push(Sample {
+            ours: ours.latency(0.5),
+            raw: Some(raw.latency(0.5)),
+        });
+        p99.push(Sample {
+            ours: ours.latency(0.99),
+            raw: Some(raw.latency(0.99)),
+        });
+    }
+    let d = env.dialect;
+    Ok(vec![
+        Measure::from_samples(
+            "W1",
+            "synchronous=FULL",
+            d,
+            "commits/s",
+            Better::Higher,
+            rate,
+        ),
+        Measure::from_samples(
+            "W1",
+            "synchronous=FULL,latency=p50",
+            d,
+            "µs",
+            Better::Lower,
+            p50,
+        ),
+        Measure::from_samples(
+            "W1",
+            "synchronous=FULL,latency=p99",
+            d,
+            "µs",
+            Better::Lower,
+            p99,
+        ),
+    ])
+}

@@ -1,0 +1,108 @@
+//! W3 scan: `scan_rows` over the 70 000 rows of W1+W2 in pages of 500 —
+//! every list on its own (`lists=1`, 100 scans) and one filter naming all
+//! 100 lists (`lists=100`). Rows/s. Ours and raw read the same database.
+
+use anyhow::{bail, Result};
+use sync_core::{RowScanQuery, ServerStorage};
+
+use super::db::Db;
+use super::fixture::{self, TABLE};
+use super::raw::RawClient;
+use super::report::{Better, Measure, Sample};
+use super::w1_push::PARTITION;
+use super::{progress, repeat_for, Scale};
+
+/// Scans one filter to the end through the storage API; returns the rows.
+pub fn scan_ours(storage: &dyn ServerStorage, lists: &[String], page: i64) -> Result<u64> {
+    let mut after: Option<String> = None;
+    let mut total = 0u64;
+    loop {
+        let rows = storage.scan_rows(
+            PARTITION,
+            &RowScanQuery {
+                table: TABLE.to_owned(),
+                scope_filter: fixture::filter(lists),
+                after_row_id: after.take(),
+                limit: page,
+            },
+        )?;
+        total += rows.len() as u64;
+        match rows.last() {
+            Some(last) if rows.len() as i64 == page => after = Some(last.row_id.clone()),
+            _ => return Ok(total),
+        }
+    }
+}
+
+/// The lists scanned per variant: every list on its own, or all at once.
+fn groups(per_scan: usize) -> Vec<Vec<String>> {
+    fixture::all_lists()
+        .chunks(per_scan)
+        .map(<[String]>::to_vec)
+        .collect()
+}
+
+fn timed(
+    min: std::time::Duration,
+    mut scan: impl FnMut(&[String]) -> Result<u64>,
+    groups: &[Vec<String>],
+) -> Result<(f64, u64)> {
+    let (rows, runs, elapsed) = repeat_for(min, || {
+        let mut rows = 0;
+        for lists in groups {
+            rows += scan(lists)?;
+        }
+        Ok(rows)
+    })?;
+    Ok((
+        f64::from(runs) * rows as f64 / elapsed.as_secs_f64().max(1e-9),
+        rows,
+    ))
+}
+
+/// Both variants, interleaved.
+pub fn run(db: &Db, scale: &Scale) -> Result<Vec<Measure>> {
+    let storage = db.storage(false)?;
+    let mut raw: Box<dyn RawClient> = db.raw()?;
+    let mut out = Vec::new();
+    for (variant, per_scan) in [("lists=1", 1usize), ("lists=100", fixture::LISTS as usize)] {
+        let groups = groups(per_scan);
+        let mut samples = Vec::new();
+        for round in 0..scale.rounds {
+            let (ours, ours_rows) = timed(
+                scale.min_read,
+                |l| scan_ours(storage.as_ref(), l, scale.page),
+                &groups,
+            )?;
+            let (raw_rate, raw_rows) = timed(
+                scale.min_read,
+                |l| raw.scan(PARTITION, l, scale.page),
+                &groups,
+            )?;
+            if ours_rows != raw_rows || ours_rows != scale.fixture_rows() {
+                bail!(
+                    "W3 {variant}: ours read {ours_rows} rows, raw {raw_rows}, expected {}",
+                    scale.fixture_rows()
+                );
+            }
+            progress(
+                db.dialect,
+                &format!("W3 {variant} round {}/{}", round + 1, scale.rounds),
+                &format!("ours {ours:.0} raw {raw_rate:.0} rows/s"),
+            );
+            samples.push(Sample {
+                ours,
+                raw: Some(raw_rate),
+            });
+        }
+        out.push(Measure::from_samples(
+            "W3",
+            variant,
+            db.dialect,
+            "rows/s",
+            Better::Higher,
+            samples,
+        ));
+    }
+    Ok(out)
+}
