@@ -325,7 +325,10 @@ struct Operation {
 
 const T1: i64 = T0 + 60_000;
 
-fn empty(_: &dyn ServerStorage) -> sync_core::Result<Vec<(String, i64)>> {
+/// A database a server opened once (its `sync_` tables exist) but never
+/// ensured a schema on.
+fn empty(s: &dyn ServerStorage) -> sync_core::Result<Vec<(String, i64)>> {
+    s.read_schema_marker()?;
     Ok(Vec::new())
 }
 
@@ -985,7 +988,8 @@ fn fault_multi(
     );
 }
 
-/// Threads of the backfill sweep (`SYNCSTORE_FAULT_THREADS`, default 2).
+/// Threads of a sweep (`SYNCSTORE_FAULT_THREADS`, default 2): operations
+/// side by side, and the faults of the backfill sweep.
 fn threads() -> usize {
     std::env::var("SYNCSTORE_FAULT_THREADS")
         .ok()
@@ -1002,29 +1006,62 @@ fn selected(name: &str) -> bool {
     }
 }
 
+/// Sweeps one operation; returns its figure line and tally.
+fn sweep_op(dialect: &str, op: &Operation) -> (String, Tally) {
+    let started = std::time::Instant::now();
+    let tally = if op.multi {
+        sweep_multi(dialect, op)
+    } else {
+        sweep_single(dialect, op)
+    };
+    let line = format!(
+        "fault-sweep {dialect} {:<15} statements {:>3}  faults {:>4}  before {:>4}  after {:>3}  absorbed {:>3}  {:>5.1}s  codes {:?}",
+        op.name,
+        tally.statements,
+        tally.faults,
+        tally.before_states,
+        tally.after_states,
+        tally.absorbed,
+        started.elapsed().as_secs_f64(),
+        tally.codes
+    );
+    (line, tally)
+}
+
 fn sweep_dialect(dialect: &str) {
+    let ops: Vec<&Operation> = OPERATIONS.iter().filter(|op| selected(op.name)).collect();
     let mut lines = Vec::new();
     let mut total = Tally::default();
     for round in 0..rounds() {
-        for op in OPERATIONS.iter().filter(|op| selected(op.name)) {
-            let started = std::time::Instant::now();
-            let tally = if op.multi {
-                sweep_multi(dialect, op)
-            } else {
-                sweep_single(dialect, op)
-            };
+        // Single-transaction operations run side by side (each restores its
+        // own template); the backfill sweep is parallel inside.
+        let single: Vec<&Operation> = ops.iter().copied().filter(|op| !op.multi).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..threads() {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(op) = single.get(i) else { break };
+                    let result = sweep_op(dialect, op);
+                    results
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((i, result));
+                });
+            }
+        });
+        let mut results = results
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        results.sort_by_key(|(i, _)| *i);
+        let mut results: Vec<(String, Tally)> = results.into_iter().map(|(_, r)| r).collect();
+        for op in ops.iter().filter(|op| op.multi) {
+            results.push(sweep_op(dialect, op));
+        }
+        for (line, tally) in results {
             if round == 0 {
-                lines.push(format!(
-                    "fault-sweep {dialect} {:<14} statements {:>3}  faults {:>4}  before {:>4}  after {:>3}  absorbed {:>3}  {:>5.1}s  codes {:?}",
-                    op.name,
-                    tally.statements,
-                    tally.faults,
-                    tally.before_states,
-                    tally.after_states,
-                    tally.absorbed,
-                    started.elapsed().as_secs_f64(),
-                    tally.codes
-                ));
+                lines.push(line);
             }
             total.faults += tally.faults;
             total.statements += tally.statements;

@@ -86,7 +86,14 @@ fn kill(hook: &FaultHook, client: &mut Client, pid: Option<i32>) {
         .and_then(|config| config.connect(NoTls).ok());
     match (pid, side) {
         (Some(pid), Some(mut side)) => {
-            let _ = side.query("SELECT pg_terminate_backend($1, 10000)", &[&pid]);
+            // Waits until the backend is gone (Postgres 14+); older servers
+            // only signal it.
+            if side
+                .query("SELECT pg_terminate_backend($1, 10000)", &[&pid])
+                .is_err()
+            {
+                let _ = side.query("SELECT pg_terminate_backend($1)", &[&pid]);
+            }
         }
         _ => {
             let _ = client.simple_query("SELECT pg_terminate_backend(pg_backend_pid())");
