@@ -1,6 +1,7 @@
 //! `cargo xtask test`: every test of the workspace, on both dialects.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -18,21 +19,96 @@ pub struct TestArgs {
     rest: Vec<String>,
 }
 
-/// Checks the Postgres server, then runs `cargo test --workspace --all-features`.
+/// Totals over every `test result:` line of a run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Totals {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl Totals {
+    /// Adds the counts of one libtest summary line
+    /// (`test result: ok. 5 passed; 0 failed; 1 ignored; …`).
+    fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.trim().strip_prefix("test result:") else {
+            return;
+        };
+        for part in rest.split(';') {
+            let mut words = part.split_whitespace().rev();
+            let (Some(label), Some(count)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(count) = count.parse::<u64>() else {
+                continue;
+            };
+            match label {
+                "passed" => self.passed += count,
+                "failed" => self.failed += count,
+                "ignored" => self.ignored += count,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Checks the Postgres server, then runs `cargo test --workspace --all-features`,
+/// passing its output through and closing with one total line.
 pub fn run(args: &TestArgs) -> Result<()> {
     let url = postgres_server::url(args.pg_url.as_deref());
     let version = postgres_server::require(&url)?;
     println!("xtask: PostgreSQL {version} at {url}");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
+    let mut child = Command::new(cargo)
         .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
         .arg("--")
         .args(&args.rest)
         .env(postgres_server::PG_URL_ENV, &url)
-        .status()
+        .stdout(Stdio::piped())
+        .spawn()
         .context("running cargo test")?;
+    let mut totals = Totals::default();
+    if let Some(stdout) = child.stdout.take() {
+        let mut out = std::io::stdout().lock();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("reading cargo test output")?;
+            totals.add_line(&line);
+            writeln!(out, "{line}")?;
+        }
+    }
+    let status = child.wait().context("waiting for cargo test")?;
+    println!(
+        "total: {} passed, {} failed, {} skipped",
+        totals.passed, totals.failed, totals.ignored
+    );
     if !status.success() {
         bail!("cargo test failed ({status})");
     }
+    if totals.passed == 0 {
+        bail!("cargo test ran no test");
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Totals;
+
+    #[test]
+    fn summary_lines_are_totalled() {
+        let mut totals = Totals::default();
+        totals.add_line("test result: ok. 5 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.96s");
+        totals.add_line(
+            "test result: FAILED. 2 passed; 3 failed; 0 ignored; 0 measured; 0 filtered out",
+        );
+        totals.add_line("running 7 tests");
+        assert_eq!(
+            totals,
+            Totals {
+                passed: 7,
+                failed: 3,
+                ignored: 1
+            }
+        );
+    }
 }
