@@ -30,7 +30,7 @@ use sync_core::{
     StorageTransaction,
 };
 
-use crate::projector::{write_projection, Projector, SourceRowRef};
+use crate::projector::{distinct_ids, projection_row, Projector, SourceRowRef};
 
 /// Computes the derived value from the table and the row's decoded values.
 pub type DeriveValue = Arc<dyn Fn(&CompiledTable, &[RowValue]) -> Result<RowValue> + Send + Sync>;
@@ -92,9 +92,14 @@ impl Projector for DerivedColumn {
         tx: &mut dyn StorageTransaction,
         rows: &[SourceRowRef],
     ) -> Result<Vec<NewChange>> {
+        // One read and one write for the whole batch (set-based on dialects
+        // that override `get_rows` / `upsert_rows`).
+        let ids = distinct_ids(rows, &self.table.name);
+        let current = tx.get_rows(&self.table.name, &ids)?;
         let mut changes = Vec::new();
-        for source in rows.iter().filter(|r| r.table == self.table.name) {
-            let Some(row) = tx.get_row(&self.table.name, &source.row_id)? else {
+        let mut writes = Vec::new();
+        for (row_id, row) in ids.iter().zip(current) {
+            let Some(row) = row else {
                 continue; // deleted: the derived value went with the row
             };
             let mut values = codec::decode_row(&self.table, &row.payload)?;
@@ -109,15 +114,17 @@ impl Projector for DerivedColumn {
             let payload = codec::encode_row(&self.table, &values)?;
             // The row was read above in this transaction (under the
             // partition lock): its version is current, no second read.
-            changes.push(write_projection(
-                tx,
+            let (write, change) = projection_row(
                 &self.table.name,
-                &source.row_id,
+                row_id,
                 Some(row.server_version),
                 payload,
                 row.scopes,
-            )?);
+            );
+            writes.push(write);
+            changes.push(change);
         }
+        tx.upsert_rows(&self.table.name, &writes)?;
         Ok(changes)
     }
 }

@@ -31,7 +31,7 @@ use sync_core::{
     codec, CompiledSchema, CompiledTable, NewChange, Result, RowValue, StorageTransaction,
 };
 
-use crate::projector::{project_delete, project_upsert, Projector, SourceRowRef};
+use crate::projector::{distinct_ids, project_delete, projection_row, Projector, SourceRowRef};
 
 /// Maps a source row's decoded values to the projection row's values
 /// (`None` = no projection row).
@@ -84,37 +84,64 @@ impl Projector for DerivedTable {
         tx: &mut dyn StorageTransaction,
         rows: &[SourceRowRef],
     ) -> Result<Vec<NewChange>> {
-        let mut changes = Vec::new();
-        for source in rows.iter().filter(|r| r.table == self.source.name) {
-            let derived = match tx.get_row(&self.source.name, &source.row_id)? {
+        // One read of the sources, one of the current projection rows and
+        // one write of the changed ones; deletions stay per row.
+        let ids = distinct_ids(rows, &self.source.name);
+        let sources = tx.get_rows(&self.source.name, &ids)?;
+        let mut derived = Vec::with_capacity(ids.len());
+        for source in sources {
+            derived.push(match source {
                 Some(row) => {
                     let values = codec::decode_row(&self.source, &row.payload)?;
-                    (self.derive)(&self.source, &values)?.map(|v| (v, row.scopes))
+                    match (self.derive)(&self.source, &values)? {
+                        Some(values) => {
+                            Some((codec::encode_row(&self.target, &values)?, row.scopes))
+                        }
+                        None => None,
+                    }
                 }
                 None => None,
-            };
+            });
+        }
+        let upsert_ids: Vec<String> = ids
+            .iter()
+            .zip(&derived)
+            .filter(|(_, d)| d.is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut targets = tx.get_rows(&self.target.name, &upsert_ids)?.into_iter();
+        // `changes` keeps the source order: an upsert's change takes its
+        // place although the batch is written after the deletions.
+        let mut changes = Vec::new();
+        let mut writes = Vec::new();
+        for (row_id, derived) in ids.iter().zip(derived) {
             match derived {
-                Some((values, scopes)) => {
-                    let payload = codec::encode_row(&self.target, &values)?;
-                    let current = tx.get_row(&self.target.name, &source.row_id)?;
-                    if current.is_some_and(|c| c.payload == payload && c.scopes == scopes) {
+                Some((payload, scopes)) => {
+                    let current = targets.next().flatten();
+                    if current
+                        .as_ref()
+                        .is_some_and(|c| c.payload == payload && c.scopes == scopes)
+                    {
                         continue;
                     }
-                    changes.push(project_upsert(
-                        tx,
+                    let (write, change) = projection_row(
                         &self.target.name,
-                        &source.row_id,
+                        row_id,
+                        current.map(|c| c.server_version),
                         payload,
                         scopes,
-                    )?);
+                    );
+                    writes.push(write);
+                    changes.push(change);
                 }
                 None => {
-                    if let Some(change) = project_delete(tx, &self.target.name, &source.row_id)? {
+                    if let Some(change) = project_delete(tx, &self.target.name, row_id)? {
                         changes.push(change);
                     }
                 }
             }
         }
+        tx.upsert_rows(&self.target.name, &writes)?;
         Ok(changes)
     }
 }

@@ -51,21 +51,41 @@ pub(crate) fn write_projection(
     payload: Vec<u8>,
     scopes: StoredScopes,
 ) -> Result<NewChange> {
+    let (row, change) = projection_row(table, row_id, current, payload, scopes);
+    tx.upsert_row(table, &row, None)?;
+    Ok(change)
+}
+
+/// The row [`write_projection`] writes (`server_version = current + 1`, or 1)
+/// and the upsert change to log, for a caller that writes a batch of them
+/// with `upsert_rows`.
+pub(crate) fn projection_row(
+    table: &str,
+    row_id: &str,
+    current: Option<i64>,
+    payload: Vec<u8>,
+    scopes: StoredScopes,
+) -> (StoredRow, NewChange) {
     let version = current.map_or(1, |v| v.saturating_add(1));
+    let change = NewChange::upsert(table, row_id, version, scopes.clone(), payload.clone());
     let row = StoredRow {
         row_id: row_id.to_owned(),
         server_version: version,
         scopes,
         payload,
     };
-    tx.upsert_row(table, &row, None)?;
-    Ok(NewChange::upsert(
-        table,
-        row_id,
-        version,
-        row.scopes,
-        row.payload,
-    ))
+    (row, change)
+}
+
+/// The distinct ids of `rows` from `table`, in first-occurrence order (a
+/// repeated source row is re-derived once: the second pass of the per-row
+/// projection found nothing left to change).
+pub(crate) fn distinct_ids(rows: &[SourceRowRef], table: &str) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    rows.iter()
+        .filter(|r| r.table == table && seen.insert(r.row_id.as_str()))
+        .map(|r| r.row_id.clone())
+        .collect()
 }
 
 /// Deletes a projection row; returns the delete change carrying its stored

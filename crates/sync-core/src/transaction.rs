@@ -28,6 +28,17 @@ pub trait StorageTransaction: Send {
     fn get_row(&mut self, table: &str, row_id: &str) -> Result<Option<StoredRow>>;
     /// `commit_seq` of the newest retained delete of the row.
     fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>>;
+    /// The candidate rows of `row_ids`, in the same order (`None` = absent).
+    ///
+    /// Batch form of [`get_row`](Self::get_row) for set-based backfills: the
+    /// default calls `get_row` for each id; a dialect may override it with
+    /// one statement. Same errors as `get_row`.
+    fn get_rows(&mut self, table: &str, row_ids: &[String]) -> Result<Vec<Option<StoredRow>>> {
+        row_ids
+            .iter()
+            .map(|row_id| self.get_row(table, row_id))
+            .collect()
+    }
     /// The push result, on this transaction's connection.
     fn get_push_result(
         &mut self,
@@ -76,6 +87,20 @@ pub trait StorageTransaction: Send {
 
     /// Inserts or replaces a row, its projection and its scope-index entries.
     fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()>;
+    /// Batch form of [`upsert_row`](Self::upsert_row) for set-based
+    /// backfills: the effect of `upsert_row(table, row, None)` for each row in
+    /// order (a later row with the same id wins). Validation errors are those
+    /// of `upsert_row`; a constraint violation is `constraint_violation` with
+    /// `op_index = None` and poisons the transaction as `upsert_row` does.
+    /// After any error, which of the rows were written is unspecified: the
+    /// caller rolls back. The default calls `upsert_row` for each row; a
+    /// dialect may override it with one statement.
+    fn upsert_rows(&mut self, table: &str, rows: &[StoredRow]) -> Result<()> {
+        for row in rows {
+            self.upsert_row(table, row, None)?;
+        }
+        Ok(())
+    }
     /// Removes a row, its scope-index entries and blob references.
     fn delete_row(&mut self, table: &str, row_id: &str) -> Result<()>;
     /// Removes the row's tombstone.

@@ -1,6 +1,8 @@
 //! Current rows: reads, the upsert with its scope-index maintenance, deletes,
 //! tombstones and blob references (`dialects.md` §6).
 
+use std::collections::HashMap;
+
 use postgres::types::ToSql;
 use sync_core::{codec, CompiledTable, Error, Result, StoredRow, StoredScopes};
 
@@ -8,7 +10,7 @@ use crate::errors::{classify, Site};
 use crate::json::{parse_scopes, scopes_json};
 use crate::pool::{col, Conn};
 use crate::table_sql::TableSql;
-use crate::values::{column_value, param_refs, Param};
+use crate::values::{param_refs, typed_value, ColumnArray, Param, Typed};
 
 const TOMBSTONE_SQL: &str =
     "SELECT commit_seq FROM sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3";
@@ -90,6 +92,14 @@ pub(crate) fn prepare_upsert(
     sql: &TableSql,
     row: &StoredRow,
 ) -> Result<Vec<Param>> {
+    Ok(prepare_typed(table, sql, row)?
+        .into_iter()
+        .map(Typed::into_param)
+        .collect())
+}
+
+/// [`prepare_upsert`] with the typed projection values.
+fn prepare_typed(table: &CompiledTable, sql: &TableSql, row: &StoredRow) -> Result<Vec<Typed>> {
     sync_core::validate::row_id(&row.row_id)?;
     if !table.materialize {
         codec::validate_row(table, &row.payload)?;
@@ -99,8 +109,129 @@ pub(crate) fn prepare_upsert(
     sql.projection
         .iter()
         .zip(values)
-        .map(|(column_type, value)| column_value(*column_type, value))
+        .map(|(column_type, value)| typed_value(*column_type, value))
         .collect()
+}
+
+/// The current rows of `row_ids`, in their order, with one statement.
+pub(crate) fn get_rows(
+    conn: &mut Conn,
+    sql: &TableSql,
+    partition: &str,
+    row_ids: &[String],
+) -> Result<Vec<Option<StoredRow>>> {
+    if row_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let found = rows_from(&conn.query(&sql.get_rows, &[&partition, &row_ids])?)?;
+    let mut by_id: HashMap<String, StoredRow> =
+        found.into_iter().map(|r| (r.row_id.clone(), r)).collect();
+    let last: HashMap<&str, usize> = row_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    Ok(row_ids
+        .iter()
+        .enumerate()
+        .map(|(i, row_id)| {
+            // A repeated id gets a copy; its last occurrence takes the row.
+            if last.get(row_id.as_str()) == Some(&i) {
+                by_id.remove(row_id)
+            } else {
+                by_id.get(row_id).cloned()
+            }
+        })
+        .collect())
+}
+
+/// A validated batch for [`upsert_rows`]: the rows distinct by id (a later
+/// row with the same id replaces an earlier one, as consecutive upserts
+/// would), in order, with their projection values.
+pub(crate) struct PreparedBatch<'r> {
+    rows: Vec<(&'r StoredRow, Vec<Typed>)>,
+}
+
+/// Validates every row of the batch (before any statement) as
+/// [`prepare_upsert`] does.
+pub(crate) fn prepare_batch<'r>(
+    table: &CompiledTable,
+    sql: &TableSql,
+    rows: &'r [StoredRow],
+) -> Result<PreparedBatch<'r>> {
+    let mut last: HashMap<&str, usize> = HashMap::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        last.insert(row.row_id.as_str(), i);
+    }
+    let mut prepared = Vec::with_capacity(last.len());
+    for (i, row) in rows.iter().enumerate() {
+        let typed = prepare_typed(table, sql, row)?;
+        if last.get(row.row_id.as_str()) == Some(&i) {
+            prepared.push((row, typed));
+        }
+    }
+    Ok(PreparedBatch { rows: prepared })
+}
+
+/// Writes a prepared batch — rows, projections and exactly their
+/// scope-index entries — in one statement. Constraint errors are
+/// `constraint_violation` without `op_index`.
+pub(crate) fn upsert_rows(
+    conn: &mut Conn,
+    table: &CompiledTable,
+    sql: &TableSql,
+    partition: &str,
+    batch: PreparedBatch<'_>,
+) -> Result<()> {
+    if batch.rows.is_empty() {
+        return Ok(());
+    }
+    let n = batch.rows.len();
+    let mut row_ids: Vec<&str> = Vec::with_capacity(n);
+    let mut versions: Vec<i64> = Vec::with_capacity(n);
+    let mut scopes: Vec<String> = Vec::with_capacity(n);
+    let mut payloads: Vec<&[u8]> = Vec::with_capacity(n);
+    let mut scope_rows: Vec<&str> = Vec::new();
+    let mut scope_vars: Vec<&str> = Vec::new();
+    let mut scope_values: Vec<&str> = Vec::new();
+    let mut projection: Vec<ColumnArray> = sql
+        .projection
+        .iter()
+        .map(|column_type| ColumnArray::new(*column_type, n))
+        .collect();
+    for (row, typed) in batch.rows {
+        row_ids.push(&row.row_id);
+        versions.push(row.server_version);
+        scopes.push(scopes_json(&row.scopes));
+        payloads.push(&row.payload);
+        for (var, value) in &row.scopes {
+            scope_rows.push(&row.row_id);
+            scope_vars.push(var);
+            scope_values.push(value);
+        }
+        for (array, value) in projection.iter_mut().zip(typed) {
+            array.push(value)?;
+        }
+    }
+    let projection: Vec<Param> = projection
+        .into_iter()
+        .map(ColumnArray::into_param)
+        .collect();
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &partition,
+        &table.name,
+        &row_ids,
+        &versions,
+        &scopes,
+        &payloads,
+        &scope_rows,
+        &scope_vars,
+        &scope_values,
+    ];
+    params.extend(param_refs(&projection));
+    conn.query_raw(&sql.upsert_batch, &params)
+        .map(|_| ())
+        .map_err(|e| classify(e, Site::UpsertRow(None)))
 }
 
 /// Writes the row, its projection and exactly its scope-index entries in one

@@ -4,10 +4,12 @@
 use sync_core::{ColumnType, CompiledTable};
 
 use crate::sql::quote_ident;
-use crate::values::column_param;
+use crate::values::{column_array_param, column_element, column_param};
 
 /// Placeholder number of the first projection value in [`TableSql::upsert`].
 pub(crate) const UPSERT_FIRST_PROJECTION_PARAM: usize = 9;
+/// Placeholder number of the first projection array in [`TableSql::upsert_batch`].
+pub(crate) const UPSERT_BATCH_FIRST_PROJECTION_PARAM: usize = 10;
 
 /// Row-level statements of one table.
 #[derive(Debug, Clone)]
@@ -20,10 +22,17 @@ pub(crate) struct TableSql {
     /// `$1` partition, `$2` row id, `$3` table, `$4`/`$5` scope variables and
     /// values, `$6` server version, `$7` scopes JSON, `$8` payload, `$9…` projections.
     pub upsert: String,
+    /// The set-based form of [`upsert`](Self::upsert) (rows distinct by id):
+    /// `$1` partition, `$2` table, `$3` row ids, `$4` server versions, `$5`
+    /// scopes JSON, `$6` payloads (one element per row), `$7`/`$8`/`$9` scope
+    /// entries' row ids, variables and values, `$10…` projection arrays.
+    pub upsert_batch: String,
     /// `$1` partition, `$2` row id, `$3` table: row, scope entries, blob references.
     pub delete: String,
     /// `$1` partition, `$2` row id → version, scopes, payload.
     pub get_row: String,
+    /// `$1` partition, `$2` row ids → row id, version, scopes, payload.
+    pub get_rows: String,
     /// `$1` partition, `$2` row id → version, scopes.
     pub row_scopes: String,
     /// Scope scan page: `$1` partition, `$2` table, `$3` variable, `$4` values,
@@ -53,10 +62,15 @@ impl TableSql {
         };
         Self {
             upsert: upsert_sql(&quoted, &projection, &projection_names),
+            upsert_batch: upsert_batch_sql(&quoted, &projection, &projection_names),
             delete: delete_sql(&quoted),
             get_row: format!(
                 "SELECT {ROW_COLUMNS} FROM {quoted} \
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2"
+            ),
+            get_rows: format!(
+                "SELECT \"_sync_row_id\", {ROW_COLUMNS} FROM {quoted} \
+                 WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = ANY($2::text[])"
             ),
             row_scopes: format!(
                 "SELECT \"_sync_server_version\", \"_sync_scopes\"::text FROM {quoted} \
@@ -114,18 +128,80 @@ impl TableSql {
 /// table, instead of `sync_row_scopes_by_row` (measured by `cargo xtask
 /// bench`, W2).
 fn upsert_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -> String {
-    let mut columns = vec![
-        "\"_sync_partition\"".to_owned(),
-        "\"_sync_row_id\"".to_owned(),
-    ];
     let mut values = vec!["$1::text".to_owned(), "$2::text".to_owned()];
-    for (i, (name, column_type)) in names.iter().zip(projection).enumerate() {
-        columns.push(name.clone());
+    for (i, column_type) in projection.iter().enumerate() {
         values.push(column_param(
             *column_type,
             UPSERT_FIRST_PROJECTION_PARAM + i,
         ));
     }
+    values.extend(["$6::int8", "($7::text)::jsonb", "$8::bytea"].map(str::to_owned));
+    format!(
+        "WITH new_scopes AS (SELECT s.var, s.value FROM unnest($4::text[], $5::text[]) AS s(var, value)), \
+         removed AS (DELETE FROM sync_row_scopes o WHERE o.partition = $1::text AND o.tbl = $3::text \
+           AND o.row_id = $2::text AND (o.var, o.value) NOT IN (SELECT n.var, n.value FROM new_scopes n)), \
+         added AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
+           SELECT $1::text, $3::text, n.var, n.value, $2::text FROM new_scopes n ON CONFLICT DO NOTHING) \
+         {}",
+        row_upsert(quoted, names, &format!("VALUES ({})", values.join(", ")))
+    )
+}
+
+/// The set-based [`upsert_sql`]: the same scope replacement for every row of
+/// the batch (old entries of the batch's rows not among the new ones are
+/// removed, new ones added) and one `INSERT … SELECT … FROM unnest(…)`, in
+/// the batch's order.
+fn upsert_batch_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -> String {
+    let mut arrays = vec![
+        "$3::text[]".to_owned(),
+        "$4::int8[]".to_owned(),
+        "$5::text[]".to_owned(),
+        "$6::bytea[]".to_owned(),
+    ];
+    let mut aliases = vec!["row_id".to_owned(), "version".to_owned()];
+    aliases.extend(["scopes", "payload"].map(str::to_owned));
+    let mut values = vec!["$1::text".to_owned(), "i.row_id".to_owned()];
+    for (i, column_type) in projection.iter().enumerate() {
+        arrays.push(column_array_param(
+            *column_type,
+            UPSERT_BATCH_FIRST_PROJECTION_PARAM + i,
+        ));
+        aliases.push(format!("p{i}"));
+        values.push(column_element(*column_type, &format!("i.p{i}")));
+    }
+    aliases.push("ord".to_owned());
+    values.extend(["i.version", "(i.scopes)::jsonb", "i.payload"].map(str::to_owned));
+    format!(
+        "WITH new_scopes AS (SELECT s.row_id, s.var, s.value \
+           FROM unnest($7::text[], $8::text[], $9::text[]) AS s(row_id, var, value)), \
+         removed AS (DELETE FROM sync_row_scopes o WHERE o.partition = $1::text AND o.tbl = $2::text \
+           AND o.row_id = ANY($3::text[]) \
+           AND (o.row_id, o.var, o.value) NOT IN (SELECT n.row_id, n.var, n.value FROM new_scopes n)), \
+         added AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
+           SELECT $1::text, $2::text, n.var, n.value, n.row_id FROM new_scopes n ON CONFLICT DO NOTHING) \
+         {}",
+        row_upsert(
+            quoted,
+            names,
+            &format!(
+                "SELECT {} FROM unnest({}) WITH ORDINALITY AS i({}) ORDER BY i.ord",
+                values.join(", "),
+                arrays.join(", "),
+                aliases.join(", ")
+            )
+        )
+    )
+}
+
+/// `INSERT INTO <table> (<columns>) <source> ON CONFLICT … DO UPDATE`, the
+/// row write shared by [`upsert_sql`] and [`upsert_batch_sql`]; `source`
+/// yields partition, row id, the projections, version, scopes, payload.
+fn row_upsert(quoted: &str, names: &[String], source: &str) -> String {
+    let mut columns = vec![
+        "\"_sync_partition\"".to_owned(),
+        "\"_sync_row_id\"".to_owned(),
+    ];
+    columns.extend(names.iter().cloned());
     columns.extend(
         [
             "\"_sync_server_version\"",
@@ -134,21 +210,14 @@ fn upsert_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -> Stri
         ]
         .map(str::to_owned),
     );
-    values.extend(["$6::int8", "($7::text)::jsonb", "$8::bytea"].map(str::to_owned));
     let updates: Vec<String> = columns[2..]
         .iter()
         .map(|c| format!("{c} = excluded.{c}"))
         .collect();
     format!(
-        "WITH new_scopes AS (SELECT s.var, s.value FROM unnest($4::text[], $5::text[]) AS s(var, value)), \
-         removed AS (DELETE FROM sync_row_scopes o WHERE o.partition = $1::text AND o.tbl = $3::text \
-           AND o.row_id = $2::text AND (o.var, o.value) NOT IN (SELECT n.var, n.value FROM new_scopes n)), \
-         added AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
-           SELECT $1::text, $3::text, n.var, n.value, $2::text FROM new_scopes n ON CONFLICT DO NOTHING) \
-         INSERT INTO {quoted} ({}) VALUES ({}) \
+        "INSERT INTO {quoted} ({}) {source} \
          ON CONFLICT (\"_sync_partition\", \"_sync_row_id\") DO UPDATE SET {}",
         columns.join(", "),
-        values.join(", "),
         updates.join(", ")
     )
 }

@@ -175,6 +175,16 @@ impl StorageTransaction for PgTransaction<'_> {
         })
     }
 
+    fn get_rows(&mut self, table: &str, row_ids: &[String]) -> Result<Vec<Option<StoredRow>>> {
+        if row_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run(|c| {
+            let (_, sql) = resolve(c.ensured, table)?;
+            rows::get_rows(c.conn, sql, c.partition, row_ids)
+        })
+    }
+
     fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>> {
         self.run(|c| {
             resolve(c.ensured, table)?;
@@ -302,6 +312,17 @@ impl StorageTransaction for PgTransaction<'_> {
                 &projection,
                 op_index,
             )
+        })
+    }
+
+    fn upsert_rows(&mut self, table: &str, rows: &[StoredRow]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.run(|c| {
+            let (compiled, sql) = resolve(c.ensured, table)?;
+            let batch = rows::prepare_batch(compiled, sql, rows)?;
+            rows::upsert_rows(c.conn, compiled, sql, c.partition, batch)
         })
     }
 
