@@ -16,6 +16,7 @@ mod checks;
 mod context;
 pub mod fixtures;
 mod harness;
+pub mod operator;
 pub mod reference;
 mod registry;
 mod runner;
