@@ -67,6 +67,9 @@ pub enum HotPath {
     WindowCandidates,
     /// The whole window page query (candidates joined to commits and changes).
     WindowPage,
+    /// The whole window page query for a filter naming three values (a
+    /// dialect may merge per-value ranges there; `docs/decisions.md`).
+    WindowPageMulti,
     /// Candidate page of `scan_rows` (`sync_row_scopes`).
     ScanCandidates,
     /// The whole scan page query (candidates joined to the application table `tasks`).

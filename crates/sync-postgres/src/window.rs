@@ -5,6 +5,8 @@
 //! page is one statement joining the candidate commits to their headers and
 //! to the queried table's changes.
 
+use std::sync::{LazyLock, OnceLock};
+
 use postgres::Row;
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
@@ -15,17 +17,74 @@ use sync_core::{
 use crate::json::parse_scopes;
 use crate::pool::{col, Conn};
 
-/// One window page: `$1` partition, `$2` table, `$3` variable, `$4` values,
-/// `$5` after seq, `$6` through seq, `$7` candidate page size.
-pub(crate) const WINDOW_PAGE_SQL: &str = "SELECT c.commit_seq, m.created_at_ms, m.actor_id, \
-      ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload \
-    FROM (SELECT DISTINCT s.commit_seq FROM sync_change_scopes s \
-          WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ANY($4::text[]) \
-            AND s.commit_seq > $5 AND s.commit_seq <= $6 \
-          ORDER BY s.commit_seq LIMIT $7) AS c \
-    LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq \
-    LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 \
-    ORDER BY c.commit_seq, ch.idx";
+/// Most values a window page merges range by range (see [`window_page_sql`]);
+/// larger lists use the `= ANY` form.
+pub(crate) const MERGED_WINDOW_VALUES: usize = 128;
+
+/// The page query around a candidate subquery.
+fn page_around(candidates: &str) -> String {
+    format!(
+        "SELECT c.commit_seq, m.created_at_ms, m.actor_id, \
+           ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload \
+         FROM ({candidates}) AS c \
+         LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq \
+         LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 \
+         ORDER BY c.commit_seq, ch.idx"
+    )
+}
+
+/// One window page in the shape of `dialects.md` §7: `$1` partition, `$2`
+/// table, `$3` variable, `$4` values, `$5` after seq, `$6` through seq,
+/// `$7` candidate page size.
+pub(crate) static WINDOW_PAGE_SQL: LazyLock<String> = LazyLock::new(|| {
+    page_around(
+        "SELECT DISTINCT s.commit_seq FROM sync_change_scopes s \
+         WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ANY($4::text[]) \
+           AND s.commit_seq > $5 AND s.commit_seq <= $6 \
+         ORDER BY s.commit_seq LIMIT $7",
+    )
+});
+
+/// Merged page texts by value count, built on first use.
+static MERGED_PAGE_SQL: [OnceLock<String>; MERGED_WINDOW_VALUES + 1] =
+    [const { OnceLock::new() }; MERGED_WINDOW_VALUES + 1];
+
+/// The window page for `values` values, with the parameters of
+/// [`WINDOW_PAGE_SQL`].
+///
+/// For 2 to [`MERGED_WINDOW_VALUES`] values the candidates come from one
+/// ordered primary-key range per value (`s.value = ($4)[k]`), combined by
+/// `UNION ALL` — which Postgres runs as a `Merge Append` that stops after
+/// the page — and made distinct by comparing each sequence with the one
+/// before it. The `= ANY` form of `dialects.md` §7 must instead collect
+/// and sort every matching entry above the cursor, so its page time grows
+/// with the log; this one does not. Both return the same candidates
+/// (`docs/decisions.md`). One value, or more than [`MERGED_WINDOW_VALUES`],
+/// use [`WINDOW_PAGE_SQL`].
+pub(crate) fn window_page_sql(values: usize) -> &'static str {
+    match MERGED_PAGE_SQL.get(values) {
+        Some(cell) if values >= 2 => cell.get_or_init(|| merged_page_sql(values)),
+        _ => &WINDOW_PAGE_SQL,
+    }
+}
+
+fn merged_page_sql(values: usize) -> String {
+    let arms: Vec<String> = (1..=values)
+        .map(|k| {
+            format!(
+                "(SELECT s.commit_seq FROM sync_change_scopes s \
+                  WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ($4::text[])[{k}] \
+                    AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq)"
+            )
+        })
+        .collect();
+    page_around(&format!(
+        "SELECT w.commit_seq FROM (SELECT u.commit_seq, \
+           lag(u.commit_seq) OVER (ORDER BY u.commit_seq) AS previous FROM ({}) AS u) AS w \
+         WHERE w.previous IS DISTINCT FROM w.commit_seq ORDER BY w.commit_seq LIMIT $7",
+        arms.join(" UNION ALL ")
+    ))
+}
 
 /// Newest matching entry, one index probe per value.
 const LATEST_SQL: &str = "SELECT coalesce(max(x.m), 0) FROM unnest($4::text[]) AS v(value), \
@@ -58,9 +117,10 @@ pub(crate) fn read_commit_window(
         commits: Vec::new(),
     };
     let mut cursor = q.after_seq;
+    let sql = window_page_sql(values.len());
     loop {
         let rows = conn.query(
-            WINDOW_PAGE_SQL,
+            sql,
             &[
                 &partition,
                 &q.table,

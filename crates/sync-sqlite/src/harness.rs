@@ -234,6 +234,7 @@ fn hot_path_sql(path: HotPath) -> String {
     match path {
         HotPath::WindowCandidates => hot::window_candidates_sql(1),
         HotPath::WindowPage => hot::window_page_sql(1),
+        HotPath::WindowPageMulti => hot::window_page_sql(3),
         HotPath::ScanCandidates => hot::scan_candidates_sql(1),
         HotPath::ScanPage => hot::scan_page_sql(&quote("tasks"), 1),
         HotPath::IndexLookup => hot::index_lookup_sql(

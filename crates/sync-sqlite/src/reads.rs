@@ -43,10 +43,37 @@ fn bind_values<'v>(values: &'v [String], json: &'v mut String) -> Result<Vec<&'v
     Ok(values.iter().map(|v| v as &dyn ToSql).collect())
 }
 
+/// Most values a commit-window candidate query merges range by range (see
+/// [`window_candidates_sql`]); larger lists use the `IN` form. Well below
+/// SQLite's limit of 500 terms in one compound `SELECT`.
+pub const MERGED_WINDOW_VALUES: usize = 128;
+
 /// Candidate page of a commit window: distinct `commit_seq` from the
 /// change-scope primary key. Parameters: partition, table, variable, after,
 /// through, page size, then one per value (or one JSON array of them).
+///
+/// For one value, or more than [`MERGED_WINDOW_VALUES`], this is the shape
+/// of `dialects.md` §7 (`value IN (…)`): SQLite collects every matching
+/// entry above the cursor before it can sort and cut the page, so a page
+/// costs time in proportion to the log left above the cursor. For 2 to
+/// [`MERGED_WINDOW_VALUES`] values it is a compound `UNION` of one
+/// primary-key range per value with `ORDER BY … LIMIT`, which SQLite runs as
+/// a merge of the ordered ranges that stops at the page size: a page costs
+/// the same at any log size. Both return the same rows (`docs/decisions.md`).
 pub fn window_candidates_sql(values: usize) -> String {
+    if (2..=MERGED_WINDOW_VALUES).contains(&values) {
+        let arms: Vec<String> = (0..values)
+            .map(|i| {
+                format!(
+                    "SELECT commit_seq FROM sync_change_scopes \
+                     WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?{} \
+                     AND commit_seq > ?4 AND commit_seq <= ?5",
+                    7 + i
+                )
+            })
+            .collect();
+        return format!("{} ORDER BY 1 LIMIT ?6", arms.join(" UNION "));
+    }
     format!(
         "SELECT DISTINCT commit_seq FROM sync_change_scopes \
          WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \

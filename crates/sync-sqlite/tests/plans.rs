@@ -64,14 +64,29 @@ fn hot_paths_use_their_indexes() {
         "sync_blob_refs",
     ];
 
-    let window = plan(&conn, &hot::window_candidates_sql(2));
-    assert!(
-        window
-            .iter()
-            .any(|l| l.starts_with("SEARCH sync_change_scopes USING PRIMARY KEY")),
-        "{window:?}"
-    );
-    assert_no_scan(&plan(&conn, &hot::window_page_sql(1)), &all);
+    // One value and more than MERGED_WINDOW_VALUES: the `IN` form; in
+    // between: one primary-key range per value, merged.
+    for values in [
+        1,
+        2,
+        hot::MERGED_WINDOW_VALUES,
+        hot::MERGED_WINDOW_VALUES + 1,
+    ] {
+        let window = plan(&conn, &hot::window_candidates_sql(values));
+        assert!(
+            window
+                .iter()
+                .any(|l| l.starts_with("SEARCH sync_change_scopes USING PRIMARY KEY")),
+            "{values} values: {window:?}"
+        );
+        let merged = window.iter().any(|l| l.starts_with("MERGE (UNION)"));
+        assert_eq!(
+            merged,
+            (2..=hot::MERGED_WINDOW_VALUES).contains(&values),
+            "{values} values: {window:?}"
+        );
+        assert_no_scan(&plan(&conn, &hot::window_page_sql(values)), &all);
+    }
 
     let scan = plan(&conn, &hot::scan_candidates_sql(1));
     assert!(

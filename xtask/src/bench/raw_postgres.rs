@@ -4,6 +4,7 @@
 //! set-based statements (`UPDATE … FROM unnest(…)`).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
 use postgres::types::ToSql;
@@ -68,6 +69,43 @@ AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq LIMIT $7) AS 
 LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq \
 LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 \
 ORDER BY c.commit_seq, ch.idx";
+/// Most values the window page merges range by range, as the storage does.
+const MERGED_WINDOW_VALUES: usize = 128;
+
+/// Window pages for 2…128 values: one ordered primary-key range per value
+/// under `UNION ALL` (a `Merge Append` that stops at the page), made
+/// distinct against the previous sequence.
+static MERGED_WINDOW_PAGES: [OnceLock<String>; MERGED_WINDOW_VALUES + 1] =
+    [const { OnceLock::new() }; MERGED_WINDOW_VALUES + 1];
+
+fn window_page(values: usize) -> &'static str {
+    match MERGED_WINDOW_PAGES.get(values) {
+        Some(cell) if values >= 2 => cell.get_or_init(|| {
+            let arms: Vec<String> = (1..=values)
+                .map(|k| {
+                    format!(
+                        "(SELECT s.commit_seq FROM sync_change_scopes s WHERE s.partition = $1 \
+                         AND s.tbl = $2 AND s.var = $3 AND s.value = ($4::text[])[{k}] \
+                         AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq)"
+                    )
+                })
+                .collect();
+            format!(
+                "SELECT c.commit_seq, m.created_at_ms, m.actor_id, ch.idx, ch.row_id, \
+                 ch.op, ch.row_version, ch.scopes::text, ch.payload \
+                 FROM (SELECT w.commit_seq FROM (SELECT u.commit_seq, lag(u.commit_seq) \
+                 OVER (ORDER BY u.commit_seq) AS prev FROM ({}) AS u) AS w \
+                 WHERE w.prev IS DISTINCT FROM w.commit_seq ORDER BY w.commit_seq LIMIT $7) AS c \
+                 LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq \
+                 LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq \
+                 AND ch.tbl = $2 ORDER BY c.commit_seq, ch.idx",
+                arms.join(" UNION ALL ")
+            )
+        }),
+        _ => WINDOW_PAGE,
+    }
+}
+
 const KEYSET_BATCH: &str = "SELECT _sync_row_id, _sync_server_version, _sync_scopes::text, \
 _sync_payload FROM todos WHERE _sync_partition = $1 AND _sync_row_id > $2 \
 ORDER BY _sync_row_id LIMIT $3";
@@ -438,7 +476,7 @@ impl RawClient for RawPostgres {
         let mut matched = 0i64;
         loop {
             let rows = self.query(
-                WINDOW_PAGE,
+                window_page(lists.len()),
                 &[
                     &partition,
                     &TABLE,

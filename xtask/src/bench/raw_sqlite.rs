@@ -74,17 +74,39 @@ fn scan_sql(values: usize) -> String {
     )
 }
 
+/// The candidate subquery: one primary-key range per value merged by a
+/// compound `UNION … ORDER BY … LIMIT` for 2…128 values (as the storage
+/// does), else `DISTINCT … IN (…)`.
+fn window_candidates(values: usize) -> String {
+    if (2..=128).contains(&values) {
+        let arms: Vec<String> = (0..values)
+            .map(|i| {
+                format!(
+                    "SELECT commit_seq FROM sync_change_scopes WHERE partition = ?1 AND tbl = ?2 \
+                     AND var = ?3 AND value = ?{} AND commit_seq > ?4 AND commit_seq <= ?5",
+                    7 + i
+                )
+            })
+            .collect();
+        return format!("{} ORDER BY 1 LIMIT ?6", arms.join(" UNION "));
+    }
+    format!(
+        "SELECT DISTINCT commit_seq FROM sync_change_scopes WHERE partition = ?1 \
+         AND tbl = ?2 AND var = ?3 AND value IN ({}) AND commit_seq > ?4 AND commit_seq <= ?5 \
+         ORDER BY commit_seq LIMIT ?6",
+        placeholders(7, values)
+    )
+}
+
 fn window_sql(values: usize) -> String {
     format!(
         "SELECT c.commit_seq, m.created_at_ms, m.actor_id, ch.idx, ch.row_id, ch.op, \
          ch.row_version, ch.scopes, ch.payload \
-         FROM (SELECT DISTINCT commit_seq FROM sync_change_scopes WHERE partition = ?1 \
-         AND tbl = ?2 AND var = ?3 AND value IN ({}) AND commit_seq > ?4 AND commit_seq <= ?5 \
-         ORDER BY commit_seq LIMIT ?6) AS c \
+         FROM ({}) AS c \
          LEFT JOIN sync_commits AS m ON m.partition = ?1 AND m.commit_seq = c.commit_seq \
          LEFT JOIN sync_changes AS ch ON ch.partition = ?1 AND ch.commit_seq = c.commit_seq \
          AND ch.tbl = ?2 ORDER BY c.commit_seq, ch.idx",
-        placeholders(7, values)
+        window_candidates(values)
     )
 }
 

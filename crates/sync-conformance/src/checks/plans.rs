@@ -116,8 +116,15 @@ fn c326_candidate_plans(ctx: &mut Ctx<'_>) -> CheckResult {
     expect_pk_search(&window, HotPath::WindowCandidates, "sync_change_scopes")?;
     let scan = explain(raw, HotPath::ScanCandidates)?;
     expect_pk_search(&scan, HotPath::ScanCandidates, "sync_row_scopes")?;
-    for path in [HotPath::WindowPage, HotPath::ScanPage] {
+    for path in [
+        HotPath::WindowPage,
+        HotPath::WindowPageMulti,
+        HotPath::ScanPage,
+    ] {
         let plan = explain(raw, path)?;
+        if path == HotPath::WindowPageMulti {
+            expect_pk_search(&plan, path, "sync_change_scopes")?;
+        }
         expect_no_scan(
             &plan,
             path,
@@ -148,6 +155,7 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
     let raw = raw.as_ref();
     for (path, driving) in [
         (HotPath::WindowPage, "sync_change_scopes"),
+        (HotPath::WindowPageMulti, "sync_change_scopes"),
         (HotPath::ScanPage, "sync_row_scopes"),
         (HotPath::IndexLookup, "tasks"),
         (HotPath::BlobCandidates, "sync_blob_refs"),

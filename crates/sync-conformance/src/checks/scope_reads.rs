@@ -308,6 +308,82 @@ fn c149_window_paging(ctx: &mut Ctx<'_>) -> CheckResult {
     );
     let changes: usize = commits.iter().map(|c| c.changes.len()).sum();
     check_eq!(changes, 150, "matching changes returned");
+    c149_multi_value_paging(ctx)
+}
+
+/// The same paging with candidate variables naming several values, where a
+/// commit can match more than one of them (a dialect may merge per-value
+/// ranges for such filters; the candidates must stay distinct and ordered).
+fn c149_multi_value_paging(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let projects = ["q1", "q2", "q3"];
+    // Commit n: one doc in project q[n % 3]; every fifth commit also one in
+    // the next project, so it is a candidate under two values.
+    let mut expected: Vec<(i64, Vec<String>)> = Vec::new();
+    for n in 1..=200_usize {
+        let first = projects[n % 3];
+        let mut rows = vec![doc(&schema, &format!("d{n:03}"), "o1", first, None)?];
+        if n % 5 == 0 {
+            let second = projects[(n + 1) % 3];
+            rows.push(doc(&schema, &format!("e{n:03}"), "o1", second, None)?);
+        }
+        let changes = rows.iter().map(|r| upsert_change("docs", r)).collect();
+        let seq = append_changes(storage.as_ref(), P, &format!("m-{n}"), changes)?;
+        expected.push((seq, rows.iter().map(|r| r.row_id.clone()).collect()));
+    }
+    for values in [&projects[..], &projects[..2], &["q3", "q1", "q3"][..]] {
+        let wanted = |row_id: &str, n: usize| {
+            let project = if row_id.starts_with('d') {
+                projects[n % 3]
+            } else {
+                projects[(n + 1) % 3]
+            };
+            values.contains(&project)
+        };
+        let matching: Vec<(i64, Vec<String>)> = expected
+            .iter()
+            .enumerate()
+            .map(|(i, (seq, rows))| {
+                let kept = rows.iter().filter(|r| wanted(r, i + 1)).cloned().collect();
+                (*seq, kept)
+            })
+            .filter(|(_, rows): &(i64, Vec<String>)| !rows.is_empty())
+            .collect();
+        // The candidate variable is the filter's first key: the project.
+        let f = filter(&[("project_id", values)]);
+        // One call: commits oldest first until 150 matching changes.
+        let commits = storage.read_commit_window(P, &window("docs", f.clone(), 0, 150))?;
+        let mut count = 0;
+        let first_page: Vec<i64> = matching
+            .iter()
+            .take_while(|(_, rows)| {
+                let before = count;
+                count += rows.len();
+                before < 150
+            })
+            .map(|(seq, _)| *seq)
+            .collect();
+        check_eq!(
+            seqs(&commits),
+            first_page,
+            "{values:?}: window seqs, limit 150"
+        );
+        // A walk in small windows visits every matching commit once, with
+        // exactly its matching changes.
+        let mut walked: Vec<(i64, Vec<String>)> = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let page = storage.read_commit_window(P, &window("docs", f.clone(), cursor, 7))?;
+            let Some(last) = page.last() else { break };
+            cursor = last.commit_seq;
+            walked.extend(page.iter().map(|c| {
+                let rows = c.changes.iter().map(|ch| ch.row_id.clone()).collect();
+                (c.commit_seq, rows)
+            }));
+        }
+        check_eq!(walked, matching, "{values:?}: walk in windows of 7 changes");
+    }
     Ok(())
 }
 

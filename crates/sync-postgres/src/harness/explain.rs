@@ -14,7 +14,7 @@ use crate::pool::{col, Conn};
 use crate::rows::prepare_upsert;
 use crate::table_sql::TableSql;
 use crate::values::param_refs;
-use crate::window::WINDOW_PAGE_SQL;
+use crate::window::{window_page_sql, WINDOW_PAGE_SQL};
 
 const ANALYZE_SQL: &str =
     "ANALYZE sync_change_scopes, sync_commits, sync_changes, sync_row_scopes, \
@@ -73,13 +73,25 @@ fn plan_text(
     let values = vec!["proj-1".to_owned()];
     let tables = vec!["tasks".to_owned()];
     let (text, params): (String, Vec<Box<dyn ToSql + Sync + Send>>) = match path {
-        HotPath::WindowCandidates | HotPath::WindowPage => (
-            WINDOW_PAGE_SQL.to_owned(),
+        HotPath::WindowCandidates | HotPath::WindowPage | HotPath::WindowPageMulti => (
+            if path == HotPath::WindowPageMulti {
+                window_page_sql(3).to_owned()
+            } else {
+                WINDOW_PAGE_SQL.to_owned()
+            },
             vec![
                 Box::new(partition),
                 Box::new(table),
                 Box::new(variable),
-                Box::new(values),
+                Box::new(if path == HotPath::WindowPageMulti {
+                    vec![
+                        "proj-1".to_owned(),
+                        "proj-2".to_owned(),
+                        "proj-3".to_owned(),
+                    ]
+                } else {
+                    values
+                }),
                 Box::new(0i64),
                 Box::new(i64::from(i32::MAX)),
                 Box::new(64i64),
