@@ -7,6 +7,10 @@
 //! set-based inserts of the changes, their change-scope entries and the
 //! tombstones of its deletes. Larger commits add one statement per further
 //! batch with the allocated sequence.
+//!
+//! The same statement also renders with literals in place of parameters
+//! ([`append_literal_sql`]), for a transaction that holds the push lock
+//! and defers its append to the `COMMIT` message.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -15,6 +19,7 @@ use sync_core::{ChangeOp, Error, ErrorCode, NewChange, NewCommit, Result};
 
 use crate::json::scopes_json;
 use crate::pool::{col, Conn};
+use crate::sql::{bytea_literal, quote_literal};
 
 /// Most changes written by one statement (each statement binds a fixed number
 /// of array parameters, far below the 65 535 bind limit).
@@ -29,55 +34,96 @@ const SET_HORIZON_SQL: &str =
 const SEQ_BEFORE_SQL: &str = "SELECT coalesce(max(commit_seq), 0) FROM sync_commits \
     WHERE partition = $1 AND created_at_ms < $2";
 
+/// How many arrays one batch of changes binds.
+const BATCH_ARRAYS: usize = 12;
+
+/// Element types of the batch arrays, in the order [`batch_ctes`] reads
+/// them: changes (`idx`, `tbl`, `row_id`, `op`, `row_version`, `scopes`,
+/// `payload`), change scopes (`tbl`, `var`, `value`), tombstones (`tbl`,
+/// `row_id`).
+const BATCH_TYPES: [&str; BATCH_ARRAYS] = [
+    "int4", "text", "text", "int2", "int8", "text", "bytea", "text", "text", "text", "text", "text",
+];
+
+/// The SQL expressions one append statement reads its inputs from, each
+/// with its cast: `$n` placeholders (the prepared form) or literals (the
+/// deferred form). One template renders both, so they cannot drift apart.
+struct AppendExprs {
+    partition: String,
+    client_id: String,
+    client_commit_id: String,
+    actor_id: String,
+    created_at_ms: String,
+    writer_version: String,
+    batch: [String; BATCH_ARRAYS],
+}
+
+/// Batch array placeholders `$first…`.
+fn batch_placeholders(first: usize) -> [String; BATCH_ARRAYS] {
+    std::array::from_fn(|i| format!("${}::{}[]", first + i, BATCH_TYPES[i]))
+}
+
 /// CTEs inserting one batch of changes, change scopes and tombstones for the
-/// commit whose sequence is `seq.commit_seq`; array parameters start at `$first`.
-fn batch_ctes(first: usize) -> String {
-    let p = |i: usize| first + i;
+/// commit whose sequence is `seq.commit_seq`.
+fn batch_ctes(partition: &str, a: &[String; BATCH_ARRAYS]) -> String {
     format!(
         "changes AS (INSERT INTO sync_changes \
            (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload) \
-           SELECT $1::text, seq.commit_seq, c.idx, c.tbl, c.row_id, c.op, c.row_version, \
+           SELECT {partition}, seq.commit_seq, c.idx, c.tbl, c.row_id, c.op, c.row_version, \
              c.scopes::jsonb, c.payload \
-           FROM seq, unnest(${}::int4[], ${}::text[], ${}::text[], ${}::int2[], ${}::int8[], \
-             ${}::text[], ${}::bytea[]) AS c(idx, tbl, row_id, op, row_version, scopes, payload)), \
+           FROM seq, unnest({}, {}, {}, {}, {}, \
+             {}, {}) AS c(idx, tbl, row_id, op, row_version, scopes, payload)), \
          scopes AS (INSERT INTO sync_change_scopes (partition, tbl, var, value, commit_seq) \
-           SELECT $1::text, s.tbl, s.var, s.value, seq.commit_seq \
-           FROM seq, unnest(${}::text[], ${}::text[], ${}::text[]) AS s(tbl, var, value) \
+           SELECT {partition}, s.tbl, s.var, s.value, seq.commit_seq \
+           FROM seq, unnest({}, {}, {}) AS s(tbl, var, value) \
            ON CONFLICT DO NOTHING), \
          tombstones AS (INSERT INTO sync_tombstones (partition, tbl, row_id, commit_seq) \
-           SELECT $1::text, t.tbl, t.row_id, seq.commit_seq \
-           FROM seq, unnest(${}::text[], ${}::text[]) AS t(tbl, row_id) \
+           SELECT {partition}, t.tbl, t.row_id, seq.commit_seq \
+           FROM seq, unnest({}, {}) AS t(tbl, row_id) \
            ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = excluded.commit_seq)",
-        p(0),
-        p(1),
-        p(2),
-        p(3),
-        p(4),
-        p(5),
-        p(6),
-        p(7),
-        p(8),
-        p(9),
-        p(10),
-        p(11)
+        a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11]
     )
 }
 
-/// Allocation, commit insert and the first batch: `$1` partition, `$2`
-/// client id, `$3` client commit id, `$4` actor, `$5` created at, `$6`
-/// writer version, `$7…$18` batch arrays.
-static APPEND_SQL: LazyLock<String> = LazyLock::new(|| {
+/// Allocation (the counter upsert), commit insert (where the writer-fence
+/// trigger fires) and the first batch, ending with `result` (a `SELECT …
+/// FROM seq`).
+fn append_sql(e: &AppendExprs, result: &str) -> String {
+    let p = &e.partition;
     format!(
-        "WITH allocated AS (INSERT INTO sync_partitions (partition, max_commit_seq) VALUES ($1::text, 1) \
+        "WITH allocated AS (INSERT INTO sync_partitions (partition, max_commit_seq) VALUES ({p}, 1) \
            ON CONFLICT (partition) DO UPDATE SET max_commit_seq = sync_partitions.max_commit_seq + 1 \
            RETURNING max_commit_seq), \
          seq AS (INSERT INTO sync_commits \
            (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version) \
-           SELECT $1::text, max_commit_seq, $2::text, $3::text, $4::text, $5::int8, $6::int4 \
+           SELECT {p}, max_commit_seq, {}, {}, {}, {}, {} \
            FROM allocated RETURNING commit_seq), \
          {} \
-         SELECT commit_seq FROM seq",
-        batch_ctes(7)
+         {result}",
+        e.client_id,
+        e.client_commit_id,
+        e.actor_id,
+        e.created_at_ms,
+        e.writer_version,
+        batch_ctes(p, &e.batch)
+    )
+}
+
+/// The prepared append: `$1` partition, `$2` client id, `$3` client commit
+/// id, `$4` actor, `$5` created at, `$6` writer version, `$7…$18` batch
+/// arrays; returns the allocated sequence.
+static APPEND_SQL: LazyLock<String> = LazyLock::new(|| {
+    append_sql(
+        &AppendExprs {
+            partition: "$1::text".into(),
+            client_id: "$2::text".into(),
+            client_commit_id: "$3::text".into(),
+            actor_id: "$4::text".into(),
+            created_at_ms: "$5::int8".into(),
+            writer_version: "$6::int4".into(),
+            batch: batch_placeholders(7),
+        },
+        "SELECT commit_seq FROM seq",
     )
 });
 
@@ -85,9 +131,23 @@ static APPEND_SQL: LazyLock<String> = LazyLock::new(|| {
 static APPEND_BATCH_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH seq AS (SELECT $2::int8 AS commit_seq), {} SELECT 1",
-        batch_ctes(3)
+        batch_ctes("$1::text", &batch_placeholders(3))
     )
 });
+
+/// Largest deferred append statement; a larger commit is appended eagerly
+/// with bound parameters.
+///
+/// Small on purpose: the server parses a literal array far more slowly than
+/// it reads a bound binary one (a 500-change batch took about twice the time
+/// of the prepared form), while the round trip it saves is worth the same
+/// for any size — so only commits the size of a typical push travel deferred.
+const MAX_LITERAL_SQL: usize = 32 * 1024;
+
+/// The message a deferred append raises (as a failed `int4` cast, the one
+/// way plain SQL can raise) when the sequence it allocated is not the one
+/// predicted from the locked counter.
+const DIVERGED: &str = "sync: commit_seq diverged from the locked counter";
 
 /// Column arrays of one batch of changes.
 struct Batch<'c> {
@@ -151,6 +211,55 @@ impl<'c> Batch<'c> {
         }
         Ok(batch)
     }
+}
+
+impl Batch<'_> {
+    /// The arrays as literal SQL (same element types and order as
+    /// [`batch_placeholders`]); `None` when a text holds NUL.
+    fn literal_arrays(&self) -> Option<[String; BATCH_ARRAYS]> {
+        let text = |v: &&str| quote_literal(v);
+        Some([
+            literal_array(&self.idx, "int4", |v| Some(v.to_string()))?,
+            literal_array(&self.tbl, "text", text)?,
+            literal_array(&self.row_id, "text", text)?,
+            literal_array(&self.op, "int2", |v| Some(v.to_string()))?,
+            literal_array(&self.row_version, "int8", |v| {
+                Some(v.map_or_else(|| "NULL::int8".to_owned(), |v| v.to_string()))
+            })?,
+            literal_array(&self.scopes, "text", |v| quote_literal(v))?,
+            literal_array(&self.payload, "bytea", |v| {
+                Some(v.map_or_else(|| "NULL::bytea".to_owned(), bytea_literal))
+            })?,
+            literal_array(&self.scope_tbl, "text", text)?,
+            literal_array(&self.scope_var, "text", text)?,
+            literal_array(&self.scope_value, "text", text)?,
+            literal_array(&self.tomb_tbl, "text", text)?,
+            literal_array(&self.tomb_row, "text", text)?,
+        ])
+    }
+}
+
+/// `ARRAY[…]::ty[]` of the rendered items (`'{}'::ty[]` when empty); `None`
+/// when an item cannot be rendered.
+fn literal_array<T>(
+    items: &[T],
+    ty: &str,
+    render: impl Fn(&T) -> Option<String>,
+) -> Option<String> {
+    if items.is_empty() {
+        return Some(format!("'{{}}'::{ty}[]"));
+    }
+    let mut sql = String::from("ARRAY[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            sql.push(',');
+        }
+        sql.push_str(&render(item)?);
+    }
+    sql.push_str("]::");
+    sql.push_str(ty);
+    sql.push_str("[]");
+    Some(sql)
 }
 
 /// Validates the changes of a commit (`unknown_table` via `known`, then
@@ -230,6 +339,51 @@ pub(crate) fn append_commit(
     Ok(commit_seq)
 }
 
+/// The append of `commit` as one parameterless statement (literals quoted),
+/// so it can travel with a later statement or the `COMMIT` in one
+/// simple-query message; the caller holds the partition lock and predicts
+/// that the counter allocates `seq`. The statement raises if it allocates
+/// any other sequence, so a wrong prediction can never go unnoticed.
+///
+/// `None` when the commit does not fit that form — more than one batch of
+/// changes, a text holding NUL (no literal can; the eager path reports it)
+/// or a statement above [`MAX_LITERAL_SQL`] — and the caller appends with
+/// [`append_commit`] instead.
+pub(crate) fn append_literal_sql(
+    partition: &str,
+    writer_version: i32,
+    commit: &NewCommit,
+    seq: i64,
+) -> Option<String> {
+    if commit.changes.len() > CHANGE_BATCH {
+        return None;
+    }
+    let lower_bound: usize = commit
+        .changes
+        .iter()
+        .map(|c| 2 * c.payload.as_ref().map_or(0, Vec::len) + c.row_id.len())
+        .sum();
+    if lower_bound > MAX_LITERAL_SQL {
+        return None;
+    }
+    let text = |v: &str| quote_literal(v).map(|l| format!("{l}::text"));
+    let batch = Batch::new(0, &commit.changes).ok()?;
+    let exprs = AppendExprs {
+        partition: text(partition)?,
+        client_id: text(&commit.client_id)?,
+        client_commit_id: text(&commit.client_commit_id)?,
+        actor_id: text(&commit.actor_id)?,
+        created_at_ms: format!("({})::int8", commit.created_at_ms),
+        writer_version: format!("({writer_version})::int4"),
+        batch: batch.literal_arrays()?,
+    };
+    let guard = format!(
+        "SELECT (CASE WHEN commit_seq = ({seq})::int8 THEN '0' ELSE '{DIVERGED}' END)::int4 FROM seq"
+    );
+    let sql = append_sql(&exprs, &guard);
+    (sql.len() <= MAX_LITERAL_SQL).then_some(sql)
+}
+
 /// The allocated counter (0 for an unknown partition).
 pub(crate) fn max_commit_seq(conn: &mut Conn, partition: &str) -> Result<i64> {
     Ok(match conn.query_opt(MAX_COMMIT_SEQ_SQL, &[&partition])? {
@@ -256,4 +410,61 @@ pub(crate) fn set_horizon_seq(conn: &mut Conn, partition: &str, seq: i64) -> Res
 pub(crate) fn commit_seq_before(conn: &mut Conn, partition: &str, before_ms: i64) -> Result<i64> {
     let row = conn.query_one(SEQ_BEFORE_SQL, &[&partition, &before_ms])?;
     col(&row, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upsert(row_id: &str, payload: Vec<u8>) -> NewChange {
+        NewChange::upsert("tasks", row_id, 1, Default::default(), payload)
+    }
+
+    fn commit(changes: Vec<NewChange>) -> NewCommit {
+        NewCommit {
+            client_id: "c".into(),
+            client_commit_id: "cc".into(),
+            actor_id: "a".into(),
+            created_at_ms: 0,
+            changes,
+        }
+    }
+
+    #[test]
+    fn both_forms_come_from_one_template() {
+        let literal = append_literal_sql("p", 1, &commit(vec![upsert("r", vec![1])]), 7)
+            .expect("a small commit has a literal form");
+        let cut = |sql: &str| sql.split("changes AS").count();
+        assert_eq!(cut(&literal), cut(&APPEND_SQL));
+        assert!(APPEND_SQL.ends_with("SELECT commit_seq FROM seq"));
+        assert!(literal.contains("WHEN commit_seq = (7)::int8 THEN '0'"));
+        assert!(literal.contains(DIVERGED));
+        assert!(literal.contains("ARRAY[E'\\\\x01'::bytea]::bytea[]"));
+        assert!(
+            literal.contains("'{}'::text[]"),
+            "no tombstones: empty arrays"
+        );
+        assert!(!literal.contains('$'));
+    }
+
+    #[test]
+    fn commits_without_a_literal_form_are_left_to_the_eager_path() {
+        let many = (0..=CHANGE_BATCH)
+            .map(|i| upsert(&i.to_string(), vec![]))
+            .collect();
+        assert_eq!(append_literal_sql("p", 1, &commit(many), 1), None);
+        let big = vec![upsert("r", vec![0; MAX_LITERAL_SQL / 2])];
+        assert_eq!(append_literal_sql("p", 1, &commit(big), 1), None);
+        let nul = vec![upsert("r\0", vec![])];
+        assert_eq!(append_literal_sql("p", 1, &commit(nul), 1), None);
+        let mut nul_actor = commit(vec![]);
+        nul_actor.actor_id = "a\0".into();
+        assert_eq!(append_literal_sql("p", 1, &nul_actor, 1), None);
+        let mut nul_scope = upsert("r", vec![]);
+        nul_scope.scopes.insert("project_id".into(), "p\0".into());
+        assert_eq!(
+            append_literal_sql("p", 1, &commit(vec![nul_scope]), 1),
+            None
+        );
+    }
 }

@@ -23,11 +23,12 @@
 //!
 //! A single-row push (`begin`, `lock_partition_for_push`, `read_serve_gate`,
 //! `get_push_result`, `upsert_row`, `append_commit`, `put_push_result`,
-//! `commit`) costs five round trips once its statements are cached: the
-//! deferred `BEGIN`, the lock, the savepoint and the gate read travel in one
-//! message, the gate call is answered from it, the row upsert maintains the
-//! scope index in the same statement, and the push-result insert travels
-//! with the `COMMIT`.
+//! `commit`) costs four round trips once its statements are cached: the
+//! deferred `BEGIN`, the lock, the savepoint, the fence read and the gate
+//! read travel in one message, the gate call is answered from it, the row
+//! upsert maintains the scope index in the same statement, and the append
+//! (its sequence known from the locked counter) and the push-result insert
+//! travel with the `COMMIT`.
 //!
 //! With the `conformance` feature, [`harness::PostgresHarness`] runs the
 //! dialect-agnostic conformance suite against a live server. With the

@@ -6,11 +6,14 @@
 //! The push lock is sent as one simple-query message: the transaction's
 //! deferred `BEGIN` when it is the first statement, optional
 //! `lock_timeout`, the insert, the `FOR UPDATE`, the savepoint and — as a
-//! separate statement, so with a snapshot taken after the lock was granted —
-//! the serve gate of the transaction's writer version. The gate read comes
-//! back with the lock, so the caller's `read_serve_gate` costs no round trip.
+//! separate statements, so with snapshots taken after the lock was granted —
+//! the partition's effective writer fence (computed as the fence trigger
+//! computes it) and the serve gate of the transaction's writer version. The
+//! gate read comes back with the lock, so the caller's `read_serve_gate`
+//! costs no round trip; the locked counter and the fence let the caller
+//! defer its `append_commit` (`transaction.rs`).
 
-use postgres::SimpleQueryMessage;
+use postgres::{SimpleQueryMessage, SimpleQueryRow};
 use sync_core::{Error, Result, ServeGate};
 
 use crate::gate;
@@ -24,6 +27,30 @@ const LOCK_SQL: &str = "SELECT max_commit_seq, horizon_seq FROM sync_partitions 
 
 /// The savepoint that marks the rollback point of a rejected push.
 pub(crate) const SAVEPOINT: &str = "sync_push_candidate";
+
+/// What the push lock read once it was granted.
+#[derive(Debug)]
+pub(crate) struct PushLock {
+    /// The serve gate of the running writer version.
+    pub(crate) gate: ServeGate,
+    /// The partition counter (`max_commit_seq`) read by the `FOR UPDATE`.
+    pub(crate) max_commit_seq: i64,
+    /// The effective writer fence: the greater of the partition fence and
+    /// the database-wide fence, `None` when neither is set.
+    pub(crate) fence: Option<i32>,
+}
+
+/// The effective fence of the partition given as an SQL expression, read
+/// exactly as the trigger's `sync_writer_fence_check()` reads it
+/// (`bootstrap::FENCE_FUNCTION_BODY`), as text.
+fn fence_sql(partition: &str) -> String {
+    format!(
+        "SELECT max(v)::text FROM (\
+           SELECT required_writer_version AS v FROM sync_writer_fence WHERE partition = {partition} \
+           UNION ALL \
+           SELECT required_writer_version FROM sync_schema_meta WHERE id = 1) AS f"
+    )
+}
 
 /// Takes the partition lock with two parameterized statements (inside a
 /// transaction), waiting at most `timeout_ms` when set; returns
@@ -44,16 +71,16 @@ pub(crate) fn lock(
     Ok((crate::pool::col(&row, 0)?, crate::pool::col(&row, 1)?))
 }
 
-/// The push lock, savepoint and serve-gate read in one round trip, preceded
-/// by `begin` (the transaction's deferred `BEGIN …`) when given. Returns the
-/// gate of `running` read right after the lock was granted.
+/// The push lock, savepoint, fence read and serve-gate read in one round
+/// trip, preceded by `begin` (the transaction's deferred `BEGIN …`) when
+/// given. Returns what was read right after the lock was granted.
 pub(crate) fn lock_for_push(
     conn: &mut Conn,
     begin: Option<&str>,
     partition: &str,
     running: i32,
     lock_timeout_ms: Option<u64>,
-) -> Result<ServeGate> {
+) -> Result<PushLock> {
     let Some(literal) = quote_literal(partition) else {
         // No text value can hold NUL: let the parameterized path report it.
         if let Some(begin) = begin {
@@ -78,20 +105,45 @@ pub(crate) fn lock_for_push(
         sql.push_str("SET LOCAL lock_timeout TO DEFAULT; ");
     }
     sql.push_str(&format!("SAVEPOINT {SAVEPOINT}; "));
+    sql.push_str(&fence_sql(&literal));
+    sql.push_str("; ");
     sql.push_str(&gate::gate_sql(&literal, &running.to_string()));
     let messages = conn.simple(&sql)?;
-    let last_row = messages
+    let rows: Vec<&SimpleQueryRow> = messages
         .iter()
         .filter_map(|m| match m {
             SimpleQueryMessage::Row(row) => Some(row),
             _ => None,
         })
-        .next_back()
-        .ok_or_else(|| Error::backend("gate read returned no row"))?;
-    gate::gate_from_text(
+        .collect();
+    // One row each from the `FOR UPDATE`, the fence read and the gate read.
+    let [counter, fence, gate_row] = rows.as_slice() else {
+        return Err(Error::backend(
+            "push lock returned an unexpected number of rows",
+        ));
+    };
+    let max_commit_seq = text(counter, 0)?
+        .ok_or_else(|| Error::backend("locked counter is NULL"))?
+        .parse()
+        .map_err(Error::backend)?;
+    let fence = text(fence, 0)?
+        .map(str::parse)
+        .transpose()
+        .map_err(Error::backend)?;
+    let gate = gate::gate_from_text(
         partition,
-        last_row.try_get(0).map_err(Error::backend)?,
-        last_row.try_get(1).map_err(Error::backend)?,
-        last_row.try_get(2).map_err(Error::backend)?,
-    )
+        text(gate_row, 0)?,
+        text(gate_row, 1)?,
+        text(gate_row, 2)?,
+    )?;
+    Ok(PushLock {
+        gate,
+        max_commit_seq,
+        fence,
+    })
+}
+
+/// Column `idx` of a simple-query row (text, `None` for NULL).
+fn text(row: &SimpleQueryRow, idx: usize) -> Result<Option<&str>> {
+    row.try_get(idx).map_err(Error::backend)
 }

@@ -10,8 +10,16 @@
 //! push lock's message; under `READ COMMITTED` every statement takes its own
 //! snapshot, so nothing observable moves), and `put_push_result` is deferred
 //! to the `COMMIT` message (or to the next statement, so reads still see
-//! it). A single-row push is five round trips: lock, idempotency read, row
-//! upsert, append, push result + `COMMIT`.
+//! it). Under the push lock `append_commit` is deferred the same way: the
+//! lock message also reads the partition counter and the effective writer
+//! fence, so the transaction knows the sequence the append will allocate
+//! (the statement raises if it allocates another) and whether the fence
+//! trigger would refuse it (then the append runs at once, so the fence is
+//! still reported by `append_commit`). A fence declared by a concurrent
+//! transaction after the lock is reported, with the same code and nothing
+//! persisted, by the call that flushes the append — the next statement or
+//! `commit`. A single-row push is four round trips: lock, idempotency read,
+//! row upsert, append + push result + `COMMIT`.
 
 use std::sync::Arc;
 
@@ -54,10 +62,19 @@ pub(crate) struct PgTransaction<'s> {
     poison: Option<ErrorCode>,
     /// `BEGIN …` not sent yet (no statement has run).
     pending_begin: Option<String>,
-    /// Deferred push-result inserts (parameterless SQL), sent before the
-    /// next statement or with the `COMMIT`.
+    /// Deferred appends and push-result inserts (parameterless SQL, in
+    /// call order), sent before the next statement or with the `COMMIT`.
     pending_writes: Option<String>,
     push_locked: bool,
+    /// The partition counter as this transaction will have left it once its
+    /// pending writes are flushed: read under the push lock, advanced by
+    /// each append. `None` when unknown (no push lock, or after anything
+    /// that may move it otherwise); appends are only deferred while known.
+    known_seq: Option<i64>,
+    /// The effective writer fence read under the push lock refuses this
+    /// transaction's writer version: appends then run at once so the
+    /// trigger's refusal is reported by `append_commit` itself.
+    fence_blocks: bool,
     partition_locked: bool,
     prefetched: Option<PrefetchedGate>,
 }
@@ -83,6 +100,8 @@ impl<'s> PgTransaction<'s> {
             )),
             pending_writes: None,
             push_locked: false,
+            known_seq: None,
+            fence_blocks: false,
             partition_locked: false,
             prefetched: None,
         })
@@ -105,6 +124,7 @@ impl<'s> PgTransaction<'s> {
         if !deferred.is_empty() {
             if let Err(err) = conn.simple(&deferred.join("; ")) {
                 self.poison = Some(err.code());
+                self.known_seq = None;
                 return Err(err);
             }
         }
@@ -121,6 +141,30 @@ impl<'s> PgTransaction<'s> {
             }
         }
         result
+    }
+
+    /// Queues a parameterless write after the earlier ones.
+    fn defer(&mut self, sql: String) {
+        self.pending_writes = Some(match self.pending_writes.take() {
+            Some(earlier) => format!("{earlier}; {sql}"),
+            None => sql,
+        });
+    }
+
+    /// Queues a validated append when the push lock told everything it
+    /// needs — the counter it will allocate from and a fence that lets this
+    /// writer through — and the commit fits one literal statement; returns
+    /// the sequence it allocates. `None`: the caller appends at once.
+    fn deferred_append(&mut self, commit: &NewCommit) -> Option<i64> {
+        if !self.push_locked || self.fence_blocks || self.pending_begin.is_some() {
+            return None;
+        }
+        let seq = self.known_seq?.checked_add(1)?;
+        let sql =
+            commit_log::append_literal_sql(&self.partition, self.writer_version, commit, seq)?;
+        self.defer(sql);
+        self.known_seq = Some(seq);
+        Some(seq)
     }
 
     fn finish_rollback(&mut self) {
@@ -143,8 +187,10 @@ impl<'s> PgTransaction<'s> {
             return Err(Error::new(ErrorCode::TransactionAborted));
         };
         let partition = self.partition.as_str();
-        // Deferred writes are after the savepoint: discarded like the rest.
+        // Deferred writes are after the savepoint: discarded like the rest
+        // (the rollback also undoes appends, so the counter is not known).
         self.pending_writes = None;
+        self.known_seq = None;
         conn.simple(&format!(
             "ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"
         ))?;
@@ -256,14 +302,16 @@ impl StorageTransaction for PgTransaction<'_> {
         let running = self.writer_version;
         let timeout = self.storage.config().push_lock_timeout_ms;
         let begin = self.pending_begin.take();
-        let gate = self.run(|c| {
+        let lock = self.run(|c| {
             partition_lock::lock_for_push(c.conn, begin.as_deref(), c.partition, running, timeout)
         })?;
         self.push_locked = true;
         self.partition_locked = true;
+        self.known_seq = Some(lock.max_commit_seq);
+        self.fence_blocks = lock.fence.is_some_and(|fence| running < fence);
         self.prefetched = self.conn.as_ref().map(|conn| PrefetchedGate {
             running,
-            gate,
+            gate: lock.gate,
             statements: conn.statements(),
         });
         Ok(())
@@ -350,11 +398,19 @@ impl StorageTransaction for PgTransaction<'_> {
     }
 
     fn append_commit(&mut self, commit: &NewCommit) -> Result<i64> {
+        if self.poison.is_some() || self.conn.is_none() {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        }
+        let ensured = self.ensured.as_deref();
+        commit_log::validate_commit(commit, |t| resolve(ensured, t).map(|_| ()))?;
+        if let Some(seq) = self.deferred_append(commit) {
+            return Ok(seq);
+        }
         let writer_version = self.writer_version;
-        self.run(|c| {
-            commit_log::validate_commit(commit, |t| resolve(c.ensured, t).map(|_| ()))?;
-            commit_log::append_commit(c.conn, c.partition, writer_version, commit)
-        })
+        let appended =
+            self.run(|c| commit_log::append_commit(c.conn, c.partition, writer_version, commit));
+        self.known_seq = appended.as_ref().ok().copied();
+        appended
     }
 
     fn enqueue_reactions(&mut self, reactions: &[NewReaction]) -> Result<()> {
@@ -372,10 +428,7 @@ impl StorageTransaction for PgTransaction<'_> {
         }
         match push_results::put_literal_sql(&self.partition, client_id, client_commit_id, result) {
             Some(sql) => {
-                self.pending_writes = Some(match self.pending_writes.take() {
-                    Some(earlier) => format!("{earlier}; {sql}"),
-                    None => sql,
-                });
+                self.defer(sql);
                 Ok(())
             }
             None => self.run(|c| {

@@ -67,7 +67,7 @@ impl r2d2::CustomizeConnection<postgres::Client, postgres::Error> for SearchPath
 }
 
 #[test]
-fn a_warm_single_row_push_costs_five_round_trips() {
+fn a_warm_single_row_push_costs_four_round_trips() {
     let db = TestDb::new();
     let config: postgres::Config = pg_url().parse().unwrap();
     let host = match config.get_hosts().first() {
@@ -120,7 +120,7 @@ fn a_warm_single_row_push_costs_five_round_trips() {
     single_row_push("measured");
     let round_trips = count.load(Ordering::SeqCst) - before;
     assert_eq!(
-        round_trips, 5,
-        "begin+lock+savepoint+gate, get_push_result, upsert_row, append_commit, put_push_result+commit"
+        round_trips, 4,
+        "begin+lock+savepoint+fence+gate, get_push_result, upsert_row, append_commit+put_push_result+commit"
     );
 }
