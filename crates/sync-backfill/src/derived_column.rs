@@ -22,12 +22,13 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
 use sync_core::{
     codec, CompiledSchema, CompiledTable, Error, ErrorCode, NewChange, Result, RowValue,
-    StorageTransaction,
+    StorageTransaction, StoredRow, StoredScopes,
 };
 
 use crate::projector::{distinct_ids, projection_row, Projector, SourceRowRef};
@@ -96,13 +97,56 @@ impl Projector for DerivedColumn {
         // that override `get_rows` / `upsert_rows`).
         let ids = distinct_ids(rows, &self.table.name);
         let current = tx.get_rows(&self.table.name, &ids)?;
+        // A deleted row took its derived value with it.
+        self.rederive(
+            tx,
+            ids.iter().zip(current).filter_map(|(id, row)| {
+                row.map(|row| (id.as_str(), row.server_version, row.scopes, row.payload))
+            }),
+        )
+    }
+
+    fn project_scanned(
+        &self,
+        tx: &mut dyn StorageTransaction,
+        table: &str,
+        rows: &[StoredRow],
+    ) -> Result<Vec<NewChange>> {
+        if table != self.table.name {
+            return Ok(Vec::new());
+        }
+        // The full pass read these rows in this transaction under the
+        // partition lock: they are current, no second read.
+        let mut seen = HashSet::new();
+        self.rederive(
+            tx,
+            rows.iter()
+                .filter(|row| seen.insert(row.row_id.as_str()))
+                .map(|row| {
+                    (
+                        row.row_id.as_str(),
+                        row.server_version,
+                        row.scopes.clone(),
+                        row.payload.clone(),
+                    )
+                }),
+        )
+    }
+}
+
+impl DerivedColumn {
+    /// Re-derives the column of each `(row id, version, scopes, payload)` —
+    /// the row as stored now — and writes back, in one `upsert_rows`, the
+    /// rows whose stored value differs; returns their changes.
+    fn rederive<'r>(
+        &self,
+        tx: &mut dyn StorageTransaction,
+        rows: impl Iterator<Item = (&'r str, i64, StoredScopes, Vec<u8>)>,
+    ) -> Result<Vec<NewChange>> {
         let mut changes = Vec::new();
         let mut writes = Vec::new();
-        for (row_id, row) in ids.iter().zip(current) {
-            let Some(row) = row else {
-                continue; // deleted: the derived value went with the row
-            };
-            let mut values = codec::decode_row(&self.table, &row.payload)?;
+        for (row_id, version, scopes, payload) in rows {
+            let mut values = codec::decode_row(&self.table, &payload)?;
             let derived = (self.derive)(&self.table, &values)?;
             let slot = values
                 .get_mut(self.column_index)
@@ -112,15 +156,8 @@ impl Projector for DerivedColumn {
             }
             *slot = derived;
             let payload = codec::encode_row(&self.table, &values)?;
-            // The row was read above in this transaction (under the
-            // partition lock): its version is current, no second read.
-            let (write, change) = projection_row(
-                &self.table.name,
-                row_id,
-                Some(row.server_version),
-                payload,
-                row.scopes,
-            );
+            let (write, change) =
+                projection_row(&self.table.name, row_id, Some(version), payload, scopes);
             writes.push(write);
             changes.push(change);
         }

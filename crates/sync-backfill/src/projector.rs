@@ -25,6 +25,27 @@ pub trait Projector: Send + Sync {
         tx: &mut dyn StorageTransaction,
         rows: &[SourceRowRef],
     ) -> Result<Vec<NewChange>>;
+
+    /// Re-derives the projection for rows of `table` that the full pass has
+    /// just read through `tx` (`scan_partition_rows`, under the partition
+    /// lock, so they are the current state). The default passes their ids
+    /// to [`Projector::project`], which reads them again; a projector that
+    /// derives from the row alone can use `rows` as read and save that read.
+    fn project_scanned(
+        &self,
+        tx: &mut dyn StorageTransaction,
+        table: &str,
+        rows: &[StoredRow],
+    ) -> Result<Vec<NewChange>> {
+        let refs: Vec<SourceRowRef> = rows
+            .iter()
+            .map(|row| SourceRowRef {
+                table: table.to_owned(),
+                row_id: row.row_id.clone(),
+            })
+            .collect();
+        self.project(tx, &refs)
+    }
 }
 
 /// Writes a projection row with `server_version = old + 1` (or 1) and returns

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sync_core::{
     check_serve_gate, ActivationOutcome, CheckpointDeclaration, CheckpointState, Clock, Coverage,
     ErrorCode, NewChange, NewCommit, Result, ServeContext, ServerStorage, StorageTransaction,
-    StoredPushResult, SystemClock,
+    StoredPushResult, StoredRow, SystemClock,
 };
 
 use crate::config::RunnerConfig;
@@ -164,6 +164,27 @@ impl<'a> CheckpointRunner<'a> {
 }
 
 /// Position of a full pass, kept across retries so a retry resumes the same batch.
+/// The rows one batch re-derives.
+#[derive(Debug, Clone, Copy)]
+enum BatchRows<'b> {
+    /// Rows named by a catch-up tail; the projector reads them.
+    Refs(&'b [SourceRowRef]),
+    /// Rows the full pass has just read from `table` in this transaction.
+    Scanned {
+        table: &'b str,
+        rows: &'b [StoredRow],
+    },
+}
+
+impl BatchRows<'_> {
+    fn is_empty(&self) -> bool {
+        match self {
+            BatchRows::Refs(refs) => refs.is_empty(),
+            BatchRows::Scanned { rows, .. } => rows.is_empty(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 struct FullPass {
     /// `max_commit_seq` read under the lock at pass start.
@@ -368,12 +389,16 @@ impl<'r, 'a> Run<'r, 'a> {
         &self,
         tx: &mut dyn StorageTransaction,
         key: &str,
-        rows: &[SourceRowRef],
+        rows: BatchRows<'_>,
     ) -> Result<()> {
-        if tx.get_push_result(&self.client_id, key)?.is_some() || rows.is_empty() {
+        if rows.is_empty() || tx.get_push_result(&self.client_id, key)?.is_some() {
             return Ok(());
         }
-        let changes: Vec<NewChange> = self.runner.projector.project(tx, rows)?;
+        let projector = self.runner.projector;
+        let changes: Vec<NewChange> = match rows {
+            BatchRows::Refs(refs) => projector.project(tx, refs)?,
+            BatchRows::Scanned { table, rows } => projector.project_scanned(tx, table, rows)?,
+        };
         if changes.is_empty() {
             return Ok(());
         }
@@ -449,14 +474,14 @@ impl<'r, 'a> Run<'r, 'a> {
             table,
             pass.after.as_deref().unwrap_or("")
         );
-        let refs: Vec<SourceRowRef> = batch
-            .iter()
-            .map(|row| SourceRowRef {
-                table: table.clone(),
-                row_id: row.row_id.clone(),
-            })
-            .collect();
-        self.record(tx.as_mut(), &key, &refs)?;
+        self.record(
+            tx.as_mut(),
+            &key,
+            BatchRows::Scanned {
+                table,
+                rows: &batch,
+            },
+        )?;
         let batch_rows = i64::try_from(batch.len()).unwrap_or(i64::MAX);
         let rows = pass.rows.saturating_add(batch_rows);
         if !self.advance(
@@ -498,7 +523,7 @@ impl<'r, 'a> Run<'r, 'a> {
             }
         };
         let key = format!("{}:catchup:{}", self.epoch, self.watermark);
-        self.record(tx.as_mut(), &key, &tail.rows)?;
+        self.record(tx.as_mut(), &key, BatchRows::Refs(&tail.rows))?;
         let seen = i64::try_from(tail.rows.len()).unwrap_or(i64::MAX);
         if !tail.exhausted {
             if !self.advance(tx.as_mut(), tail.last_seq, self.observed)? {

@@ -171,11 +171,19 @@ fn upsert_batch_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -
     }
     aliases.push("ord".to_owned());
     values.extend(["i.version", "(i.scopes)::jsonb", "i.payload"].map(str::to_owned));
+    // Only rows whose scope map changes (or that are new) touch the scope
+    // index: a stored row's entries are exactly its stored map (`dialects.md`
+    // §6.3 allows skipping equal maps), and every CTE reads the rows as they
+    // were before this statement.
     format!(
-        "WITH new_scopes AS (SELECT s.row_id, s.var, s.value \
-           FROM unnest($7::text[], $8::text[], $9::text[]) AS s(row_id, var, value)), \
+        "WITH rescoped AS (SELECT i.row_id FROM unnest($3::text[], $5::text[]) AS i(row_id, scopes) \
+           LEFT JOIN {quoted} t ON t.\"_sync_partition\" = $1::text AND t.\"_sync_row_id\" = i.row_id \
+           WHERE t.\"_sync_scopes\" IS DISTINCT FROM (i.scopes)::jsonb), \
+         new_scopes AS (SELECT s.row_id, s.var, s.value \
+           FROM unnest($7::text[], $8::text[], $9::text[]) AS s(row_id, var, value) \
+           WHERE s.row_id IN (SELECT r.row_id FROM rescoped r)), \
          removed AS (DELETE FROM sync_row_scopes o WHERE o.partition = $1::text AND o.tbl = $2::text \
-           AND o.row_id = ANY($3::text[]) \
+           AND o.row_id IN (SELECT r.row_id FROM rescoped r) \
            AND (o.row_id, o.var, o.value) NOT IN (SELECT n.row_id, n.var, n.value FROM new_scopes n)), \
          added AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
            SELECT $1::text, $2::text, n.var, n.value, n.row_id FROM new_scopes n ON CONFLICT DO NOTHING) \
