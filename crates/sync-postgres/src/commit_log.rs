@@ -8,9 +8,9 @@
 //! tombstones of its deletes. Larger commits add one statement per further
 //! batch with the allocated sequence.
 //!
-//! The same statement also renders with literals in place of parameters
-//! ([`append_literal_sql`]), for a transaction that holds the push lock
-//! and defers its append to the `COMMIT` message.
+//! The same template, with the predicted sequence as a guard, is the named
+//! statement a transaction that holds the push lock executes with literal
+//! arguments ([`deferred_append_args`]) in its `COMMIT` message.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -112,20 +112,21 @@ fn append_sql(e: &AppendExprs, result: &str) -> String {
 /// The prepared append: `$1` partition, `$2` client id, `$3` client commit
 /// id, `$4` actor, `$5` created at, `$6` writer version, `$7…$18` batch
 /// arrays; returns the allocated sequence.
-static APPEND_SQL: LazyLock<String> = LazyLock::new(|| {
-    append_sql(
-        &AppendExprs {
-            partition: "$1::text".into(),
-            client_id: "$2::text".into(),
-            client_commit_id: "$3::text".into(),
-            actor_id: "$4::text".into(),
-            created_at_ms: "$5::int8".into(),
-            writer_version: "$6::int4".into(),
-            batch: batch_placeholders(7),
-        },
-        "SELECT commit_seq FROM seq",
-    )
-});
+static APPEND_SQL: LazyLock<String> =
+    LazyLock::new(|| append_sql(&prepared_exprs(), "SELECT commit_seq FROM seq"));
+
+/// The placeholders `$1…$18` of the prepared append.
+fn prepared_exprs() -> AppendExprs {
+    AppendExprs {
+        partition: "$1::text".into(),
+        client_id: "$2::text".into(),
+        client_commit_id: "$3::text".into(),
+        actor_id: "$4::text".into(),
+        created_at_ms: "$5::int8".into(),
+        writer_version: "$6::int4".into(),
+        batch: batch_placeholders(7),
+    }
+}
 
 /// A further batch: `$1` partition, `$2` commit seq, `$3…$14` batch arrays.
 static APPEND_BATCH_SQL: LazyLock<String> = LazyLock::new(|| {
@@ -339,22 +340,41 @@ pub(crate) fn append_commit(
     Ok(commit_seq)
 }
 
-/// The append of `commit` as one parameterless statement (literals quoted),
-/// so it can travel with a later statement or the `COMMIT` in one
+/// Parameter types of [`deferred_append_sql`]: the prepared append's
+/// eighteen, then the predicted sequence.
+pub(crate) const DEFERRED_APPEND_TYPES: &str = "text, text, text, text, int8, int4, \
+    int4[], text[], text[], int2[], int8[], text[], bytea[], text[], text[], text[], text[], text[], \
+    int8";
+
+/// The append a transaction defers (`named::APPEND`): the prepared append's
+/// parameters `$1…$18`, and `$19` the sequence the caller predicts from the
+/// locked counter. It raises if it allocates any other sequence (as a
+/// failed `int4` cast, the one way plain SQL can raise), so a wrong
+/// prediction can never go unnoticed.
+pub(crate) fn deferred_append_sql() -> String {
+    append_sql(
+        &prepared_exprs(),
+        &format!(
+            "SELECT (CASE WHEN commit_seq = $19 THEN '0' ELSE '{DIVERGED}' END)::int4 FROM seq"
+        ),
+    )
+}
+
+/// The arguments of [`deferred_append_sql`] as literals, so the append can
+/// travel as an `EXECUTE` with a later statement or the `COMMIT` in one
 /// simple-query message; the caller holds the partition lock and predicts
-/// that the counter allocates `seq`. The statement raises if it allocates
-/// any other sequence, so a wrong prediction can never go unnoticed.
+/// that the counter allocates `seq`.
 ///
 /// `None` when the commit does not fit that form — more than one batch of
 /// changes, a text holding NUL (no literal can; the eager path reports it)
-/// or a statement above [`MAX_LITERAL_SQL`] — and the caller appends with
+/// or arguments above [`MAX_LITERAL_SQL`] — and the caller appends with
 /// [`append_commit`] instead.
-pub(crate) fn append_literal_sql(
+pub(crate) fn deferred_append_args(
     partition: &str,
     writer_version: i32,
     commit: &NewCommit,
     seq: i64,
-) -> Option<String> {
+) -> Option<Vec<String>> {
     if commit.changes.len() > CHANGE_BATCH {
         return None;
     }
@@ -366,22 +386,19 @@ pub(crate) fn append_literal_sql(
     if lower_bound > MAX_LITERAL_SQL {
         return None;
     }
-    let text = |v: &str| quote_literal(v).map(|l| format!("{l}::text"));
     let batch = Batch::new(0, &commit.changes).ok()?;
-    let exprs = AppendExprs {
-        partition: text(partition)?,
-        client_id: text(&commit.client_id)?,
-        client_commit_id: text(&commit.client_commit_id)?,
-        actor_id: text(&commit.actor_id)?,
-        created_at_ms: format!("({})::int8", commit.created_at_ms),
-        writer_version: format!("({writer_version})::int4"),
-        batch: batch.literal_arrays()?,
-    };
-    let guard = format!(
-        "SELECT (CASE WHEN commit_seq = ({seq})::int8 THEN '0' ELSE '{DIVERGED}' END)::int4 FROM seq"
-    );
-    let sql = append_sql(&exprs, &guard);
-    (sql.len() <= MAX_LITERAL_SQL).then_some(sql)
+    let mut args = vec![
+        quote_literal(partition)?,
+        quote_literal(&commit.client_id)?,
+        quote_literal(&commit.client_commit_id)?,
+        quote_literal(&commit.actor_id)?,
+        format!("({})::int8", commit.created_at_ms),
+        format!("({writer_version})::int4"),
+    ];
+    args.extend(batch.literal_arrays()?);
+    args.push(format!("({seq})::int8"));
+    let size: usize = args.iter().map(String::len).sum();
+    (size <= MAX_LITERAL_SQL).then_some(args)
 }
 
 /// The allocated counter (0 for an unknown partition).
@@ -432,19 +449,23 @@ mod tests {
 
     #[test]
     fn both_forms_come_from_one_template() {
-        let literal = append_literal_sql("p", 1, &commit(vec![upsert("r", vec![1])]), 7)
-            .expect("a small commit has a literal form");
+        let deferred = deferred_append_sql();
         let cut = |sql: &str| sql.split("changes AS").count();
-        assert_eq!(cut(&literal), cut(&APPEND_SQL));
+        assert_eq!(cut(&deferred), cut(&APPEND_SQL));
         assert!(APPEND_SQL.ends_with("SELECT commit_seq FROM seq"));
-        assert!(literal.contains("WHEN commit_seq = (7)::int8 THEN '0'"));
-        assert!(literal.contains(DIVERGED));
-        assert!(literal.contains("ARRAY[E'\\\\x01'::bytea]::bytea[]"));
+        assert!(deferred.contains("WHEN commit_seq = $19 THEN '0'"));
+        assert!(deferred.contains(DIVERGED));
+        assert_eq!(DEFERRED_APPEND_TYPES.split(',').count(), 19);
+        let args = deferred_append_args("p", 1, &commit(vec![upsert("r", vec![1])]), 7)
+            .expect("a small commit has a literal form");
+        assert_eq!(args.len(), 19);
+        assert_eq!(args[18], "(7)::int8");
+        assert!(args.contains(&"ARRAY[E'\\\\x01'::bytea]::bytea[]".to_owned()));
         assert!(
-            literal.contains("'{}'::text[]"),
+            args.contains(&"'{}'::text[]".to_owned()),
             "no tombstones: empty arrays"
         );
-        assert!(!literal.contains('$'));
+        assert!(args.iter().all(|a| !a.contains('$')));
     }
 
     #[test]
@@ -452,18 +473,18 @@ mod tests {
         let many = (0..=CHANGE_BATCH)
             .map(|i| upsert(&i.to_string(), vec![]))
             .collect();
-        assert_eq!(append_literal_sql("p", 1, &commit(many), 1), None);
+        assert_eq!(deferred_append_args("p", 1, &commit(many), 1), None);
         let big = vec![upsert("r", vec![0; MAX_LITERAL_SQL / 2])];
-        assert_eq!(append_literal_sql("p", 1, &commit(big), 1), None);
+        assert_eq!(deferred_append_args("p", 1, &commit(big), 1), None);
         let nul = vec![upsert("r\0", vec![])];
-        assert_eq!(append_literal_sql("p", 1, &commit(nul), 1), None);
+        assert_eq!(deferred_append_args("p", 1, &commit(nul), 1), None);
         let mut nul_actor = commit(vec![]);
         nul_actor.actor_id = "a\0".into();
-        assert_eq!(append_literal_sql("p", 1, &nul_actor, 1), None);
+        assert_eq!(deferred_append_args("p", 1, &nul_actor, 1), None);
         let mut nul_scope = upsert("r", vec![]);
         nul_scope.scopes.insert("project_id".into(), "p\0".into());
         assert_eq!(
-            append_literal_sql("p", 1, &commit(vec![nul_scope]), 1),
+            deferred_append_args("p", 1, &commit(vec![nul_scope]), 1),
             None
         );
     }

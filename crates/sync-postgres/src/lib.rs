@@ -19,7 +19,9 @@
 //!   (where the database-side writer-fence trigger fires), its changes,
 //!   change-scope entries and tombstones;
 //! - text keys are `COLLATE "C"` so every ordering is byte-wise UTF-8;
-//! - prepared statements are cached per pooled connection.
+//! - prepared statements are cached per pooled connection, and the
+//!   statements a push sends in simple-query messages are named server-side
+//!   statements (`PREPARE`d once per connection, then `EXECUTE`d).
 //!
 //! A single-row push (`begin`, `lock_partition_for_push`, `read_serve_gate`,
 //! `get_push_result`, `upsert_row`, `append_commit`, `put_push_result`,
@@ -57,6 +59,7 @@ mod introspect;
 mod json;
 mod marker;
 mod migrate;
+mod named;
 mod partition_lock;
 mod pool;
 mod pruning;

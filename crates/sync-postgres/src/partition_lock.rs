@@ -6,21 +6,23 @@
 //! The push lock is sent as one simple-query message: the transaction's
 //! deferred `BEGIN` when it is the first statement, optional
 //! `lock_timeout`, the insert, the `FOR UPDATE`, the savepoint and — as a
-//! separate statements, so with snapshots taken after the lock was granted —
+//! separate statement, so with a snapshot taken after the lock was granted —
 //! the partition's effective writer fence (computed as the fence trigger
-//! computes it) and the serve gate of the transaction's writer version. The
-//! gate read comes back with the lock, so the caller's `read_serve_gate`
-//! costs no round trip; the locked counter and the fence let the caller
-//! defer its `append_commit` (`transaction.rs`).
+//! computes it) with the serve gate of the transaction's writer version. The
+//! statements are `EXECUTE`s of named statements (`named.rs`), so the server
+//! plans none of them per push. The gate read comes back with the lock, so
+//! the caller's `read_serve_gate` costs no round trip; the locked counter and
+//! the fence let the caller defer its `append_commit` (`transaction.rs`).
 
 use postgres::{SimpleQueryMessage, SimpleQueryRow};
 use sync_core::{Error, Result, ServeGate};
 
 use crate::gate;
+use crate::named;
 use crate::pool::Conn;
 use crate::sql::quote_literal;
 
-const INSERT_SQL: &str =
+pub(crate) const INSERT_SQL: &str =
     "INSERT INTO sync_partitions (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING";
 const LOCK_SQL: &str = "SELECT max_commit_seq, horizon_seq FROM sync_partitions \
     WHERE partition = $1 FOR UPDATE";
@@ -40,15 +42,19 @@ pub(crate) struct PushLock {
     pub(crate) fence: Option<i32>,
 }
 
-/// The effective fence of the partition given as an SQL expression, read
-/// exactly as the trigger's `sync_writer_fence_check()` reads it
-/// (`bootstrap::FENCE_FUNCTION_BODY`), as text.
-fn fence_sql(partition: &str) -> String {
+/// The effective writer fence of the partition — read exactly as the
+/// trigger's `sync_writer_fence_check()` reads it
+/// (`bootstrap::FENCE_FUNCTION_BODY`) — followed by the serve gate's three
+/// columns, all as text, over two SQL expressions (partition, running
+/// version).
+pub(crate) fn push_state_sql(partition: &str, running: &str) -> String {
     format!(
-        "SELECT max(v)::text FROM (\
+        "SELECT (SELECT max(f.v) FROM (\
            SELECT required_writer_version AS v FROM sync_writer_fence WHERE partition = {partition} \
            UNION ALL \
-           SELECT required_writer_version FROM sync_schema_meta WHERE id = 1) AS f"
+           SELECT required_writer_version FROM sync_schema_meta WHERE id = 1) AS f)::text, g.* \
+         FROM ({}) AS g",
+        gate::gate_sql(partition, running)
     )
 }
 
@@ -89,6 +95,10 @@ pub(crate) fn lock_for_push(
         lock(conn, partition, lock_timeout_ms)?;
         return Err(Error::backend("partition contains NUL"));
     };
+    // First use on this connection: prepare the push's named statements
+    // (before `BEGIN` when it is still pending, so outside the transaction).
+    conn.ensure_named(&named::all())?;
+    let running = running.to_string();
     let mut sql = String::new();
     if let Some(begin) = begin {
         sql.push_str(begin);
@@ -97,17 +107,15 @@ pub(crate) fn lock_for_push(
     if let Some(ms) = lock_timeout_ms {
         sql.push_str(&format!("SET LOCAL lock_timeout = {ms}; "));
     }
-    sql.push_str(&format!(
-        "INSERT INTO sync_partitions (partition) VALUES ({literal}) ON CONFLICT (partition) DO NOTHING; \
-         SELECT max_commit_seq FROM sync_partitions WHERE partition = {literal} FOR UPDATE; "
-    ));
+    sql.push_str(&named::LOCK_INSERT.execute_sql(std::slice::from_ref(&literal)));
+    sql.push_str("; ");
+    sql.push_str(&named::LOCK_ROW.execute_sql(std::slice::from_ref(&literal)));
+    sql.push_str("; ");
     if lock_timeout_ms.is_some() {
         sql.push_str("SET LOCAL lock_timeout TO DEFAULT; ");
     }
     sql.push_str(&format!("SAVEPOINT {SAVEPOINT}; "));
-    sql.push_str(&fence_sql(&literal));
-    sql.push_str("; ");
-    sql.push_str(&gate::gate_sql(&literal, &running.to_string()));
+    sql.push_str(&named::PUSH_STATE.execute_sql(&[literal, running]));
     let messages = conn.simple(&sql)?;
     let rows: Vec<&SimpleQueryRow> = messages
         .iter()
@@ -116,8 +124,8 @@ pub(crate) fn lock_for_push(
             _ => None,
         })
         .collect();
-    // One row each from the `FOR UPDATE`, the fence read and the gate read.
-    let [counter, fence, gate_row] = rows.as_slice() else {
+    // One row from the `FOR UPDATE`, one with the fence and the gate.
+    let [counter, state] = rows.as_slice() else {
         return Err(Error::backend(
             "push lock returned an unexpected number of rows",
         ));
@@ -126,16 +134,11 @@ pub(crate) fn lock_for_push(
         .ok_or_else(|| Error::backend("locked counter is NULL"))?
         .parse()
         .map_err(Error::backend)?;
-    let fence = text(fence, 0)?
+    let fence = text(state, 0)?
         .map(str::parse)
         .transpose()
         .map_err(Error::backend)?;
-    let gate = gate::gate_from_text(
-        partition,
-        text(gate_row, 0)?,
-        text(gate_row, 1)?,
-        text(gate_row, 2)?,
-    )?;
+    let gate = gate::gate_from_text(partition, text(state, 1)?, text(state, 2)?, text(state, 3)?)?;
     Ok(PushLock {
         gate,
         max_commit_seq,

@@ -6,7 +6,7 @@
 //! [`Statement`] in the connection's r2d2 extensions, so a cached statement
 //! costs one round trip (bind + execute) instead of two.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use r2d2_postgres::PostgresConnectionManager;
 use sync_core::{Error, Result};
 
 use crate::errors::{db, is_stale_statement, pool_timeout};
+use crate::named::Named;
 use crate::sql::quote_ident;
 
 /// Parameters of one statement.
@@ -35,6 +36,10 @@ const STATEMENT_CACHE_LIMIT: usize = 512;
 #[derive(Default)]
 pub(crate) struct StatementCache {
     statements: HashMap<String, Statement>,
+    /// Names of server-side statements prepared on this connection
+    /// (`named.rs`); never evicted (a handful, and they live as long as
+    /// the session).
+    named: HashSet<&'static str>,
 }
 
 /// A pooled `postgres::Client` whatever the TLS connector.
@@ -216,6 +221,35 @@ impl Conn {
             .map_err(db)
     }
 
+    /// Whether `named` is prepared on this connection.
+    pub(crate) fn has_named(&self, named: &Named) -> bool {
+        self.cache.named.contains(named.name)
+    }
+
+    /// Prepares the named server-side statements this connection has not
+    /// prepared yet, one round trip each (the first use per connection), so
+    /// whether a name exists is never in doubt: a failed `PREPARE` created
+    /// nothing.
+    ///
+    /// Like the `search_path` set on acquire, this is connection setup, not
+    /// a statement of the operation that happens to come first: it counts
+    /// for [`Conn::statements`] (so a failure poisons a transaction) but
+    /// bypasses the fault hook, which therefore sees the same statements
+    /// for an operation whether or not its connection was fresh.
+    pub(crate) fn ensure_named(&mut self, statements: &[&'static Named]) -> Result<()> {
+        for named in statements {
+            if !self.cache.named.contains(named.name) {
+                self.statements += 1;
+                self.inner
+                    .client()
+                    .simple_query(&named.prepare_sql())
+                    .map_err(db)?;
+                self.cache.named.insert(named.name);
+            }
+        }
+        Ok(())
+    }
+
     /// Prepares a statement without caching it (registered queries, EXPLAIN).
     pub(crate) fn prepare_uncached(&mut self, sql: &str) -> Result<Statement, PgError> {
         self.send(sql, |conn| conn.inner.client().prepare(sql))
@@ -253,6 +287,7 @@ impl Conn {
     /// sees a closed connection on return and drops it.
     pub(crate) fn discard(&mut self) {
         self.cache.statements.clear();
+        self.cache.named.clear();
         // The server ends the session; the errors these return are expected.
         let _ = self
             .inner

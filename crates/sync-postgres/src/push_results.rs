@@ -39,21 +39,20 @@ pub(crate) fn put(
         .map(|_| ())
 }
 
-/// [`PUT_SQL`] as parameterless text (literals quoted), so it can travel in
-/// one simple-query message with the `COMMIT`; `None` when a value holds
-/// NUL (no text literal can) — the caller then uses [`put`].
-pub(crate) fn put_literal_sql(
+/// The arguments of [`PUT_SQL`] as literals, for an `EXECUTE` of
+/// `named::PUT_PUSH_RESULT` that travels in one simple-query message with
+/// the `COMMIT`; `None` when a value holds NUL (no text literal can) — the
+/// caller then uses [`put`].
+pub(crate) fn put_args(
     partition: &str,
     client_id: &str,
     client_commit_id: &str,
     result: &StoredPushResult,
-) -> Option<String> {
-    Some(format!(
-        "INSERT INTO sync_push_results (partition, client_id, client_commit_id, result) \
-         VALUES ({}, {}, {}, ({}::text)::jsonb) ON CONFLICT DO NOTHING",
+) -> Option<Vec<String>> {
+    Some(vec![
         quote_literal(partition)?,
         quote_literal(client_id)?,
         quote_literal(client_commit_id)?,
-        quote_literal(&result.to_json())?
-    ))
+        quote_literal(&result.to_json())?,
+    ])
 }

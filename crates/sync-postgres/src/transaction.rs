@@ -34,7 +34,9 @@ use crate::partition_lock::{self, SAVEPOINT};
 use crate::pool::Conn;
 use crate::session::{self, Isolation};
 use crate::state::{resolve, Ensured};
-use crate::{checkpoints, commit_log, coverage, gate, push_results, query, reactions, rows, scans};
+use crate::{
+    checkpoints, commit_log, coverage, gate, named, push_results, query, reactions, rows, scans,
+};
 
 /// A gate read together with the push lock, valid until the next statement.
 #[derive(Debug)]
@@ -159,10 +161,13 @@ impl<'s> PgTransaction<'s> {
         if !self.push_locked || self.fence_blocks || self.pending_begin.is_some() {
             return None;
         }
+        if !self.conn.as_ref()?.has_named(&named::APPEND) {
+            return None;
+        }
         let seq = self.known_seq?.checked_add(1)?;
-        let sql =
-            commit_log::append_literal_sql(&self.partition, self.writer_version, commit, seq)?;
-        self.defer(sql);
+        let args =
+            commit_log::deferred_append_args(&self.partition, self.writer_version, commit, seq)?;
+        self.defer(named::APPEND.execute_sql(&args));
         self.known_seq = Some(seq);
         Some(seq)
     }
@@ -426,9 +431,16 @@ impl StorageTransaction for PgTransaction<'_> {
         if self.poison.is_some() || self.conn.is_none() {
             return Err(Error::new(ErrorCode::TransactionAborted));
         }
-        match push_results::put_literal_sql(&self.partition, client_id, client_commit_id, result) {
-            Some(sql) => {
-                self.defer(sql);
+        let prepared = self
+            .conn
+            .as_ref()
+            .is_some_and(|conn| conn.has_named(&named::PUT_PUSH_RESULT));
+        let args = prepared
+            .then(|| push_results::put_args(&self.partition, client_id, client_commit_id, result))
+            .flatten();
+        match args {
+            Some(args) => {
+                self.defer(named::PUT_PUSH_RESULT.execute_sql(&args));
                 Ok(())
             }
             None => self.run(|c| {
