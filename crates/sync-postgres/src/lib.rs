@@ -40,6 +40,12 @@
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+/// The SQL text of hot paths, for plan inspection by this crate's tests
+/// (the conformance harness explains the same statements).
+pub mod hot_path_sql {
+    pub use crate::window::{window_page_sql, MERGED_WINDOW_VALUES};
+}
+
 mod admin;
 mod blobs;
 mod bootstrap;

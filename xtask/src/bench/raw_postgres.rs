@@ -92,13 +92,16 @@ fn window_page(values: usize) -> &'static str {
                 .collect();
             format!(
                 "SELECT c.commit_seq, m.created_at_ms, m.actor_id, ch.idx, ch.row_id, \
-                 ch.op, ch.row_version, ch.scopes::text, ch.payload \
+                 ch.op, ch.row_version, ch.scopes, ch.payload \
                  FROM (SELECT w.commit_seq FROM (SELECT u.commit_seq, lag(u.commit_seq) \
                  OVER (ORDER BY u.commit_seq) AS prev FROM ({}) AS u) AS w \
                  WHERE w.prev IS DISTINCT FROM w.commit_seq ORDER BY w.commit_seq LIMIT $7) AS c \
-                 LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq \
-                 LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq \
-                 AND ch.tbl = $2 ORDER BY c.commit_seq, ch.idx",
+                 LEFT JOIN LATERAL (SELECT h.created_at_ms, h.actor_id FROM sync_commits h \
+                 WHERE h.partition = $1 AND h.commit_seq = c.commit_seq LIMIT 1) AS m ON true \
+                 LEFT JOIN LATERAL (SELECT x.idx, x.row_id, x.op, x.row_version, \
+                 x.scopes::text AS scopes, x.payload FROM sync_changes x WHERE x.partition = $1 \
+                 AND x.commit_seq = c.commit_seq AND x.tbl = $2 ORDER BY x.idx) AS ch ON true \
+                 ORDER BY c.commit_seq, ch.idx",
                 arms.join(" UNION ALL ")
             )
         }),
