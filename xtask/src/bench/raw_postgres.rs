@@ -69,8 +69,8 @@ AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq LIMIT $7) AS 
 LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq \
 LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 \
 ORDER BY c.commit_seq, ch.idx";
-/// Most values the window page merges range by range, as the storage does.
-const MERGED_WINDOW_VALUES: usize = 128;
+/// Most values the window page merges range by range: the storage's bound.
+const MERGED_WINDOW_VALUES: usize = sync_postgres::hot_path_sql::MERGED_WINDOW_VALUES;
 
 /// Window pages for 2…128 values: one ordered primary-key range per value
 /// under `UNION ALL` (a `Merge Append` that stops at the page), made

@@ -78,7 +78,7 @@ fn scan_sql(values: usize) -> String {
 /// compound `UNION … ORDER BY … LIMIT` for 2…128 values (as the storage
 /// does), else `DISTINCT … IN (…)`.
 fn window_candidates(values: usize) -> String {
-    if (2..=128).contains(&values) {
+    if (2..=sync_sqlite::hot_path_sql::MERGED_WINDOW_VALUES).contains(&values) {
         let arms: Vec<String> = (0..values)
             .map(|i| {
                 format!(
