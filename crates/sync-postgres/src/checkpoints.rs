@@ -1,6 +1,8 @@
 //! RFC 0007 checkpoints (`storage-contract.md` §4.14, §5.5): declare, claim,
 //! advance, activate, and the database-side fences they read and raise.
 
+use std::sync::LazyLock;
+
 use postgres::Row;
 use sync_core::{
     effective_fence, validate, ActivationOutcome, CheckpointDeclaration, CheckpointKey,
@@ -61,9 +63,17 @@ const ADVANCE_SQL: &str = "UPDATE sync_backfill_checkpoints SET watermark = $3, 
 const ACTIVATE_SQL: &str = "UPDATE sync_backfill_checkpoints SET state = 'activated', \
     watermark = $3, updated_at_ms = $4 \
     WHERE partition = $1 AND name = $2 AND owner_epoch = $5 AND state <> 'activated' RETURNING 1";
-const FENCES_SQL: &str = "SELECT \
-    (SELECT required_writer_version FROM sync_writer_fence WHERE partition = $1), \
-    (SELECT required_writer_version FROM sync_schema_meta WHERE id = 1)";
+/// The partition fence and the database-wide fence, as two select-list
+/// columns over an SQL expression for the partition (combine them with
+/// `sync_core::effective_fence`, as the fence trigger does).
+pub(crate) fn fence_columns(partition: &str) -> String {
+    format!(
+        "(SELECT required_writer_version FROM sync_writer_fence WHERE partition = {partition}), \
+         (SELECT required_writer_version FROM sync_schema_meta WHERE id = 1)"
+    )
+}
+
+static FENCES_SQL: LazyLock<String> = LazyLock::new(|| format!("SELECT {}", fence_columns("$1")));
 
 fn checkpoint(row: &Row) -> Result<StoredCheckpoint> {
     let state: String = col(row, 3)?;
@@ -289,6 +299,6 @@ pub(crate) fn activate(
 
 /// The effective fence of a partition.
 pub(crate) fn required_writer_version(conn: &mut Conn, partition: &str) -> Result<Option<i32>> {
-    let row = conn.query_one(FENCES_SQL, &[&partition])?;
+    let row = conn.query_one(&FENCES_SQL, &[&partition])?;
     Ok(effective_fence(col(&row, 0)?, col(&row, 1)?))
 }

@@ -55,7 +55,7 @@ pub(crate) static LOCK_ROW: Named = Named {
     }),
 };
 
-/// The effective writer fence, then the serve gate (as text): `$1`
+/// The partition and database-wide writer fences, then the serve gate: `$1`
 /// partition, `$2` running schema version.
 pub(crate) static PUSH_STATE: Named = Named {
     name: "sync_push_state",

@@ -7,20 +7,20 @@
 //! deferred `BEGIN` when it is the first statement, optional
 //! `lock_timeout`, the insert, the `FOR UPDATE`, the savepoint and — as a
 //! separate statement, so with a snapshot taken after the lock was granted —
-//! the partition's effective writer fence (computed as the fence trigger
-//! computes it) with the serve gate of the transaction's writer version. The
+//! the partition's two writer fences (combined as the fence trigger
+//! combines them) with the serve gate of the transaction's writer version. The
 //! statements are `EXECUTE`s of named statements (`named.rs`), so the server
 //! plans none of them per push. The gate read comes back with the lock, so
 //! the caller's `read_serve_gate` costs no round trip; the locked counter and
 //! the fence let the caller defer its `append_commit` (`transaction.rs`).
 
 use postgres::{SimpleQueryMessage, SimpleQueryRow};
-use sync_core::{Error, Result, ServeGate};
+use sync_core::{effective_fence, Error, Result, ServeGate};
 
-use crate::gate;
 use crate::named;
 use crate::pool::Conn;
 use crate::sql::quote_literal;
+use crate::{checkpoints, gate};
 
 pub(crate) const INSERT_SQL: &str =
     "INSERT INTO sync_partitions (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING";
@@ -42,18 +42,13 @@ pub(crate) struct PushLock {
     pub(crate) fence: Option<i32>,
 }
 
-/// The effective writer fence of the partition — read exactly as the
-/// trigger's `sync_writer_fence_check()` reads it
-/// (`bootstrap::FENCE_FUNCTION_BODY`) — followed by the serve gate's three
-/// columns, all as text, over two SQL expressions (partition, running
-/// version).
+/// The partition's two writer fences (`checkpoints::fence_columns`, the
+/// inputs of the fence trigger) followed by the serve gate's three columns,
+/// over two SQL expressions (partition, running version).
 pub(crate) fn push_state_sql(partition: &str, running: &str) -> String {
     format!(
-        "SELECT (SELECT max(f.v) FROM (\
-           SELECT required_writer_version AS v FROM sync_writer_fence WHERE partition = {partition} \
-           UNION ALL \
-           SELECT required_writer_version FROM sync_schema_meta WHERE id = 1) AS f)::text, g.* \
-         FROM ({}) AS g",
+        "SELECT {}, g.* FROM ({}) AS g",
+        checkpoints::fence_columns(partition),
         gate::gate_sql(partition, running)
     )
 }
@@ -124,7 +119,7 @@ pub(crate) fn lock_for_push(
             _ => None,
         })
         .collect();
-    // One row from the `FOR UPDATE`, one with the fence and the gate.
+    // One row from the `FOR UPDATE`, one with the fences and the gate.
     let [counter, state] = rows.as_slice() else {
         return Err(Error::backend(
             "push lock returned an unexpected number of rows",
@@ -134,11 +129,15 @@ pub(crate) fn lock_for_push(
         .ok_or_else(|| Error::backend("locked counter is NULL"))?
         .parse()
         .map_err(Error::backend)?;
-    let fence = text(state, 0)?
-        .map(str::parse)
-        .transpose()
-        .map_err(Error::backend)?;
-    let gate = gate::gate_from_text(partition, text(state, 1)?, text(state, 2)?, text(state, 3)?)?;
+    let fence_at = |idx| -> Result<Option<i32>> {
+        text(state, idx)?
+            .map(str::parse)
+            .transpose()
+            .map_err(Error::backend)
+    };
+    // Combined as the fence trigger combines them.
+    let fence = effective_fence(fence_at(0)?, fence_at(1)?);
+    let gate = gate::gate_from_text(partition, text(state, 2)?, text(state, 3)?, text(state, 4)?)?;
     Ok(PushLock {
         gate,
         max_commit_seq,

@@ -24,9 +24,10 @@
 use std::sync::Arc;
 
 use sync_core::{
-    validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, Coverage,
-    Error, ErrorCode, IndexRowScanQuery, NewCommit, NewReaction, Result, RowScanQuery, ServeGate,
-    SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
+    validate, writer_fence_allows, ActivationOutcome, AuthoritativeQueryRequest,
+    AuthoritativeQueryResult, Coverage, Error, ErrorCode, IndexRowScanQuery, NewCommit,
+    NewReaction, Result, RowScanQuery, ServeGate, SourceChange, StorageTransaction,
+    StoredCheckpoint, StoredPushResult, StoredRow,
 };
 
 use crate::instance::PostgresStorage;
@@ -158,7 +159,8 @@ impl<'s> PgTransaction<'s> {
     /// writer through — and the commit fits one literal statement; returns
     /// the sequence it allocates. `None`: the caller appends at once.
     fn deferred_append(&mut self, commit: &NewCommit) -> Option<i64> {
-        if !self.push_locked || self.fence_blocks || self.pending_begin.is_some() {
+        // The push lock sent `BEGIN` and read the counter and the fence.
+        if !self.push_locked || self.fence_blocks {
             return None;
         }
         if !self.conn.as_ref()?.has_named(&named::APPEND) {
@@ -313,7 +315,7 @@ impl StorageTransaction for PgTransaction<'_> {
         self.push_locked = true;
         self.partition_locked = true;
         self.known_seq = Some(lock.max_commit_seq);
-        self.fence_blocks = lock.fence.is_some_and(|fence| running < fence);
+        self.fence_blocks = !writer_fence_allows(lock.fence, running);
         self.prefetched = self.conn.as_ref().map(|conn| PrefetchedGate {
             running,
             gate: lock.gate,
