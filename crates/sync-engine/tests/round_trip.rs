@@ -1,161 +1,27 @@
 //! Push-then-pull round trips against the SQLite dialect.
 
-use std::sync::Arc;
+mod support;
 
-use serde_json::json;
-use sync_core::{
-    codec, CompiledSchema, EnsureOptions, PushOperationResult, RowValue, ServerStorage,
-};
-use sync_engine::{
-    Engine, EngineConfig, ManualClock, Operation, PullHeader, PushCommit, PushResultStatus,
-    ReqHeader, RequestContext, ResolveError, ResponseItem, ScopeMap, SectionStatus, Subscription,
-    SyncRequest,
-};
-use sync_sqlite::{SqliteConfig, SqliteStorage};
+use sync_core::{PushOperationResult, ServerStorage};
+use sync_engine::{Operation, PushResultStatus, ResponseItem, SectionStatus, SyncRequest};
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    storage: Arc<SqliteStorage>,
-    schema: Arc<CompiledSchema>,
-    engine: Engine,
-    clock: Arc<ManualClock>,
-}
-
-fn schema() -> CompiledSchema {
-    let value = json!({
-        "version": 1,
-        "tables": [{
-            "name": "tasks",
-            "primaryKey": "id",
-            "columns": [
-                {"name": "id", "type": "string"},
-                {"name": "project_id", "type": "string"},
-                {"name": "title", "type": "string"}
-            ],
-            "scopes": ["project:{project_id}"]
-        }]
-    });
-    let input = sync_schema::parse_schema_value(&value).expect("schema parses");
-    sync_schema::compile(&input).expect("schema compiles")
-}
-
-fn resolver(_p: &str, actor: &str, _c: &str) -> Result<ScopeMap, ResolveError> {
-    let project = if actor == "alice" { "p1" } else { "p2" };
-    Ok([("project_id".to_owned(), vec![project.to_owned()])].into())
-}
-
-fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let storage = Arc::new(
-        SqliteStorage::open(dir.path().join("db.sqlite"), SqliteConfig::default()).expect("open"),
-    );
-    let schema = Arc::new(schema());
-    storage
-        .ensure_schema(&schema, &EnsureOptions::default())
-        .expect("ensure");
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let mut config = EngineConfig::new(Arc::new(resolver));
-    config.clock = clock.clone();
-    let engine = Engine::new(storage.clone(), schema.clone(), config).expect("engine");
-    Fixture {
-        _dir: dir,
-        storage,
-        schema,
-        engine,
-        clock,
-    }
-}
-
-impl Fixture {
-    fn payload(&self, id: &str, project: &str, title: &str) -> Vec<u8> {
-        let table = self.schema.table("tasks").expect("tasks");
-        codec::encode_row(
-            table,
-            &[
-                RowValue::String(id.into()),
-                RowValue::String(project.into()),
-                RowValue::String(title.into()),
-            ],
-        )
-        .expect("encode")
-    }
-
-    fn epoch(&self) -> Option<String> {
-        self.storage.get_partition_log_epoch("P").expect("epoch")
-    }
-
-    fn round(&self, actor: &str, request: &SyncRequest) -> Vec<ResponseItem> {
-        let mut items = Vec::new();
-        self.engine
-            .handle(&RequestContext::new("P", actor), request, &mut items)
-            .expect("round");
-        items
-    }
-
-    fn request(
-        &self,
-        client: &str,
-        pushes: Vec<PushCommit>,
-        subs: Vec<Subscription>,
-    ) -> SyncRequest {
-        SyncRequest {
-            wire_version: 2,
-            header: ReqHeader {
-                client_id: client.into(),
-                schema_version: 1,
-                log_epoch: self.epoch(),
-            },
-            pushes,
-            pull: (!subs.is_empty()).then(PullHeader::default),
-            subscriptions: subs,
-        }
-    }
-}
-
-fn sub(cursor: i64) -> Subscription {
-    Subscription::new(
-        "s",
-        "tasks",
-        [("project_id".to_owned(), vec!["p1".to_owned()])].into(),
-        cursor,
-    )
-}
-
-fn push_results(items: &[ResponseItem]) -> Vec<&sync_engine::PushResult> {
-    items
-        .iter()
-        .filter_map(|i| match i {
-            ResponseItem::PushResult(r) => Some(r),
-            _ => None,
-        })
-        .collect()
-}
-
-/// First contact acquires the epoch (reset response), then pushes apply.
-fn acquire_epoch(f: &Fixture) {
-    let mut req = f.request("c1", vec![], vec![sub(-1)]);
-    req.header.log_epoch = None;
-    let items = f.round("alice", &req);
-    assert!(matches!(&items[0], ResponseItem::Header(h) if h.reset_required));
-    assert_eq!(items.len(), 2);
-}
+use support::{commit, fixture, push_results, rejected_code, sub};
 
 #[test]
 fn push_then_bootstrap_then_incremental() {
     let f = fixture();
-    acquire_epoch(&f);
-    let insert = PushCommit {
-        client_commit_id: "k1".into(),
-        operations: vec![Operation::upsert(
+    let insert = commit(
+        "k1",
+        vec![Operation::upsert(
             "tasks",
             "t1",
             None,
-            f.payload("t1", "p1", "a"),
+            f.task("t1", "p1", "a"),
         )],
-    };
+    );
     let items = f.round(
         "alice",
-        &f.request("c1", vec![insert.clone()], vec![sub(-1)]),
+        &f.request("c1", vec![insert.clone()], vec![sub("tasks", "p1", -1)]),
     );
     let results = push_results(&items);
     assert_eq!(results[0].status, PushResultStatus::Applied);
@@ -174,18 +40,20 @@ fn push_then_bootstrap_then_incremental() {
     );
     assert!(matches!(items.last(), Some(ResponseItem::End)));
 
-    // Update with the right base version, then pull incrementally from 1.
     f.clock.advance(10);
-    let update = PushCommit {
-        client_commit_id: "k2".into(),
-        operations: vec![Operation::upsert(
+    let update = commit(
+        "k2",
+        vec![Operation::upsert(
             "tasks",
             "t1",
             Some(1),
-            f.payload("t1", "p1", "b"),
+            f.task("t1", "p1", "b"),
         )],
-    };
-    let items = f.round("alice", &f.request("c1", vec![update], vec![sub(1)]));
+    );
+    let items = f.round(
+        "alice",
+        &f.request("c1", vec![update], vec![sub("tasks", "p1", 1)]),
+    );
     assert_eq!(push_results(&items)[0].commit_seq, Some(2));
     let commits: Vec<_> = items
         .iter()
@@ -210,24 +78,24 @@ fn push_then_bootstrap_then_incremental() {
 #[test]
 fn stale_base_version_is_a_persisted_conflict() {
     let f = fixture();
-    acquire_epoch(&f);
-    let first = f.payload("t1", "p1", "a");
-    let insert = PushCommit {
-        client_commit_id: "k1".into(),
-        operations: vec![Operation::upsert("tasks", "t1", None, first.clone())],
-    };
-    f.round("alice", &f.request("c1", vec![insert], vec![]));
-    let stale = PushCommit {
-        client_commit_id: "k2".into(),
-        operations: vec![Operation::upsert(
+    let first = f.task("t1", "p1", "a");
+    f.push(
+        "alice",
+        commit(
+            "k1",
+            vec![Operation::upsert("tasks", "t1", None, first.clone())],
+        ),
+    );
+    let stale = commit(
+        "k2",
+        vec![Operation::upsert(
             "tasks",
             "t1",
             Some(7),
-            f.payload("t1", "p1", "b"),
+            f.task("t1", "p1", "b"),
         )],
-    };
-    let items = f.round("alice", &f.request("c1", vec![stale.clone()], vec![]));
-    let result = push_results(&items)[0].clone();
+    );
+    let result = f.push("alice", stale.clone());
     assert_eq!(result.status, PushResultStatus::Rejected);
     match &result.results[..] {
         [PushOperationResult::Conflict {
@@ -238,47 +106,46 @@ fn stale_base_version_is_a_persisted_conflict() {
         }] => assert_eq!(server_row, &first),
         other => panic!("unexpected {other:?}"),
     }
-    let again = f.round("alice", &f.request("c1", vec![stale], vec![]));
-    assert_eq!(push_results(&again)[0], &result);
+    assert_eq!(f.push("alice", stale), result);
     assert_eq!(f.storage.get_max_commit_seq("P").expect("max"), 1);
 }
 
 #[test]
 fn writes_outside_the_scope_are_forbidden() {
     let f = fixture();
-    acquire_epoch(&f);
-    let foreign = PushCommit {
-        client_commit_id: "k1".into(),
-        operations: vec![Operation::upsert(
+    let foreign = commit(
+        "k1",
+        vec![Operation::upsert(
             "tasks",
             "t9",
             None,
-            f.payload("t9", "p2", "x"),
+            f.task("t9", "p2", "x"),
         )],
-    };
-    let items = f.round("alice", &f.request("c1", vec![foreign], vec![]));
-    match &push_results(&items)[0].results[..] {
-        [PushOperationResult::Error { code, .. }] => assert_eq!(code, "sync.forbidden"),
-        other => panic!("unexpected {other:?}"),
-    }
+    );
+    assert_eq!(
+        rejected_code(&f.push("alice", foreign)),
+        (0, "sync.forbidden".into())
+    );
     assert_eq!(f.storage.get_max_commit_seq("P").expect("max"), 0);
 }
 
 #[test]
 fn cursor_behind_the_horizon_resets() {
     let f = fixture();
-    acquire_epoch(&f);
     for i in 0..3 {
-        let commit = PushCommit {
-            client_commit_id: format!("k{i}"),
-            operations: vec![Operation::upsert(
-                "tasks",
-                "t1",
-                None,
-                f.payload("t1", "p1", &i.to_string()),
-            )],
-        };
-        f.round("alice", &f.request("c1", vec![commit], vec![]));
+        let title = i.to_string();
+        f.push(
+            "alice",
+            commit(
+                &format!("k{i}"),
+                vec![Operation::upsert(
+                    "tasks",
+                    "t1",
+                    None,
+                    f.task("t1", "p1", &title),
+                )],
+            ),
+        );
     }
     f.storage
         .prune_commits_through(
@@ -289,10 +156,16 @@ fn cursor_behind_the_horizon_resets() {
             },
         )
         .expect("prune");
-    let items = f.round("alice", &f.request("c1", vec![], vec![sub(1)]));
+    let items = f.round(
+        "alice",
+        &f.request("c1", vec![], vec![sub("tasks", "p1", 1)]),
+    );
     assert!(items.iter().any(|i| matches!(i,
         ResponseItem::SubStart(s) if s.status == SectionStatus::Reset && s.reason_code == "sync.cursor_expired")));
-    let items = f.round("alice", &f.request("c1", vec![], vec![sub(2)]));
+    let items = f.round(
+        "alice",
+        &f.request("c1", vec![], vec![sub("tasks", "p1", 2)]),
+    );
     assert!(items
         .iter()
         .any(|i| matches!(i, ResponseItem::Commit(c) if c.commit_seq == 3)));
@@ -301,8 +174,7 @@ fn cursor_behind_the_horizon_resets() {
 #[test]
 fn schema_floor_answers_without_work() {
     let f = fixture();
-    acquire_epoch(&f);
-    let mut req = f.request("c1", vec![], vec![sub(-1)]);
+    let mut req = f.request("c1", vec![], vec![sub("tasks", "p1", -1)]);
     req.header.schema_version = 2;
     let items = f.round("alice", &req);
     assert!(matches!(&items[0], ResponseItem::Header(h) if h.required_schema_version == Some(1)));
@@ -312,17 +184,16 @@ fn schema_floor_answers_without_work() {
 #[test]
 fn json_lines_round_trip_a_whole_response() {
     let f = fixture();
-    acquire_epoch(&f);
-    let insert = PushCommit {
-        client_commit_id: "k1".into(),
-        operations: vec![Operation::upsert(
+    let insert = commit(
+        "k1",
+        vec![Operation::upsert(
             "tasks",
             "t1",
             None,
-            f.payload("t1", "p1", "a"),
+            f.task("t1", "p1", "a"),
         )],
-    };
-    let request = f.request("c1", vec![insert], vec![sub(-1)]);
+    );
+    let request = f.request("c1", vec![insert], vec![sub("tasks", "p1", -1)]);
     let text = request.to_json_lines();
     assert_eq!(
         SyncRequest::from_json_lines(&text).expect("parses"),

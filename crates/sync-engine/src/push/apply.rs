@@ -5,6 +5,7 @@ use sync_core::{
     StoredRow,
 };
 
+use super::conflict::{decide, Decision};
 use super::records;
 use super::row_values::{blob_ids, decode, merge_crdts, named};
 use crate::config::DeletePolicy;
@@ -169,10 +170,7 @@ impl Applier<'_, '_, '_> {
         if !write_authorized(table, &stored.scopes, self.resolved) {
             return Ok(forbidden(i)); // U4a
         }
-        if op
-            .base_version
-            .is_some_and(|b| b == 0 || b != stored.server_version)
-        {
+        if decide(op.op, Some(stored.server_version), op.base_version) == Decision::Conflict {
             return Ok(Terminal(records::conflict(
                 i,
                 stored.server_version,
@@ -252,7 +250,7 @@ impl Applier<'_, '_, '_> {
         let authorized = scopes
             .as_ref()
             .is_some_and(|s| write_authorized(table, s, self.resolved));
-        if op.base_version.is_some_and(|b| b != 0) {
+        if decide(op.op, None, op.base_version) == Decision::RowMissing {
             return Ok(Some(if authorized {
                 row_missing(i)
             } else {

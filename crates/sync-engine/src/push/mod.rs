@@ -1,6 +1,7 @@
 //! Push (`engine.md` §4): the per-commit pipeline P1–P15.
 
 mod apply;
+mod conflict;
 mod finalize;
 mod reaction_plan;
 mod records;
