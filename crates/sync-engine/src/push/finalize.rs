@@ -6,7 +6,7 @@ use sync_core::{
 };
 
 use super::reaction_plan::{self, Source};
-use super::{fence_or_storage, records, CommitKey};
+use super::{records, CommitKey};
 use crate::hooks::reactions::ReactionPlan;
 use crate::outcome::AppliedCommit;
 use crate::round::abort::{Abort, InternalFailure};
@@ -30,7 +30,7 @@ pub(crate) fn applied(
 ) -> Result<PushResult, Abort> {
     match write_applied(round, key, tx.as_mut(), &applied) {
         Ok((seq, stored)) => {
-            tx.commit().map_err(fence_or_storage)?; // P15
+            tx.commit().map_err(Abort::storage)?; // P15
             round.outcome.applied.push(AppliedCommit {
                 commit_seq: seq,
                 created_at_ms: applied.now,
@@ -60,7 +60,7 @@ fn write_applied(
             created_at_ms: applied.now,
             changes: applied.changes.clone(),
         })
-        .map_err(fence_or_storage)?; // P12
+        .map_err(Abort::storage)?; // P12
     if !applied.reactions.is_empty() {
         let records = reaction_plan::to_records(
             &applied.reactions,
@@ -72,7 +72,7 @@ fn write_applied(
                 now: applied.now,
             },
         );
-        tx.enqueue_reactions(&records).map_err(fence_or_storage)?; // P13
+        tx.enqueue_reactions(&records).map_err(Abort::storage)?; // P13
     }
     let results = (0..applied.op_count)
         .map(|i| PushOperationResult::Applied {
@@ -87,7 +87,7 @@ fn write_applied(
         results,
     };
     tx.put_push_result(key.client_id, key.client_commit_id, &stored)
-        .map_err(fence_or_storage)?; // P14
+        .map_err(Abort::storage)?; // P14
     Ok((seq, stored))
 }
 

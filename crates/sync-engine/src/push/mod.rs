@@ -9,8 +9,7 @@ mod row_values;
 pub(crate) mod tx_reader;
 
 use sync_core::{
-    serve_gate_refusal, serve_not_ready_error, Error, ErrorCode, PushOperationResult,
-    StorageTransaction,
+    serve_gate_refusal, serve_not_ready_error, ErrorCode, PushOperationResult, StorageTransaction,
 };
 
 use crate::hooks::validators::CommitInput;
@@ -239,19 +238,4 @@ fn plan_reactions(
     let plans = planned.map_err(Abort::internal)?;
     reaction_plan::validate(&plans).map_err(Abort::internal)?;
     Ok(plans)
-}
-
-/// The request-level error of a writer fence refusal (`engine.md` §4.10).
-pub(crate) fn fence_or_storage(error: Error) -> Abort {
-    if error.is(ErrorCode::WriterFenceRejected) {
-        Abort::Request(
-            WireError::new(
-                "sync.schema_not_ready",
-                "server schema is not ready for this request",
-            )
-            .with_detail("reason", "writer_fenced"),
-        )
-    } else {
-        Abort::storage(error)
-    }
 }

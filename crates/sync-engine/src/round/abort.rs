@@ -20,12 +20,22 @@ pub(crate) enum Abort {
 
 impl Abort {
     /// Storage error mapping: `busy` and `schema_not_ready` are request-level
-    /// with their own codes, everything else is internal.
+    /// with their own codes; a writer fence refusal (from whichever call
+    /// reports it: the append, a deferred flush, the commit) is request-level
+    /// `sync.schema_not_ready` with `reason = writer_fenced` and is never
+    /// persisted (`engine.md` §4.10); everything else is internal.
     pub(crate) fn storage(error: Error) -> Self {
         match error.code() {
             ErrorCode::Busy | ErrorCode::SchemaNotReady => {
                 Abort::Request(WireError::from_storage(&error))
             }
+            ErrorCode::WriterFenceRejected => Abort::Request(
+                WireError::new(
+                    "sync.schema_not_ready",
+                    "server schema is not ready for this request",
+                )
+                .with_detail("reason", "writer_fenced"),
+            ),
             _ => Abort::Internal(Box::new(error)),
         }
     }
