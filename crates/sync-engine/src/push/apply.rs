@@ -217,25 +217,15 @@ impl Applier<'_, '_, '_> {
             scopes: stored.scopes,
             payload,
         };
-        if let Some(t) = self.write(i, table, &row)? {
-            return Ok(t); // U4i
-        }
-        self.changes.push(NewChange::upsert(
-            &table.name,
-            &op.row_id,
-            version,
-            row.scopes,
-            row.payload,
-        ));
-        self.evidence.push(evidence(
+        let evidence = evidence(
             i,
             op,
             Some(row_named),
             Some(stored_named),
             Some(stored.server_version),
             Some(version),
-        ));
-        Ok(Applied)
+        );
+        self.store(i, table, row, evidence) // U4i, U4j
     }
 
     /// U5a–d. `Some` = terminal.
@@ -304,19 +294,8 @@ impl Applier<'_, '_, '_> {
             scopes,
             payload,
         };
-        if let Some(t) = self.write(i, table, &row)? {
-            return Ok(t); // U5i
-        }
-        self.changes.push(NewChange::upsert(
-            &table.name,
-            &op.row_id,
-            1,
-            row.scopes,
-            row.payload,
-        ));
-        self.evidence
-            .push(evidence(i, op, Some(row_named), None, None, Some(1)));
-        Ok(Applied)
+        let evidence = evidence(i, op, Some(row_named), None, None, Some(1));
+        self.store(i, table, row, evidence) // U5i, U5j
     }
 
     fn final_payload(
@@ -368,6 +347,28 @@ impl Applier<'_, '_, '_> {
                 .map_err(Abort::storage)?;
         }
         Ok(None)
+    }
+
+    /// Writes an upserted row and records its change and evidence.
+    fn store(
+        &mut self,
+        i: u32,
+        table: &CompiledTable,
+        row: StoredRow,
+        evidence: OperationEvidence,
+    ) -> Result<OpOutcome, Abort> {
+        if let Some(t) = self.write(i, table, &row)? {
+            return Ok(t);
+        }
+        self.changes.push(NewChange::upsert(
+            &table.name,
+            row.row_id,
+            row.server_version,
+            row.scopes,
+            row.payload,
+        ));
+        self.evidence.push(evidence);
+        Ok(Applied)
     }
 
     /// The row write; a relational constraint violation terminates the commit.

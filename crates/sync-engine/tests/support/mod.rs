@@ -240,3 +240,63 @@ pub fn rejected_code(result: &PushResult) -> (u32, String) {
         other => panic!("not a rejection: {other:?}"),
     }
 }
+
+/// Alice inserts or overwrites `tasks/id` in `project` as one commit.
+pub fn put_task(f: &Fixture, ccid: &str, id: &str, project: &str, title: &str) -> PushResult {
+    f.push(
+        "alice",
+        commit(
+            ccid,
+            vec![sync_engine::Operation::upsert(
+                "tasks",
+                id,
+                None,
+                f.task(id, project, title),
+            )],
+        ),
+    )
+}
+
+/// The `COMMIT` items of a response.
+pub fn commits(items: &[ResponseItem]) -> Vec<&sync_engine::CommitItem> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            ResponseItem::Commit(c) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The bootstrap pages of a response.
+pub fn pages(items: &[ResponseItem]) -> Vec<&sync_engine::BootstrapPage> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            ResponseItem::BootstrapPage(p) => Some(p),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `SUB_END` items of a response.
+pub fn sub_ends(items: &[ResponseItem]) -> Vec<&sync_engine::SubEnd> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            ResponseItem::SubEnd(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An upsert of `tasks/id` in `project`.
+pub fn task_op(
+    f: &Fixture,
+    id: &str,
+    project: &str,
+    title: &str,
+    base: Option<i64>,
+) -> sync_engine::Operation {
+    sync_engine::Operation::upsert("tasks", id, base, f.task(id, project, title))
+}
