@@ -94,7 +94,7 @@ impl Applier<'_, '_, '_> {
         op: &Operation,
     ) -> Result<OpOutcome, Abort> {
         let Some(stored) = self.read_row(table, &op.row_id)? else {
-            self.evidence.push(evidence(i, op, None, None, None, None)); // D1
+            self.record_evidence(i, table, op, None, None, None, None); // D1
             return Ok(Applied);
         };
         if !write_authorized(table, &stored.scopes, self.resolved) {
@@ -107,10 +107,20 @@ impl Applier<'_, '_, '_> {
                 "stored row lacks scopes",
             ))); // D3
         }
-        let stored_values = decode(table, &stored.payload).map_err(Abort::internal)?; // D4
-        let stored_named = named(table, &stored_values);
-        if let Some(record) = self.row_validator(i, table, op, None, Some(&stored_named)) {
-            return Ok(Terminal(record)); // D5
+        if self.row_hook(table) || self.wants_evidence() {
+            let stored_values = decode(table, &stored.payload).map_err(Abort::internal)?; // D4
+            if let Some(record) = self.row_validator(i, table, op, None, Some(&stored_values)) {
+                return Ok(Terminal(record)); // D5
+            }
+            self.record_evidence(
+                i,
+                table,
+                op,
+                None,
+                Some(&stored_values),
+                Some(stored.server_version),
+                None,
+            );
         }
         self.tx
             .delete_row(&table.name, &op.row_id)
@@ -120,14 +130,6 @@ impl Applier<'_, '_, '_> {
             &op.row_id,
             stored.scopes.clone(),
         )); // D7
-        self.evidence.push(evidence(
-            i,
-            op,
-            None,
-            Some(stored_named),
-            Some(stored.server_version),
-            None,
-        ));
         Ok(Applied)
     }
 
@@ -204,10 +206,7 @@ impl Applier<'_, '_, '_> {
         if let Some(t) = self.blobs(i, table, op, &values)? {
             return Ok(t); // U4g
         }
-        let row_named = named(table, &values);
-        let stored_named = named(table, &stored_values);
-        if let Some(record) =
-            self.row_validator(i, table, op, Some(&row_named), Some(&stored_named))
+        if let Some(record) = self.row_validator(i, table, op, Some(&values), Some(&stored_values))
         {
             return Ok(Terminal(record)); // U4h
         }
@@ -217,15 +216,16 @@ impl Applier<'_, '_, '_> {
             scopes: stored.scopes,
             payload,
         };
-        let evidence = evidence(
+        self.record_evidence(
             i,
+            table,
             op,
-            Some(row_named),
-            Some(stored_named),
+            Some(&values),
+            Some(&stored_values),
             Some(stored.server_version),
             Some(version),
         );
-        self.store(i, table, row, evidence) // U4i, U4j
+        self.store(i, table, row) // U4i, U4j
     }
 
     /// U5a–d. `Some` = terminal.
@@ -284,8 +284,7 @@ impl Applier<'_, '_, '_> {
         if let Some(t) = self.blobs(i, table, op, values)? {
             return Ok(t); // U5g
         }
-        let row_named = named(table, values);
-        if let Some(record) = self.row_validator(i, table, op, Some(&row_named), None) {
+        if let Some(record) = self.row_validator(i, table, op, Some(values), None) {
             return Ok(Terminal(record)); // U5h
         }
         let row = StoredRow {
@@ -294,8 +293,8 @@ impl Applier<'_, '_, '_> {
             scopes,
             payload,
         };
-        let evidence = evidence(i, op, Some(row_named), None, None, Some(1));
-        self.store(i, table, row, evidence) // U5i, U5j
+        self.record_evidence(i, table, op, Some(values), None, None, Some(1));
+        self.store(i, table, row) // U5i, U5j
     }
 
     fn final_payload(
@@ -349,14 +348,8 @@ impl Applier<'_, '_, '_> {
         Ok(None)
     }
 
-    /// Writes an upserted row and records its change and evidence.
-    fn store(
-        &mut self,
-        i: u32,
-        table: &CompiledTable,
-        row: StoredRow,
-        evidence: OperationEvidence,
-    ) -> Result<OpOutcome, Abort> {
+    /// Writes an upserted row and records its change.
+    fn store(&mut self, i: u32, table: &CompiledTable, row: StoredRow) -> Result<OpOutcome, Abort> {
         if let Some(t) = self.write(i, table, &row)? {
             return Ok(t);
         }
@@ -367,8 +360,46 @@ impl Applier<'_, '_, '_> {
             row.scopes,
             row.payload,
         ));
-        self.evidence.push(evidence);
         Ok(Applied)
+    }
+
+    /// Whether whole-commit hooks will read the evidence.
+    fn wants_evidence(&self) -> bool {
+        let config = &self.engine.config;
+        config.commit_validator.is_some() || config.reaction_planner.is_some()
+    }
+
+    /// Whether the table has a row validator.
+    fn row_hook(&self, table: &CompiledTable) -> bool {
+        self.engine.config.row_validators.contains_key(&table.name)
+    }
+
+    /// Records the evidence of an applied operation when a whole-commit
+    /// hook will read it.
+    #[allow(clippy::too_many_arguments)]
+    fn record_evidence(
+        &mut self,
+        i: u32,
+        table: &CompiledTable,
+        op: &Operation,
+        row: Option<&[RowValue]>,
+        stored: Option<&[RowValue]>,
+        stored_server_version: Option<i64>,
+        next_server_version: Option<i64>,
+    ) {
+        if !self.wants_evidence() {
+            return;
+        }
+        self.evidence.push(OperationEvidence {
+            op_index: i,
+            op: op.op,
+            table: op.table.clone(),
+            row_id: op.row_id.clone(),
+            row: row.map(|v| named(table, v)),
+            stored: stored.map(|v| named(table, v)),
+            stored_server_version,
+            next_server_version,
+        });
     }
 
     /// The row write; a relational constraint violation terminates the commit.
@@ -393,16 +424,16 @@ impl Applier<'_, '_, '_> {
         i: u32,
         table: &CompiledTable,
         op: &Operation,
-        row: Option<&crate::hooks::validators::RowValues>,
-        stored: Option<&crate::hooks::validators::RowValues>,
+        row: Option<&[RowValue]>,
+        stored: Option<&[RowValue]>,
     ) -> Option<PushOperationResult> {
         let validator = self.engine.config.row_validators.get(&table.name)?;
         let input = ValidateOperation {
             op: op.op,
             table: table.name.clone(),
             row_id: op.row_id.clone(),
-            row: row.cloned(),
-            stored: stored.cloned(),
+            row: row.map(|v| named(table, v)),
+            stored: stored.map(|v| named(table, v)),
         };
         let ctx = ValidateContext {
             actor_id: self.actor_id.to_owned(),
@@ -441,24 +472,4 @@ fn merge_failed(i: u32) -> OpOutcome {
         "sync.crdt_merge_failed",
         "crdt merge failed",
     ))
-}
-
-fn evidence(
-    i: u32,
-    op: &Operation,
-    row: Option<crate::hooks::validators::RowValues>,
-    stored: Option<crate::hooks::validators::RowValues>,
-    stored_server_version: Option<i64>,
-    next_server_version: Option<i64>,
-) -> OperationEvidence {
-    OperationEvidence {
-        op_index: i,
-        op: op.op,
-        table: op.table.clone(),
-        row_id: op.row_id.clone(),
-        row,
-        stored,
-        stored_server_version,
-        next_server_version,
-    }
 }
