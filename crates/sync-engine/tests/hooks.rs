@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use sync_core::{ErrorCode, PushOperationResult, RejectionDetails, RowValue, ServerStorage};
+use sync_core::{ErrorCode, PushOperationResult, RejectionDetails, RowValue};
 use sync_engine::{
     BlobExistence, BlobStoreError, CandidateReader, CandidateScan, CommandWrite, CommitInput,
     CommitValidator, CrdtMerger, MergeError, Operation, PlanError, PullHeader, PushResultStatus,

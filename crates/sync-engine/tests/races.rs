@@ -6,7 +6,7 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
-use sync_core::{CommitPruneQuery, ServerStorage};
+use sync_core::CommitPruneQuery;
 use sync_engine::{PushResultStatus, ResponseItem, SectionStatus};
 
 use support::{commit, fixture_with_storage, push_results, put_task, sub, task_op};

@@ -2,7 +2,7 @@
 
 mod support;
 
-use sync_core::{PushOperationResult, ServerStorage};
+use sync_core::PushOperationResult;
 use sync_engine::{Operation, PushResultStatus, ResponseItem, SectionStatus, SyncRequest};
 
 use support::{
