@@ -82,7 +82,9 @@ fn row_validator_rejection_is_persisted_with_details() {
 /// Rejects a commit that leaves more than one task in a project, reading
 /// the staged state.
 struct OneTaskPerProject {
-    seen: Mutex<Vec<usize>>,
+    /// Per call: rows seen by the scan, and per evidence entry the
+    /// operation index, stored version and written version.
+    seen: Mutex<Vec<(usize, Vec<(u32, Option<i64>, Option<i64>)>)>>,
 }
 
 impl CommitValidator for OneTaskPerProject {
@@ -99,13 +101,17 @@ impl CommitValidator for OneTaskPerProject {
                 limit: None,
             })
             .map_err(|e| ValidationFailure::Failed(Box::new(e)))?;
-        self.seen.lock().expect("lock").push(rows.len());
+        let evidence = input
+            .operations
+            .iter()
+            .map(|e| (e.op_index, e.stored_server_version, e.next_server_version))
+            .collect();
+        self.seen.lock().expect("lock").push((rows.len(), evidence));
         if rows.len() > 1 {
             let r = Rejection::new("project.full", "one task only", None, Some(1))
                 .map_err(|e| ValidationFailure::Failed(Box::new(e)))?;
             return Err(r.into());
         }
-        let _ = input;
         Ok(())
     }
 }
@@ -128,8 +134,27 @@ fn commit_validator_sees_staged_rows() {
         ),
     );
     assert_eq!(rejected_code(&result), (1, "project.full".into()));
-    assert_eq!(*validator.seen.lock().expect("lock"), vec![2]);
+    assert_eq!(
+        *validator.seen.lock().expect("lock"),
+        vec![(2, vec![(0, None, Some(1)), (1, None, Some(1))])]
+    );
     assert_eq!(f.storage.get_max_commit_seq("P").expect("max"), 0);
+    // An update and an absent-row delete: versions before and after, and
+    // an entry without rows or versions.
+    put_task(&f, "k2", "t1", "p1", "a");
+    let result = f.push(
+        "alice",
+        commit(
+            "k3",
+            vec![
+                task_op(&f, "t1", "p1", "b", Some(1)),
+                Operation::delete("tasks", "gone"),
+            ],
+        ),
+    );
+    assert_eq!(result.status, PushResultStatus::Applied);
+    let seen = validator.seen.lock().expect("lock");
+    assert_eq!(seen[2].1, vec![(0, Some(1), Some(2)), (1, None, None)]);
 }
 
 #[test]

@@ -94,7 +94,7 @@ impl Applier<'_, '_, '_> {
         op: &Operation,
     ) -> Result<OpOutcome, Abort> {
         let Some(stored) = self.read_row(table, &op.row_id)? else {
-            self.record_evidence(i, table, op, None, None, None, None); // D1
+            self.record_evidence(i, table, op, None, None); // D1
             return Ok(Applied);
         };
         if !write_authorized(table, &stored.scopes, self.resolved) {
@@ -112,15 +112,8 @@ impl Applier<'_, '_, '_> {
             if let Some(record) = self.row_validator(i, table, op, None, Some(&stored_values)) {
                 return Ok(Terminal(record)); // D5
             }
-            self.record_evidence(
-                i,
-                table,
-                op,
-                None,
-                Some(&stored_values),
-                Some(stored.server_version),
-                None,
-            );
+            let before = (stored_values.as_slice(), stored.server_version);
+            self.record_evidence(i, table, op, None, Some(before));
         }
         self.tx
             .delete_row(&table.name, &op.row_id)
@@ -216,15 +209,8 @@ impl Applier<'_, '_, '_> {
             scopes: stored.scopes,
             payload,
         };
-        self.record_evidence(
-            i,
-            table,
-            op,
-            Some(&values),
-            Some(&stored_values),
-            Some(stored.server_version),
-            Some(version),
-        );
+        let before = (stored_values.as_slice(), stored.server_version);
+        self.record_evidence(i, table, op, Some((&values, version)), Some(before));
         self.store(i, table, row) // U4i, U4j
     }
 
@@ -293,7 +279,7 @@ impl Applier<'_, '_, '_> {
             scopes,
             payload,
         };
-        self.record_evidence(i, table, op, Some(values), None, None, Some(1));
+        self.record_evidence(i, table, op, Some((values, 1)), None);
         self.store(i, table, row) // U5i, U5j
     }
 
@@ -375,17 +361,15 @@ impl Applier<'_, '_, '_> {
     }
 
     /// Records the evidence of an applied operation when a whole-commit
-    /// hook will read it.
-    #[allow(clippy::too_many_arguments)]
+    /// hook will read it: `written` = the row and version written,
+    /// `before` = the stored row and its version.
     fn record_evidence(
         &mut self,
         i: u32,
         table: &CompiledTable,
         op: &Operation,
-        row: Option<&[RowValue]>,
-        stored: Option<&[RowValue]>,
-        stored_server_version: Option<i64>,
-        next_server_version: Option<i64>,
+        written: Option<(&[RowValue], i64)>,
+        before: Option<(&[RowValue], i64)>,
     ) {
         if !self.wants_evidence() {
             return;
@@ -395,10 +379,10 @@ impl Applier<'_, '_, '_> {
             op: op.op,
             table: op.table.clone(),
             row_id: op.row_id.clone(),
-            row: row.map(|v| named(table, v)),
-            stored: stored.map(|v| named(table, v)),
-            stored_server_version,
-            next_server_version,
+            row: written.map(|(v, _)| named(table, v)),
+            stored: before.map(|(v, _)| named(table, v)),
+            stored_server_version: before.map(|(_, version)| version),
+            next_server_version: written.map(|(_, version)| version),
         });
     }
 
