@@ -79,12 +79,15 @@ fn row_validator_rejection_is_persisted_with_details() {
     );
 }
 
+/// Operation index, stored version and written version of one evidence entry.
+type EvidenceVersions = (u32, Option<i64>, Option<i64>);
+
 /// Rejects a commit that leaves more than one task in a project, reading
 /// the staged state.
 struct OneTaskPerProject {
     /// Per call: rows seen by the scan, and per evidence entry the
     /// operation index, stored version and written version.
-    seen: Mutex<Vec<(usize, Vec<(u32, Option<i64>, Option<i64>)>)>>,
+    seen: Mutex<Vec<(usize, Vec<EvidenceVersions>)>>,
 }
 
 impl CommitValidator for OneTaskPerProject {
