@@ -95,6 +95,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "batch_size 0 is invalid_argument before any write",
         c300_batch_size_zero,
     ),
+    check(
+        GROUP,
+        "C-339",
+        "a takeover after the full pass stored watermark W projects a source row written at W + 1",
+        c339_takeover_after_stored_watermark,
+    ),
 ];
 
 const PARTITION: &str = "p1";
@@ -838,6 +844,84 @@ fn c300_batch_size_zero(ctx: &mut Ctx<'_>) -> CheckResult {
             .read_checkpoint(PARTITION, "never_declared")?
             .is_none(),
         "a checkpoint row was written"
+    );
+    Ok(())
+}
+
+/// Beyond the checklist (`docs/decisions.md`): a takeover resumes at the
+/// stored watermark itself. Two `docs` commits put the log at W = 2 while
+/// `tasks` (the source) is empty, so the first owner's full pass appends
+/// nothing and stores exactly W; another owner claims right after that,
+/// a source row lands at W + 1, and the next owner must project it.
+fn c339_takeover_after_stored_watermark(ctx: &mut Ctx<'_>) -> CheckResult {
+    let v1 = fix1()?;
+    let seeder = ctx.ensured(&v1)?;
+    for (n, id) in ["d1", "d2"].iter().enumerate() {
+        let row = crate::fixtures::doc(&v1, id, "o1", "proj1", None)?;
+        push(
+            seeder.as_ref(),
+            PARTITION,
+            "seeder",
+            &format!("doc-{n}"),
+            &[Op::upsert("docs", row)],
+        )?;
+    }
+    let storage = bumped(ctx)?;
+    let watermark = storage.get_max_commit_seq(PARTITION)?;
+    check_eq!(watermark, 2, "log head before the backfill");
+    let projector = search_table(storage.as_ref())?;
+    let other = storage.clone();
+    let claimed: Arc<Mutex<Option<Result<i64>>>> = Arc::default();
+    let claimed_by_other = claimed.clone();
+    let observer = OnBatch::new(Phase::CatchUp, 1, move || {
+        let result = other
+            .claim_checkpoint(PARTITION, NAME, 2, crate::context::NOW)
+            .map(|cp| cp.owner_epoch);
+        if let Ok(mut slot) = claimed_by_other.lock() {
+            *slot = Some(result);
+        }
+    });
+    let first = runner(ctx, storage.as_ref(), &projector)
+        .with_progress(observer)
+        .run()?;
+    let other_epoch = claimed
+        .lock()
+        .ok()
+        .and_then(|mut slot| slot.take())
+        .ok_or_else(|| Failure::new("the competing claim never ran"))??;
+    check_eq!(other_epoch, 2, "competing claim's epoch");
+    check_eq!(
+        first,
+        RunOutcome::Superseded { owner_epoch: 1 },
+        "first owner's outcome"
+    );
+    let stored = storage
+        .read_checkpoint(PARTITION, NAME)?
+        .ok_or_else(|| Failure::new("checkpoint missing"))?;
+    check_eq!(
+        (stored.watermark, stored.owner_epoch),
+        (watermark, 2),
+        "stored (watermark, owner_epoch) after the full pass"
+    );
+    let schema = runner_v2()?;
+    let late = task(&schema, "t-late", "proj1", "Late Arrival")?;
+    let seq = push_with(
+        storage.as_ref(),
+        &serve_ctx(),
+        PARTITION,
+        "writer",
+        "late-1",
+        &[Op::upsert("tasks", late)],
+    )?
+    .seq()?;
+    check_eq!(seq, watermark + 1, "the source row's commit_seq");
+    let outcome = runner(ctx, storage.as_ref(), &projector).run()?;
+    let (epoch, _, _) = expect_activated(outcome)?;
+    check_eq!(epoch, 3, "takeover epoch");
+    check_eq!(
+        assert_table_projection(storage.as_ref(), &schema)?,
+        1,
+        "source rows with a projection after the takeover"
     );
     Ok(())
 }
