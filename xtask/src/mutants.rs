@@ -35,7 +35,7 @@ pub struct MutantsArgs {
     /// Crate to mutate (repeatable; default: sync-core, sync-schema, sync-backfill).
     #[arg(long = "crate", value_name = "NAME")]
     crates: Vec<String>,
-    /// Run only shard K of N (`K/N`, K from 0), as `cargo mutants --shard`.
+    /// Run only shard K of N (`K/N`, K from 0): every N-th mutant from the K-th.
     #[arg(long, value_name = "K/N")]
     shard: Option<String>,
     /// Dialects whose conformance tests run against each mutant.
@@ -122,7 +122,14 @@ fn mutants_args(
         list.extend(["--test-package".to_owned(), "sync-postgres".to_owned()]);
     }
     if let Some((k, n)) = shard {
-        list.extend(["--shard".to_owned(), format!("{k}/{n}")]);
+        // Round-robin: every shard is an even sample of the crate, so a
+        // partial run still gives representative figures.
+        list.extend([
+            "--shard".to_owned(),
+            format!("{k}/{n}"),
+            "--sharding".to_owned(),
+            "round-robin".to_owned(),
+        ]);
     }
     if let Some(re) = &args.re {
         list.extend(["--re".to_owned(), re.clone()]);

@@ -11,7 +11,7 @@ use sync_core::{
 use crate::check::{
     expect_code, expect_detail, expect_message_free_of, CheckDef, CheckResult, Failure,
 };
-use crate::checks::support_barrier::{decl, fix1_storage, fix2_at, join_result, CLIENT};
+use crate::checks::support_barrier::{decl, fix1_storage, fix2_at, join_result, push_task, CLIENT};
 use crate::context::{Ctx, NOW};
 use crate::fixtures::{fix1, push_with, task, Op, PushOutcome};
 use crate::registry::check;
@@ -352,6 +352,9 @@ fn c287_not_ready_error(_ctx: &mut Ctx<'_>) -> CheckResult {
 /// granted, sees version 1.
 fn c288_push_gate_inside_transaction(ctx: &mut Ctx<'_>) -> CheckResult {
     let storage = fix1_storage(ctx)?;
+    // A first push readies the writer's connection, so the racing push
+    // reaches its lock with no setup of its own left to do.
+    push_task(storage.as_ref(), "p1", "c1", "r1")?;
     let bumper = ctx.open()?;
     let schema = fix2_at(2)?;
     let (locked_tx, locked_rx) = mpsc::channel::<()>();
@@ -406,7 +409,7 @@ fn c288_push_gate_inside_transaction(ctx: &mut Ctx<'_>) -> CheckResult {
         }),
         "gate inside the push transaction"
     );
-    check_eq!(storage.get_max_commit_seq("p1")?, 0, "max_commit_seq of p1");
+    check_eq!(storage.get_max_commit_seq("p1")?, 1, "max_commit_seq of p1");
     Ok(())
 }
 
