@@ -108,6 +108,8 @@ fn mutants_args(
         name,
         "--test-package",
         "sync-sqlite",
+        // cargo test runs the mutated package only unless told otherwise.
+        "--cargo-test-arg=--package=sync-sqlite",
         "--all-features",
         "--copy-target=true",
         "--jobs",
@@ -119,7 +121,11 @@ fn mutants_args(
     .collect();
     list.push(args.timeout.to_string());
     if args.dialect == MutantsDialect::All {
-        list.extend(["--test-package".to_owned(), "sync-postgres".to_owned()]);
+        list.extend([
+            "--test-package".to_owned(),
+            "sync-postgres".to_owned(),
+            "--cargo-test-arg=--package=sync-postgres".to_owned(),
+        ]);
     }
     if let Some((k, n)) = shard {
         // Round-robin: every shard is an even sample of the crate, so a
