@@ -20,7 +20,8 @@ use sync_core::{
 use crate::check::{expect_code, Applies, CheckDef, CheckResult, Failure};
 use crate::checks::support_barrier::{
     checkpoint, commit_rows, commit_writer_version, database_fence, decl, empty_commit,
-    fix1_storage, fix2_at, join_result, marker_version, partition_fence, push_task, tables, CLIENT,
+    fix1_storage, fix2_at, held_migration_lock, join_result, marker_version, partition_fence,
+    push_task, tables, CLIENT,
 };
 use crate::context::{Ctx, NOW};
 use crate::fixtures::{compile_json, decode, fix1, fix2_json, push, secret, task, Op};
@@ -440,18 +441,9 @@ fn c308_old_writer_races_migration(ctx: &mut Ctx<'_>) -> CheckResult {
     let old = raw.old_writer("p1")?;
     let bumper = ctx.open()?;
     let schema = fix2_at(2)?;
-    let (locked_tx, locked_rx) = mpsc::channel::<()>();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let release_rx = Mutex::new(release_rx);
-    let opts = EnsureOptions {
-        after_migration_lock: Some(Arc::new(move || {
-            let _ = locked_tx.send(());
-            if let Ok(release) = release_rx.lock() {
-                let _ = release.recv();
-            }
-        })),
-        ..EnsureOptions::with_declarations(vec![decl("p1", "search_v2", 2)])
-    };
+    let (opts, locked_rx, release_tx) = held_migration_lock(EnsureOptions::with_declarations(
+        vec![decl("p1", "search_v2", 2)],
+    ));
     let (bump, steps) = thread::scope(
         |scope| -> CheckResult<(sync_core::Result<()>, OldWriterSteps)> {
             let bumping = Arc::clone(&bumper);

@@ -369,6 +369,39 @@ impl<F: Fn() + Send + Sync> ProgressObserver for OnBatch<F> {
     }
 }
 
+/// Where a competing claim leaves its epoch (or its error).
+type ClaimSlot = Arc<Mutex<Option<Result<i64>>>>;
+
+/// An observer that makes another owner claim the checkpoint after the
+/// `nth` committed batch of `phase`, and the slot its outcome lands in.
+fn competing_claim(
+    storage: &Arc<dyn ServerStorage>,
+    phase: Phase,
+    nth: u64,
+) -> (Arc<OnBatch<impl Fn() + Send + Sync>>, ClaimSlot) {
+    let other = storage.clone();
+    let claimed: ClaimSlot = Arc::default();
+    let claimed_by_other = claimed.clone();
+    let observer = OnBatch::new(phase, nth, move || {
+        let result = other
+            .claim_checkpoint(PARTITION, NAME, 2, crate::context::NOW)
+            .map(|cp| cp.owner_epoch);
+        if let Ok(mut slot) = claimed_by_other.lock() {
+            *slot = Some(result);
+        }
+    });
+    (observer, claimed)
+}
+
+/// The epoch the competing claim obtained.
+fn claimed_epoch(slot: &ClaimSlot) -> CheckResult<i64> {
+    Ok(slot
+        .lock()
+        .ok()
+        .and_then(|mut slot| slot.take())
+        .ok_or_else(|| Failure::new("the competing claim never ran"))??)
+}
+
 fn c290_derived_table_backfill(ctx: &mut Ctx<'_>) -> CheckResult {
     seed_v1(ctx, 1200)?;
     let storage = bumped(ctx)?;
@@ -536,18 +569,8 @@ fn c294_superseded_mid_run(ctx: &mut Ctx<'_>) -> CheckResult {
     seed_v1(ctx, 1200)?;
     let storage = bumped(ctx)?;
     let projector = search_table(storage.as_ref())?;
-    let other = storage.clone();
-    let claimed: Arc<Mutex<Option<Result<i64>>>> = Arc::default();
-    let claimed_by_other = claimed.clone();
     // Between batch 1 and batch 2 another owner claims: batch 2's CAS fails.
-    let observer = OnBatch::new(Phase::FullPass, 1, move || {
-        let result = other
-            .claim_checkpoint(PARTITION, NAME, 2, crate::context::NOW)
-            .map(|cp| cp.owner_epoch);
-        if let Ok(mut slot) = claimed_by_other.lock() {
-            *slot = Some(result);
-        }
-    });
+    let (observer, claimed) = competing_claim(&storage, Phase::FullPass, 1);
     let outcome = runner(ctx, storage.as_ref(), &projector)
         .with_config(RunnerConfig {
             batch_size: 500,
@@ -555,11 +578,7 @@ fn c294_superseded_mid_run(ctx: &mut Ctx<'_>) -> CheckResult {
         })
         .with_progress(observer)
         .run()?;
-    let other_epoch = claimed
-        .lock()
-        .ok()
-        .and_then(|mut slot| slot.take())
-        .ok_or_else(|| Failure::new("the competing claim never ran"))??;
+    let other_epoch = claimed_epoch(&claimed)?;
     check_eq!(other_epoch, 2, "competing claim's epoch");
     check_eq!(
         outcome,
@@ -870,25 +889,11 @@ fn c339_takeover_after_stored_watermark(ctx: &mut Ctx<'_>) -> CheckResult {
     let watermark = storage.get_max_commit_seq(PARTITION)?;
     check_eq!(watermark, 2, "log head before the backfill");
     let projector = search_table(storage.as_ref())?;
-    let other = storage.clone();
-    let claimed: Arc<Mutex<Option<Result<i64>>>> = Arc::default();
-    let claimed_by_other = claimed.clone();
-    let observer = OnBatch::new(Phase::CatchUp, 1, move || {
-        let result = other
-            .claim_checkpoint(PARTITION, NAME, 2, crate::context::NOW)
-            .map(|cp| cp.owner_epoch);
-        if let Ok(mut slot) = claimed_by_other.lock() {
-            *slot = Some(result);
-        }
-    });
+    let (observer, claimed) = competing_claim(&storage, Phase::CatchUp, 1);
     let first = runner(ctx, storage.as_ref(), &projector)
         .with_progress(observer)
         .run()?;
-    let other_epoch = claimed
-        .lock()
-        .ok()
-        .and_then(|mut slot| slot.take())
-        .ok_or_else(|| Failure::new("the competing claim never ran"))??;
+    let other_epoch = claimed_epoch(&claimed)?;
     check_eq!(other_epoch, 2, "competing claim's epoch");
     check_eq!(
         first,

@@ -1,6 +1,6 @@
 //! §18 Serve gate, C-278…C-289.
 
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread;
 
 use sync_core::{
@@ -11,7 +11,9 @@ use sync_core::{
 use crate::check::{
     expect_code, expect_detail, expect_message_free_of, CheckDef, CheckResult, Failure,
 };
-use crate::checks::support_barrier::{decl, fix1_storage, fix2_at, join_result, push_task, CLIENT};
+use crate::checks::support_barrier::{
+    decl, fix1_storage, fix2_at, held_migration_lock, join_result, push_task, CLIENT,
+};
 use crate::context::{Ctx, NOW};
 use crate::fixtures::{fix1, push_with, task, Op, PushOutcome};
 use crate::registry::check;
@@ -357,18 +359,7 @@ fn c288_push_gate_inside_transaction(ctx: &mut Ctx<'_>) -> CheckResult {
     push_task(storage.as_ref(), "p1", "c1", "r1")?;
     let bumper = ctx.open()?;
     let schema = fix2_at(2)?;
-    let (locked_tx, locked_rx) = mpsc::channel::<()>();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let release_rx = Mutex::new(release_rx);
-    let opts = EnsureOptions {
-        after_migration_lock: Some(Arc::new(move || {
-            let _ = locked_tx.send(());
-            if let Ok(release) = release_rx.lock() {
-                let _ = release.recv();
-            }
-        })),
-        ..EnsureOptions::default()
-    };
+    let (opts, locked_rx, release_tx) = held_migration_lock(EnsureOptions::default());
     let (bump, inside) = thread::scope(|scope| -> CheckResult<_> {
         let bumping = Arc::clone(&bumper);
         let bump = scope.spawn(move || bumping.ensure_schema(&schema, &opts));
