@@ -444,14 +444,27 @@ fn backfill(dialect: &str, round: u64, figures: &mut Figures) {
         .unwrap_or_else(|e| panic!("{what}: checkpoint: {e:?}"))
         .map_or(0, |c| c.owner_epoch);
     assert!(killed_epoch >= 1, "{what}: the killed run held no epoch");
-    let mut resumed = Worker::spawn(&db, &["backfill", "10"]);
+    resume_backfill(&db, &acknowledged, killed_epoch, &what);
+    figures.backfills_resumed += 1;
+}
+
+/// A new worker resumes the backfill killed at `killed_epoch`: it must
+/// activate at epoch + 1 with every row projected; every invariant holds.
+/// Returns the projection.
+fn resume_backfill(
+    db: &KillDb,
+    acknowledged: &[(String, i64)],
+    killed_epoch: i64,
+    what: &str,
+) -> Vec<(String, Option<String>)> {
+    let mut resumed = Worker::spawn(db, &["backfill", "10"]);
     resumed.complete();
     assert!(
         resumed.seen.iter().any(|l| l == "outcome activated"),
         "{what}: the resumed worker did not activate: {:?}",
         resumed.seen
     );
-    let storage = reopen_and_check(&db, &acknowledged, &format!("{what}, resumed"));
+    let storage = reopen_and_check(db, acknowledged, &format!("{what}, resumed"));
     let checkpoint = storage
         .read_checkpoint(PARTITION, scenario::BACKFILL_CHECKPOINT)
         .unwrap_or_else(|e| panic!("{what}: checkpoint: {e:?}"))
@@ -471,7 +484,7 @@ fn backfill(dialect: &str, round: u64, figures: &mut Figures) {
             "{what}: row {row_id} not backfilled ({value:?})"
         );
     }
-    figures.backfills_resumed += 1;
+    projection
 }
 
 /// The watermark of a `batch <n> watermark <w> epoch <e>` line.
@@ -530,26 +543,7 @@ fn backfill_after_watermark(dialect: &str, figures: &mut Figures) {
     assert!(seq > watermark, "{what}: the writes landed at {seq}");
     acknowledged.push(("takeover-writes".to_owned(), seq));
     drop(storage);
-    let mut resumed = Worker::spawn(&db, &["backfill", "10"]);
-    resumed.complete();
-    assert!(
-        resumed.seen.iter().any(|l| l == "outcome activated"),
-        "{what}: the resumed worker did not activate: {:?}",
-        resumed.seen
-    );
-    let storage = reopen_and_check(&db, &acknowledged, &format!("{what}, resumed"));
-    let checkpoint = storage
-        .read_checkpoint(PARTITION, scenario::BACKFILL_CHECKPOINT)
-        .unwrap_or_else(|e| panic!("{what}: checkpoint: {e:?}"))
-        .unwrap_or_else(|| panic!("{what}: no checkpoint"));
-    assert_eq!(checkpoint.state, CheckpointState::Activated, "{what}");
-    assert_eq!(
-        checkpoint.owner_epoch,
-        stopped.owner_epoch + 1,
-        "{what}: resumed at epoch + 1"
-    );
-    let projection =
-        scenario::projection(storage.as_ref()).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+    let projection = resume_backfill(&db, &acknowledged, stopped.owner_epoch, &what);
     let by_id: std::collections::BTreeMap<&str, Option<&str>> = projection
         .iter()
         .map(|(id, value)| (id.as_str(), value.as_deref()))
@@ -557,12 +551,6 @@ fn backfill_after_watermark(dialect: &str, figures: &mut Figures) {
     assert_eq!(by_id.get("i1"), Some(&Some("d901")), "{what}: i1 updated");
     assert_eq!(by_id.get("w1"), Some(&Some("d902")), "{what}: w1 written");
     assert_eq!(by_id.get("i2"), None, "{what}: i2 deleted");
-    for (row_id, value) in &projection {
-        assert!(
-            value.as_deref().is_some_and(|v| v.starts_with('d')),
-            "{what}: row {row_id} not backfilled ({value:?})"
-        );
-    }
     figures.backfills_after_watermark += 1;
 }
 
