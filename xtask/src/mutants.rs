@@ -41,9 +41,11 @@ pub struct MutantsArgs {
     /// Dialects whose conformance tests run against each mutant.
     #[arg(long, value_enum, default_value = "sqlite")]
     dialect: MutantsDialect,
-    /// Longest test run of one mutant, in seconds (then it counts as a timeout).
-    #[arg(long, default_value_t = 600)]
-    timeout: u64,
+    /// Longest test run of one mutant, in seconds (then it counts as a
+    /// timeout); default: cargo-mutants derives it from the unmutated run,
+    /// whose test phase also builds the test binaries.
+    #[arg(long)]
+    timeout: Option<u64>,
     /// Only mutants whose name matches this regex (`cargo mutants --re`).
     #[arg(long)]
     re: Option<String>,
@@ -114,12 +116,13 @@ fn mutants_args(
         "--copy-target=true",
         "--jobs",
         "1",
-        "--timeout",
     ]
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
-    list.push(args.timeout.to_string());
+    if let Some(timeout) = args.timeout {
+        list.extend(["--timeout".to_owned(), timeout.to_string()]);
+    }
     if args.dialect == MutantsDialect::All {
         list.extend([
             "--test-package".to_owned(),
