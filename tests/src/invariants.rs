@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `dense_log` | retained `commit_seq`s form one gap-free range ending at the counter, and every `seq` in `(horizon, counter]` is retained |
 //! | `rows_match_log` | for every `(table, row_id)` whose newest change is retained: an upsert is the current row (version, scopes, payload — decoded under the writer's layout and padded with NULLs when a migration appended columns since), a delete left no row |
-//! | `scope_index` | for every table and every scope value carried by a row, `scan_rows` returns exactly the rows carrying it, with their payloads |
+//! | `scope_index` | for every table and every scope value carried by a row, `scan_rows` returns exactly the rows carrying it, with their payloads; filters naming two or more variables (a row's whole scopes, values of two variables from different rows, a carried value with a variable no row carries) return exactly the rows matching every variable |
 //! | `change_scope_index` | for every scope value carried by a retained change (an even sample of at most 16 per table), `read_commit_window` returns exactly the commits and changes carrying it |
 //! | `monotone` | counters, horizons, partition and database fences, checkpoint watermarks and owner epochs never decrease; an activated checkpoint stays activated |
 //! | `checkpoints` | watermark ≤ counter; `declared` ⇒ epoch 0, `backfilling` ⇒ epoch ≥ 1; an activated checkpoint has its fence and no retained source change above its watermark written by an older (or unaware) writer |
@@ -20,8 +20,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use sync_core::{
-    codec, CheckpointState, CommitRecord, CommitWindowQuery, CompiledSchema, CompiledTable,
-    PushStatus, RowScanQuery, RowValue, ServerStorage, StoredCheckpoint, StoredRow,
+    codec, matches_filter, CheckpointState, CommitRecord, CommitWindowQuery, CompiledSchema,
+    CompiledTable, PushStatus, RowScanQuery, RowValue, ScopeFilter, ServerStorage,
+    StoredCheckpoint, StoredRow,
 };
 
 /// Page size of every paged read the checker makes.
@@ -666,7 +667,9 @@ fn check_dense(commits: &[CommitRecord], counter: i64, horizon: i64, report: &mu
 }
 
 /// Scans by every scope value a row carries; each scan must return exactly
-/// the rows carrying that value. Returns the number of values checked.
+/// the rows carrying that value. Then scans with multi-variable filters
+/// ([`multi_variable_filters`]); each must return exactly the rows matching
+/// every variable. Returns the number of filters checked.
 fn check_scope_index(
     storage: &dyn ServerStorage,
     partition: &str,
@@ -684,42 +687,140 @@ fn check_scope_index(
         }
     }
     for ((variable, value), expected) in &carriers {
-        let mut found = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = storage.scan_rows(
-                partition,
-                &RowScanQuery {
-                    table: table.name.clone(),
-                    scope_filter: [((*variable).to_owned(), vec![(*value).to_owned()])].into(),
-                    after_row_id: after.clone(),
-                    limit: PAGE,
-                },
-            )?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.row_id.clone());
-            let full = page.len() as i64 == PAGE;
-            found.extend(page);
-            if !full {
-                break;
+        let filter: ScopeFilter = [((*variable).to_owned(), vec![(*value).to_owned()])].into();
+        let found = scan_all(storage, partition, &table.name, &filter)?;
+        let expected: Vec<StoredRow> = expected.iter().map(|r| (*r).clone()).collect();
+        compare_scan(table, &filter, &found, &expected, report);
+    }
+    let filters = multi_variable_filters(carriers.keys().copied(), rows);
+    for filter in &filters {
+        let found = scan_all(storage, partition, &table.name, filter)?;
+        let expected: Vec<StoredRow> = rows
+            .iter()
+            .filter(|r| matches_filter(&r.scopes, filter))
+            .cloned()
+            .collect();
+        compare_scan(table, filter, &found, &expected, report);
+    }
+    Ok(carriers.len() + filters.len())
+}
+
+/// Most rows, variable pairs and values each family of
+/// [`multi_variable_filters`] draws from (an even sample).
+const MULTI_SAMPLE: usize = 8;
+
+/// Filters naming two or more variables, so that a scan must re-check the
+/// candidates it found through one variable against the others:
+/// - the whole scopes of rows carrying two or more variables;
+/// - for each pair of variables the table's rows carry, a value of the first
+///   with a value of the second taken from different rows;
+/// - a carried value with a variable no row carries, named so that the
+///   carried variable stays the candidate (first in byte order): no row
+///   can match.
+fn multi_variable_filters<'a>(
+    carried: impl Iterator<Item = (&'a str, &'a str)>,
+    rows: &[StoredRow],
+) -> Vec<ScopeFilter> {
+    let mut values: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (variable, value) in carried {
+        values.entry(variable).or_default().push(value);
+    }
+    let mut filters: Vec<ScopeFilter> = Vec::new();
+    let multi: Vec<&StoredRow> = rows.iter().filter(|r| r.scopes.len() >= 2).collect();
+    for row in sample(&multi) {
+        filters.push(
+            row.scopes
+                .iter()
+                .map(|(k, v)| (k.clone(), vec![v.clone()]))
+                .collect(),
+        );
+    }
+    let variables: Vec<&str> = values.keys().copied().collect();
+    for (i, first) in variables.iter().enumerate() {
+        for second in &variables[i + 1..] {
+            let firsts = sample(&values[first]);
+            let seconds = sample(&values[second]);
+            for (a, b) in firsts.iter().zip(seconds.iter().rev()) {
+                filters.push(
+                    [
+                        ((*first).to_owned(), vec![(*a).to_owned()]),
+                        ((*second).to_owned(), vec![(*b).to_owned()]),
+                    ]
+                    .into(),
+                );
             }
         }
-        let expected: Vec<StoredRow> = expected.iter().map(|r| (*r).clone()).collect();
-        if found != expected {
-            let ids =
-                |rows: &[StoredRow]| rows.iter().map(|r| r.row_id.clone()).collect::<Vec<_>>();
-            report.push(
-                "scope_index",
-                format!(
-                    "{}: scan {variable}={value:?} returned {:?}, rows carrying it are {:?}",
-                    table.name,
-                    ids(&found),
-                    ids(&expected)
-                ),
+    }
+    for (variable, carried) in &values {
+        for value in sample(carried) {
+            filters.push(
+                [
+                    ((*variable).to_owned(), vec![(*value).to_owned()]),
+                    (format!("{variable}_absent"), vec![(*value).to_owned()]),
+                ]
+                .into(),
             );
         }
     }
-    Ok(carriers.len())
+    filters
+}
+
+/// An even sample of at most [`MULTI_SAMPLE`] items.
+fn sample<T: Copy>(items: &[T]) -> Vec<T> {
+    let stride = items.len().div_ceil(MULTI_SAMPLE).max(1);
+    items.iter().step_by(stride).copied().collect()
+}
+
+/// Every row `scan_rows` returns for `filter`, paged.
+fn scan_all(
+    storage: &dyn ServerStorage,
+    partition: &str,
+    table: &str,
+    filter: &ScopeFilter,
+) -> sync_core::Result<Vec<StoredRow>> {
+    let mut found = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = storage.scan_rows(
+            partition,
+            &RowScanQuery {
+                table: table.to_owned(),
+                scope_filter: filter.clone(),
+                after_row_id: after.clone(),
+                limit: PAGE,
+            },
+        )?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.row_id.clone());
+        let full = page.len() as i64 == PAGE;
+        found.extend(page);
+        if !full {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// Reports a `scope_index` violation when a scan differs from the rows.
+fn compare_scan(
+    table: &CompiledTable,
+    filter: &ScopeFilter,
+    found: &[StoredRow],
+    expected: &[StoredRow],
+    report: &mut Report<'_>,
+) {
+    if found != expected {
+        let ids = |rows: &[StoredRow]| rows.iter().map(|r| r.row_id.clone()).collect::<Vec<_>>();
+        report.push(
+            "scope_index",
+            format!(
+                "{}: scan {filter:?} returned {:?}, rows matching it are {:?}",
+                table.name,
+                ids(found),
+                ids(expected)
+            ),
+        );
+    }
 }
 
 /// Reads the commit window of every scope value carried by a retained change

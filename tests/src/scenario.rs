@@ -104,6 +104,28 @@ pub struct PushOptions {
     pub reaction: bool,
     /// Finalize as a rejection instead of appending.
     pub reject: bool,
+    /// What the pushing process brings to the serve gate (default: nothing
+    /// declared, no expected log epoch).
+    pub serve: ServeContext,
+}
+
+impl PushOptions {
+    /// The options of a process that declared the backfill checkpoint
+    /// [`BACKFILL_CHECKPOINT`] at version 2: it serves pushes while the
+    /// checkpoint is pending.
+    pub fn declaring_backfill() -> Self {
+        Self {
+            serve: ServeContext {
+                declarations: vec![CheckpointDeclaration::new(
+                    PARTITION,
+                    BACKFILL_CHECKPOINT,
+                    2,
+                )],
+                expected_log_epoch: None,
+            },
+            ..Self::default()
+        }
+    }
 }
 
 /// The standard push sequence: optimistic pool replay check → `begin` →
@@ -133,7 +155,7 @@ pub fn push(
     let mut tx = storage.begin(PARTITION)?;
     tx.lock_partition_for_push()?;
     let gate = tx.read_serve_gate(running)?;
-    if let Err(refusal) = check_serve_gate(&gate, running, &ServeContext::default()) {
+    if let Err(refusal) = check_serve_gate(&gate, running, &options.serve) {
         tx.rollback()?;
         return Err(refusal);
     }
@@ -296,6 +318,37 @@ pub fn derived_column(storage: &dyn ServerStorage) -> Result<DerivedColumn> {
             })
         }),
     )
+}
+
+/// Source writes made while a backfill of [`BACKFILL_CHECKPOINT`] is
+/// stopped (after its full pass stored a watermark) and before another
+/// owner takes over: `i1` updated, `w1` created, `i2` deleted, by a process
+/// that declared the checkpoint. Returns the commit's `commit_seq`.
+pub fn writes_before_takeover(storage: &dyn ServerStorage, now: i64) -> Result<Option<i64>> {
+    let changes = [
+        item("i1", "g2", 901),
+        item("w1", "g1", 902),
+        Change::Delete(ITEMS, "i2".to_owned()),
+    ];
+    push(
+        storage,
+        "takeover-writes",
+        &changes,
+        &PushOptions::declaring_backfill(),
+        now,
+    )
+}
+
+/// The projection expected after [`writes_before_takeover`] when the
+/// backfill would otherwise have produced `projection`.
+pub fn projection_after_writes(
+    projection: &[(String, Option<String>)],
+) -> Vec<(String, Option<String>)> {
+    let mut expected: BTreeMap<String, Option<String>> = projection.iter().cloned().collect();
+    expected.insert("i1".to_owned(), Some("d901".to_owned()));
+    expected.insert("w1".to_owned(), Some("d902".to_owned()));
+    expected.remove("i2");
+    expected.into_iter().collect()
 }
 
 /// Waits for nothing: retries after `busy` happen at once (tests never sleep).

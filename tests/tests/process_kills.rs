@@ -9,13 +9,16 @@
 //! - a killed migration left the database at version 1 or 2, never between,
 //!   and a new process completes it;
 //! - a killed backfill resumes in a new worker (owner epoch + 1) and
-//!   activates with the full projection.
+//!   activates with the full projection;
+//! - a backfill killed after its full pass stored a watermark above 0, with
+//!   source writes before the takeover, activates with those writes
+//!   projected too (once per dialect).
 //!
 //! Budget: `SYNCSTORE_KILL_ROUNDS` (default 3) rounds of every scenario per
 //! dialect (5 kills a round); `SYNCSTORE_KILL_SEED` picks the kill points.
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use sync_core::{CheckpointState, ServerStorage};
 use syncstore_tests::invariants::InvariantChecker;
@@ -152,6 +155,8 @@ struct Worker {
     child: Child,
     lines: std::io::Lines<BufReader<ChildStdout>>,
     seen: Vec<String>,
+    /// Kept open so that a holding worker waits until it is killed.
+    _stdin: Option<ChildStdin>,
 }
 
 impl Worker {
@@ -160,7 +165,7 @@ impl Worker {
             .args(db.args())
             .args(command)
             .env("SYNCSTORE_PG_URL", pg_url())
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -169,10 +174,12 @@ impl Worker {
             .stdout
             .take()
             .unwrap_or_else(|| panic!("worker stdout"));
+        let stdin = child.stdin.take();
         Self {
             child,
             lines: BufReader::new(stdout).lines(),
             seen: Vec::new(),
+            _stdin: stdin,
         }
     }
 
@@ -306,6 +313,7 @@ struct Figures {
     migrations_undone: usize,
     migrations_done: usize,
     backfills_resumed: usize,
+    backfills_after_watermark: usize,
 }
 
 fn is_committed(line: &str) -> bool {
@@ -436,14 +444,27 @@ fn backfill(dialect: &str, round: u64, figures: &mut Figures) {
         .unwrap_or_else(|e| panic!("{what}: checkpoint: {e:?}"))
         .map_or(0, |c| c.owner_epoch);
     assert!(killed_epoch >= 1, "{what}: the killed run held no epoch");
-    let mut resumed = Worker::spawn(&db, &["backfill", "10"]);
+    resume_backfill(&db, &acknowledged, killed_epoch, &what);
+    figures.backfills_resumed += 1;
+}
+
+/// A new worker resumes the backfill killed at `killed_epoch`: it must
+/// activate at epoch + 1 with every row projected; every invariant holds.
+/// Returns the projection.
+fn resume_backfill(
+    db: &KillDb,
+    acknowledged: &[(String, i64)],
+    killed_epoch: i64,
+    what: &str,
+) -> Vec<(String, Option<String>)> {
+    let mut resumed = Worker::spawn(db, &["backfill", "10"]);
     resumed.complete();
     assert!(
         resumed.seen.iter().any(|l| l == "outcome activated"),
         "{what}: the resumed worker did not activate: {:?}",
         resumed.seen
     );
-    let storage = reopen_and_check(&db, &acknowledged, &format!("{what}, resumed"));
+    let storage = reopen_and_check(db, acknowledged, &format!("{what}, resumed"));
     let checkpoint = storage
         .read_checkpoint(PARTITION, scenario::BACKFILL_CHECKPOINT)
         .unwrap_or_else(|e| panic!("{what}: checkpoint: {e:?}"))
@@ -463,7 +484,74 @@ fn backfill(dialect: &str, round: u64, figures: &mut Figures) {
             "{what}: row {row_id} not backfilled ({value:?})"
         );
     }
-    figures.backfills_resumed += 1;
+    projection
+}
+
+/// The watermark of a `batch <n> watermark <w> epoch <e>` line.
+fn batch_watermark(line: &str) -> Option<i64> {
+    let mut words = line.split_whitespace();
+    (words.next() == Some("batch")).then_some(())?;
+    words.nth(1).filter(|w| *w == "watermark")?;
+    words.next()?.parse().ok()
+}
+
+/// A backfill of 120 rows stopped after its full pass stored a watermark
+/// above 0 (the worker holds there and is killed between transactions);
+/// source writes land before a new worker takes over, which must activate
+/// with every row — the written ones included — projected.
+fn backfill_after_watermark(dialect: &str, figures: &mut Figures) {
+    let db = KillDb::new(dialect);
+    let mut acknowledged = {
+        let storage = db.open();
+        let mut acks =
+            scenario::base(storage.as_ref(), 1).unwrap_or_else(|e| panic!("base: {e:?}"));
+        acks.push(bulk(storage.as_ref(), 120));
+        storage
+            .ensure_schema(&scenario::schema(2), &sync_core::EnsureOptions::default())
+            .unwrap_or_else(|e| panic!("ensure v2: {e:?}"));
+        acks
+    };
+    let mut worker = Worker::spawn(&db, &["backfill", "10", "hold"]);
+    let killed = worker.kill_after(1, |l| batch_watermark(l).is_some_and(|w| w > 0));
+    assert!(
+        killed,
+        "{dialect} backfill hold: the worker ended before the kill: {}",
+        worker.stderr()
+    );
+    figures.killed += 1;
+    let watermark = worker
+        .seen
+        .iter()
+        .filter_map(|l| batch_watermark(l))
+        .max()
+        .unwrap_or(0);
+    let what = format!("{dialect} backfill kill after watermark {watermark}");
+    let storage = reopen_and_check(&db, &acknowledged, &what);
+    let stopped = storage
+        .read_checkpoint(PARTITION, scenario::BACKFILL_CHECKPOINT)
+        .unwrap_or_else(|e| panic!("{what}: checkpoint: {e:?}"))
+        .unwrap_or_else(|| panic!("{what}: no checkpoint"));
+    assert!(watermark > 0, "{what}: no watermark above 0 was stored");
+    assert_eq!(
+        (stopped.watermark, stopped.state),
+        (watermark, CheckpointState::Backfilling),
+        "{what}: the stored checkpoint"
+    );
+    let seq = scenario::writes_before_takeover(storage.as_ref(), T0 + 2_000_000)
+        .unwrap_or_else(|e| panic!("{what}: writes before the takeover: {e:?}"))
+        .unwrap_or_else(|| panic!("{what}: writes before the takeover were not applied"));
+    assert!(seq > watermark, "{what}: the writes landed at {seq}");
+    acknowledged.push(("takeover-writes".to_owned(), seq));
+    drop(storage);
+    let projection = resume_backfill(&db, &acknowledged, stopped.owner_epoch, &what);
+    let by_id: std::collections::BTreeMap<&str, Option<&str>> = projection
+        .iter()
+        .map(|(id, value)| (id.as_str(), value.as_deref()))
+        .collect();
+    assert_eq!(by_id.get("i1"), Some(&Some("d901")), "{what}: i1 updated");
+    assert_eq!(by_id.get("w1"), Some(&Some("d902")), "{what}: w1 written");
+    assert_eq!(by_id.get("i2"), None, "{what}: i2 deleted");
+    figures.backfills_after_watermark += 1;
 }
 
 fn kills(dialect: &str) {
@@ -474,17 +562,20 @@ fn kills(dialect: &str) {
         migration(dialect, round, &mut figures);
         backfill(dialect, round, &mut figures);
     }
+    backfill_after_watermark(dialect, &mut figures);
     println!(
         "process-kills {dialect}: {} processes killed, {} acknowledged commits all present, \
          migrations killed {} ({} after announcing the migration; found undone then redone {}, done {}), \
-         backfills resumed and activated {}",
+         backfills resumed and activated {}, \
+         killed after a stored watermark then resumed past source writes {}",
         figures.killed,
         figures.acknowledged,
         figures.migrations_undone + figures.migrations_done,
         figures.migrations_announced,
         figures.migrations_undone,
         figures.migrations_done,
-        figures.backfills_resumed
+        figures.backfills_resumed,
+        figures.backfills_after_watermark
     );
 }
 

@@ -45,9 +45,14 @@ pub struct ConformanceArgs {
     /// Print one JSON document on stdout (an array with `--dialect all`).
     #[arg(long)]
     json: bool,
+    /// Exit 0 even when selected checks were skipped (a dialect without a
+    /// capability group); by default a skip fails the run like a failure.
+    #[arg(long)]
+    allow_skip: bool,
 }
 
-/// Exit codes: 0 all passed, 1 a check failed, 2 setup error.
+/// Exit codes: 0 all passed, 1 a check failed (or was skipped without
+/// `--allow-skip`), 2 setup error.
 pub fn run(args: &ConformanceArgs) -> Result<i32> {
     let dialects: &[&str] = match args.dialect {
         DialectChoice::Sqlite => &["sqlite"],
@@ -105,11 +110,24 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
         );
         std::fs::write(path, document).with_context(|| format!("writing {}", path.display()))?;
     }
-    if reports.iter().all(SuiteReport::passed) {
-        Ok(0)
-    } else {
-        Ok(1)
+    Ok(exit_code(&reports, args.allow_skip))
+}
+
+/// 0 when every report passed and, unless `allow_skip`, nothing was skipped.
+fn exit_code(reports: &[SuiteReport], allow_skip: bool) -> i32 {
+    let failed = !reports.iter().all(SuiteReport::passed);
+    let skipped: usize = reports.iter().map(|r| r.counts().2).sum();
+    if failed {
+        return 1;
     }
+    if skipped > 0 && !allow_skip {
+        eprintln!(
+            "error: {skipped} selected check(s) skipped; every check must run \
+             (pass --allow-skip to accept skips)"
+        );
+        return 1;
+    }
+    0
 }
 
 /// Fails when nothing was selected (a typo in `--filter` must not pass silently).
@@ -122,4 +140,41 @@ pub fn ensure_selected(args: &ConformanceArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sync_conformance::{CheckOutcome, Status, SuiteReport};
+
+    use super::exit_code;
+
+    fn report(statuses: &[Status]) -> SuiteReport {
+        SuiteReport {
+            dialect: "sqlite".to_owned(),
+            outcomes: statuses
+                .iter()
+                .map(|&status| CheckOutcome {
+                    id: "C-001",
+                    group: "g",
+                    title: "t",
+                    status,
+                    detail: None,
+                    duration: Duration::ZERO,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_skip_fails_the_run_unless_allowed() {
+        let passed = [report(&[Status::Pass, Status::Pass])];
+        let skipped = [report(&[Status::Pass]), report(&[Status::Skip])];
+        let failed = [report(&[Status::Fail, Status::Skip])];
+        assert_eq!(exit_code(&passed, false), 0);
+        assert_eq!(exit_code(&skipped, false), 1);
+        assert_eq!(exit_code(&skipped, true), 0);
+        assert_eq!(exit_code(&failed, true), 1);
+    }
 }

@@ -7,9 +7,12 @@
 //!   with larger budgets (`docs/reliability.md`).
 //! - `cargo xtask bench` — measured speed of both dialects against a raw
 //!   baseline (`docs/benchmarks.md`).
+//! - `cargo xtask mutants [--crate NAME] [--shard K/N]` — mutation testing
+//!   with cargo-mutants, results in `target/mutants/` (`docs/reliability.md`).
 
 mod bench;
 mod conformance;
+mod mutants;
 mod postgres_server;
 mod soak;
 mod test;
@@ -29,12 +32,14 @@ struct Cli {
 enum Command {
     /// Run every test of the workspace on both dialects.
     Test(test::TestArgs),
-    /// Run the conformance suite (exit 0 pass, 1 failure, 2 setup error).
+    /// Run the conformance suite (exit 0 pass, 1 failure or skip, 2 setup error).
     Conformance(conformance::ConformanceArgs),
     /// Run the reliability tests again and again with larger budgets.
     Soak(soak::SoakArgs),
     /// Measure both dialects against a raw baseline (see docs/benchmarks.md).
     Bench(bench::BenchArgs),
+    /// Mutation testing with cargo-mutants (results in target/mutants/).
+    Mutants(mutants::MutantsArgs),
     /// Internal: one backfill measurement in its own process (peak memory).
     #[command(hide = true)]
     BenchChild(bench::child::ChildArgs),
@@ -45,6 +50,7 @@ fn main() -> ExitCode {
         Command::Test(args) => test::run(&args).map(|()| 0),
         Command::Soak(args) => soak::run(&args).map(|()| 0),
         Command::Bench(args) => bench::run(&args).map(|()| 0),
+        Command::Mutants(args) => mutants::run(&args).map(|()| 0),
         Command::BenchChild(args) => bench::child::run(&args).map(|()| 0),
         Command::Conformance(args) => {
             conformance::ensure_selected(&args).and_then(|()| conformance::run(&args))

@@ -9,10 +9,14 @@
 //!     committed <commit_seq> <commit_id>     after each acknowledged push
 //! syncstore-worker (--sqlite PATH | --postgres SCHEMA) migrate PUSHES
 //!     committed …  (PUSHES pushes), then `migrating`, then `migrated`
-//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) backfill BATCH
+//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) backfill BATCH [hold]
 //!     batch <n> watermark <w> epoch <e>    after each committed batch
 //!     outcome <activated|…>
 //! ```
+//!
+//! With `hold`, the backfill stops after the first line whose watermark is
+//! above 0 (its full pass is stored) and waits for its standard input to
+//! close — the parent kills it there, between two transactions.
 //!
 //! Postgres is reached at `SYNCSTORE_PG_URL` (or the local default). Every
 //! loop is bounded; a worker whose parent went away stops at its next line.
@@ -64,7 +68,10 @@ fn run(args: &[String]) -> Result<(), String> {
             say("migrated")
         }
         "backfill" => {
-            let printer = Arc::new(BatchPrinter::default());
+            let printer = Arc::new(BatchPrinter {
+                hold: rest.get(1).is_some_and(|a| a == "hold"),
+                ..BatchPrinter::default()
+            });
             let outcome =
                 scenario::backfill_observed(storage.as_ref(), number(0)?, T0 + 1_000_000, printer)
                     .map_err(|e| format!("backfill: {e:?}"))?;
@@ -125,10 +132,13 @@ fn push_loop(storage: &dyn ServerStorage, first: i64, count: i64) -> Result<(), 
     Ok(())
 }
 
-/// Prints a line after each committed batch of the runner.
+/// Prints a line after each committed batch of the runner; with `hold`,
+/// stops after the first batch line with a watermark above 0 until
+/// standard input closes, then exits.
 #[derive(Debug, Default)]
 struct BatchPrinter {
     last: std::sync::Mutex<u64>,
+    hold: bool,
 }
 
 impl ProgressObserver for BatchPrinter {
@@ -145,6 +155,11 @@ impl ProgressObserver for BatchPrinter {
             ))
             .is_err()
             {
+                std::process::exit(3);
+            }
+            if self.hold && progress.watermark > 0 {
+                let mut sink = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut sink);
                 std::process::exit(3);
             }
         }

@@ -20,7 +20,8 @@ use sync_core::{
 use crate::check::{expect_code, Applies, CheckDef, CheckResult, Failure};
 use crate::checks::support_barrier::{
     checkpoint, commit_rows, commit_writer_version, database_fence, decl, empty_commit,
-    fix1_storage, fix2_at, join_result, marker_version, partition_fence, push_task, tables, CLIENT,
+    fix1_storage, fix2_at, held_migration_lock, join_result, marker_version, partition_fence,
+    push_task, tables, CLIENT,
 };
 use crate::context::{Ctx, NOW};
 use crate::fixtures::{compile_json, decode, fix1, fix2_json, push, secret, task, Op};
@@ -119,6 +120,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-314",
         "concurrent put_push_result for one key: exactly one stored",
         c314_concurrent_put_push_result,
+    ),
+    check(
+        GROUP,
+        "C-336",
+        "a stale owner's advance racing a claim is refused and never overwrites the new owner's progress",
+        c336_stale_advance_races_claim,
     ),
 ];
 
@@ -434,18 +441,9 @@ fn c308_old_writer_races_migration(ctx: &mut Ctx<'_>) -> CheckResult {
     let old = raw.old_writer("p1")?;
     let bumper = ctx.open()?;
     let schema = fix2_at(2)?;
-    let (locked_tx, locked_rx) = mpsc::channel::<()>();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let release_rx = Mutex::new(release_rx);
-    let opts = EnsureOptions {
-        after_migration_lock: Some(Arc::new(move || {
-            let _ = locked_tx.send(());
-            if let Ok(release) = release_rx.lock() {
-                let _ = release.recv();
-            }
-        })),
-        ..EnsureOptions::with_declarations(vec![decl("p1", "search_v2", 2)])
-    };
+    let (opts, locked_rx, release_tx) = held_migration_lock(EnsureOptions::with_declarations(
+        vec![decl("p1", "search_v2", 2)],
+    ));
     let (bump, steps) = thread::scope(
         |scope| -> CheckResult<(sync_core::Result<()>, OldWriterSteps)> {
             let bumping = Arc::clone(&bumper);
@@ -754,5 +752,166 @@ fn c314_concurrent_put_push_result(ctx: &mut Ctx<'_>) -> CheckResult {
         seen_first.as_ref() == Some(&result_a) || seen_first.as_ref() == Some(&result_b),
         "stored record {seen_first:?} is neither written result"
     );
+    let mut late = applied(3);
+    late.cache_identity = Some("late".to_owned());
+    let mut tx = second.begin("p1")?;
+    tx.put_push_result(CLIENT, "k1", &late)?;
+    tx.commit()?;
+    check_eq!(
+        first.get_push_result("p1", CLIENT, "k1")?,
+        seen_first,
+        "record after a later put for the key"
+    );
+    c314_first_locked_result_wins(&first, &second)
+}
+
+/// The push path of C-314: both writers take the push lock, so they store
+/// in lock order; each takes a ticket once it holds the lock. The record
+/// must be the result of the first ticket — a second put must not
+/// overwrite it, whichever writer comes first.
+fn c314_first_locked_result_wins(
+    first: &Arc<dyn ServerStorage>,
+    second: &Arc<dyn ServerStorage>,
+) -> CheckResult {
+    let mut result_a = applied(4);
+    result_a.cache_identity = Some("locked-a".to_owned());
+    let mut result_b = applied(5);
+    result_b.cache_identity = Some("locked-b".to_owned());
+    let barrier = Barrier::new(2);
+    let tickets = Mutex::new(Vec::new());
+    let writers = [(first.as_ref(), &result_a), (second.as_ref(), &result_b)];
+    let puts: Vec<sync_core::Result<()>> = thread::scope(|scope| {
+        let handles: Vec<_> = writers
+            .iter()
+            .map(|&(storage, result)| {
+                let (barrier, tickets) = (&barrier, &tickets);
+                scope.spawn(move || {
+                    barrier.wait();
+                    let mut tx = storage.begin("p1")?;
+                    tx.lock_partition_for_push()?;
+                    tickets
+                        .lock()
+                        .map_err(|_| sync_core::Error::backend("ticket lock poisoned"))?
+                        .push(result.clone());
+                    tx.put_push_result(CLIENT, "k2", result)?;
+                    tx.commit()
+                })
+            })
+            .collect();
+        handles.into_iter().map(join_result).collect()
+    });
+    for put in puts {
+        put?;
+    }
+    let order = tickets
+        .into_inner()
+        .map_err(|_| Failure::new("ticket lock poisoned"))?;
+    check_eq!(order.len(), 2, "tickets taken under the push lock");
+    check_eq!(
+        first.get_push_result("p1", CLIENT, "k2")?,
+        order.first().cloned(),
+        "record of the key put by two push-locked transactions (first locker wins)"
+    );
+    Ok(())
+}
+
+/// Rounds of C-336: the interleaving that exposes an advance deciding on an
+/// unlocked read needs the claim queued before the stale advance's write,
+/// which threads can make likely but not certain; each round is a new
+/// checkpoint.
+const C336_ROUNDS: usize = 6;
+
+/// Beyond the checklist (`docs/decisions.md`). Per round, owner 1 holds the
+/// checkpoint in an open transaction (its own advance, observed 5); a claim
+/// (epoch 2) and a second advance by owner 1 (observed 99) are started on
+/// other instances and wait for it; then it commits. Whichever order the
+/// two waiters run in, the stale advance may only succeed *before* the
+/// claim — and then the claim's returned row carries its 99. After the
+/// race, the new owner stores observed 50 and a stale advance must be
+/// refused without touching it.
+fn c336_stale_advance_races_claim(ctx: &mut Ctx<'_>) -> CheckResult {
+    let holder = fix1_storage(ctx)?;
+    let claimer = fix1_storage(ctx)?;
+    let stale = fix1_storage(ctx)?;
+    push_task(holder.as_ref(), "p1", "c1", "r1")?;
+    for round in 0..C336_ROUNDS {
+        let name = format!("race_{round}");
+        holder.declare_checkpoint("p1", &name, 1, NOW)?;
+        check_eq!(
+            holder.claim_checkpoint("p1", &name, 1, NOW)?.owner_epoch,
+            1,
+            "round {round}: first claim"
+        );
+        let mut held = holder.begin("p1")?;
+        check!(
+            held.advance_checkpoint(&name, 1, 1, 5, NOW)?,
+            "round {round}: owner 1's advance in the holding transaction was refused"
+        );
+        let (claim, advance) = thread::scope(|scope| {
+            let (claim_started, claim_ready) = mpsc::channel::<()>();
+            let (advance_started, advance_ready) = mpsc::channel::<()>();
+            let name = name.as_str();
+            let (claimer, stale) = (claimer.as_ref(), stale.as_ref());
+            let claiming = scope.spawn(move || {
+                let _ = claim_started.send(());
+                claimer.claim_checkpoint("p1", name, 1, NOW)
+            });
+            let _ = claim_ready.recv();
+            let advancing = scope.spawn(move || {
+                let _ = advance_started.send(());
+                stale.advance_checkpoint("p1", name, 1, 1, 99, NOW)
+            });
+            let _ = advance_ready.recv();
+            let committed = held.commit();
+            (
+                committed.and_then(|()| join_result(claiming)),
+                join_result(advancing),
+            )
+        });
+        let claimed = claim.map_err(|e| Failure::new(format!("round {round}: claim: {e:?}")))?;
+        check_eq!(
+            claimed.owner_epoch,
+            2,
+            "round {round}: racing claim's epoch"
+        );
+        match advance {
+            Ok(false) => check_eq!(
+                claimed.observed_rows,
+                5,
+                "round {round}: observed_rows returned by the claim (the stale advance was refused)"
+            ),
+            Ok(true) => check_eq!(
+                claimed.observed_rows,
+                99,
+                "round {round}: the stale advance succeeded, so it must precede the claim; \
+                 observed_rows returned by the claim"
+            ),
+            Err(e) => {
+                return Err(Failure::new(format!(
+                    "round {round}: the stale advance failed instead of returning false: {e:?}"
+                )))
+            }
+        }
+        check_eq!(
+            checkpoint(holder.as_ref(), "p1", &name)?.observed_rows,
+            claimed.observed_rows,
+            "round {round}: stored observed_rows right after the race"
+        );
+        check!(
+            claimer.advance_checkpoint("p1", &name, 2, 1, 50, NOW)?,
+            "round {round}: the new owner's advance was refused"
+        );
+        check_eq!(
+            stale.advance_checkpoint("p1", &name, 1, 1, 77, NOW)?,
+            false,
+            "round {round}: a stale advance after the new owner's"
+        );
+        let stored = checkpoint(holder.as_ref(), "p1", &name)?;
+        check_eq!(
+            (stored.owner_epoch, stored.observed_rows),
+            (2, 50),
+            "round {round}: stored (owner_epoch, observed_rows)"
+        );
+    }
     Ok(())
 }

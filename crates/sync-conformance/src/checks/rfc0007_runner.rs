@@ -95,6 +95,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "batch_size 0 is invalid_argument before any write",
         c300_batch_size_zero,
     ),
+    check(
+        GROUP,
+        "C-339",
+        "a takeover after the full pass stored watermark W projects a source row written at W + 1",
+        c339_takeover_after_stored_watermark,
+    ),
 ];
 
 const PARTITION: &str = "p1";
@@ -363,6 +369,39 @@ impl<F: Fn() + Send + Sync> ProgressObserver for OnBatch<F> {
     }
 }
 
+/// Where a competing claim leaves its epoch (or its error).
+type ClaimSlot = Arc<Mutex<Option<Result<i64>>>>;
+
+/// An observer that makes another owner claim the checkpoint after the
+/// `nth` committed batch of `phase`, and the slot its outcome lands in.
+fn competing_claim(
+    storage: &Arc<dyn ServerStorage>,
+    phase: Phase,
+    nth: u64,
+) -> (Arc<OnBatch<impl Fn() + Send + Sync>>, ClaimSlot) {
+    let other = storage.clone();
+    let claimed: ClaimSlot = Arc::default();
+    let claimed_by_other = claimed.clone();
+    let observer = OnBatch::new(phase, nth, move || {
+        let result = other
+            .claim_checkpoint(PARTITION, NAME, 2, crate::context::NOW)
+            .map(|cp| cp.owner_epoch);
+        if let Ok(mut slot) = claimed_by_other.lock() {
+            *slot = Some(result);
+        }
+    });
+    (observer, claimed)
+}
+
+/// The epoch the competing claim obtained.
+fn claimed_epoch(slot: &ClaimSlot) -> CheckResult<i64> {
+    Ok(slot
+        .lock()
+        .ok()
+        .and_then(|mut slot| slot.take())
+        .ok_or_else(|| Failure::new("the competing claim never ran"))??)
+}
+
 fn c290_derived_table_backfill(ctx: &mut Ctx<'_>) -> CheckResult {
     seed_v1(ctx, 1200)?;
     let storage = bumped(ctx)?;
@@ -530,18 +569,8 @@ fn c294_superseded_mid_run(ctx: &mut Ctx<'_>) -> CheckResult {
     seed_v1(ctx, 1200)?;
     let storage = bumped(ctx)?;
     let projector = search_table(storage.as_ref())?;
-    let other = storage.clone();
-    let claimed: Arc<Mutex<Option<Result<i64>>>> = Arc::default();
-    let claimed_by_other = claimed.clone();
     // Between batch 1 and batch 2 another owner claims: batch 2's CAS fails.
-    let observer = OnBatch::new(Phase::FullPass, 1, move || {
-        let result = other
-            .claim_checkpoint(PARTITION, NAME, 2, crate::context::NOW)
-            .map(|cp| cp.owner_epoch);
-        if let Ok(mut slot) = claimed_by_other.lock() {
-            *slot = Some(result);
-        }
-    });
+    let (observer, claimed) = competing_claim(&storage, Phase::FullPass, 1);
     let outcome = runner(ctx, storage.as_ref(), &projector)
         .with_config(RunnerConfig {
             batch_size: 500,
@@ -549,11 +578,7 @@ fn c294_superseded_mid_run(ctx: &mut Ctx<'_>) -> CheckResult {
         })
         .with_progress(observer)
         .run()?;
-    let other_epoch = claimed
-        .lock()
-        .ok()
-        .and_then(|mut slot| slot.take())
-        .ok_or_else(|| Failure::new("the competing claim never ran"))??;
+    let other_epoch = claimed_epoch(&claimed)?;
     check_eq!(other_epoch, 2, "competing claim's epoch");
     check_eq!(
         outcome,
@@ -838,6 +863,70 @@ fn c300_batch_size_zero(ctx: &mut Ctx<'_>) -> CheckResult {
             .read_checkpoint(PARTITION, "never_declared")?
             .is_none(),
         "a checkpoint row was written"
+    );
+    Ok(())
+}
+
+/// Beyond the checklist (`docs/decisions.md`): a takeover resumes at the
+/// stored watermark itself. Two `docs` commits put the log at W = 2 while
+/// `tasks` (the source) is empty, so the first owner's full pass appends
+/// nothing and stores exactly W; another owner claims right after that,
+/// a source row lands at W + 1, and the next owner must project it.
+fn c339_takeover_after_stored_watermark(ctx: &mut Ctx<'_>) -> CheckResult {
+    let v1 = fix1()?;
+    let seeder = ctx.ensured(&v1)?;
+    for (n, id) in ["d1", "d2"].iter().enumerate() {
+        let row = crate::fixtures::doc(&v1, id, "o1", "proj1", None)?;
+        push(
+            seeder.as_ref(),
+            PARTITION,
+            "seeder",
+            &format!("doc-{n}"),
+            &[Op::upsert("docs", row)],
+        )?;
+    }
+    let storage = bumped(ctx)?;
+    let watermark = storage.get_max_commit_seq(PARTITION)?;
+    check_eq!(watermark, 2, "log head before the backfill");
+    let projector = search_table(storage.as_ref())?;
+    let (observer, claimed) = competing_claim(&storage, Phase::CatchUp, 1);
+    let first = runner(ctx, storage.as_ref(), &projector)
+        .with_progress(observer)
+        .run()?;
+    let other_epoch = claimed_epoch(&claimed)?;
+    check_eq!(other_epoch, 2, "competing claim's epoch");
+    check_eq!(
+        first,
+        RunOutcome::Superseded { owner_epoch: 1 },
+        "first owner's outcome"
+    );
+    let stored = storage
+        .read_checkpoint(PARTITION, NAME)?
+        .ok_or_else(|| Failure::new("checkpoint missing"))?;
+    check_eq!(
+        (stored.watermark, stored.owner_epoch),
+        (watermark, 2),
+        "stored (watermark, owner_epoch) after the full pass"
+    );
+    let schema = runner_v2()?;
+    let late = task(&schema, "t-late", "proj1", "Late Arrival")?;
+    let seq = push_with(
+        storage.as_ref(),
+        &serve_ctx(),
+        PARTITION,
+        "writer",
+        "late-1",
+        &[Op::upsert("tasks", late)],
+    )?
+    .seq()?;
+    check_eq!(seq, watermark + 1, "the source row's commit_seq");
+    let outcome = runner(ctx, storage.as_ref(), &projector).run()?;
+    let (epoch, _, _) = expect_activated(outcome)?;
+    check_eq!(epoch, 3, "takeover epoch");
+    check_eq!(
+        assert_table_projection(storage.as_ref(), &schema)?,
+        1,
+        "source rows with a projection after the takeover"
     );
     Ok(())
 }

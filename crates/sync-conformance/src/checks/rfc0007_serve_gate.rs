@@ -1,12 +1,19 @@
 //! §18 Serve gate, C-278…C-289.
 
+use std::sync::{mpsc, Arc};
+use std::thread;
+
 use sync_core::{
-    serve_gate_refusal, serve_gate_token_changed, serve_not_ready_error, ErrorCode, ServeContext,
-    ServeGate, ServeGateRefusal,
+    serve_gate_refusal, serve_gate_token_changed, serve_not_ready_error, EnsureOptions, ErrorCode,
+    ServeContext, ServeGate, ServeGateRefusal,
 };
 
-use crate::check::{expect_code, expect_detail, expect_message_free_of, CheckDef, CheckResult};
-use crate::checks::support_barrier::{decl, fix1_storage, fix2_at, CLIENT};
+use crate::check::{
+    expect_code, expect_detail, expect_message_free_of, CheckDef, CheckResult, Failure,
+};
+use crate::checks::support_barrier::{
+    decl, fix1_storage, fix2_at, held_migration_lock, join_result, push_task, CLIENT,
+};
 use crate::context::{Ctx, NOW};
 use crate::fixtures::{fix1, push_with, task, Op, PushOutcome};
 use crate::registry::check;
@@ -338,18 +345,53 @@ fn c287_not_ready_error(_ctx: &mut Ctx<'_>) -> CheckResult {
     Ok(())
 }
 
+/// The bump holds its migration lock (the `after_migration_lock` hook) when
+/// the push passes its entry gate; the push then starts (`begin`, the push
+/// lock) while the bump is released, so the bump commits after the entry
+/// gate and before the push holds its lock (the push waits for the
+/// migration). The gate read inside the transaction must see the bump —
+/// a gate read before the lock, or with a snapshot taken before it was
+/// granted, sees version 1.
 fn c288_push_gate_inside_transaction(ctx: &mut Ctx<'_>) -> CheckResult {
     let storage = fix1_storage(ctx)?;
-    let entry = storage.read_serve_gate("p1", 1)?;
-    check_eq!(
-        serve_gate_refusal(&entry, 1, &ServeContext::default()),
-        None,
-        "request-entry gate"
-    );
-    ctx.ensured(&fix2_at(2)?)?;
-    let mut tx = storage.begin("p1")?;
-    tx.lock_partition_for_push()?;
-    let inside = tx.read_serve_gate(1)?;
+    // A first push readies the writer's connection, so the racing push
+    // reaches its lock with no setup of its own left to do.
+    push_task(storage.as_ref(), "p1", "c1", "r1")?;
+    let bumper = ctx.open()?;
+    let schema = fix2_at(2)?;
+    let (opts, locked_rx, release_tx) = held_migration_lock(EnsureOptions::default());
+    let (bump, inside) = thread::scope(|scope| -> CheckResult<_> {
+        let bumping = Arc::clone(&bumper);
+        let bump = scope.spawn(move || bumping.ensure_schema(&schema, &opts));
+        if locked_rx.recv().is_err() {
+            return Err(Failure::new(format!(
+                "the bump ended without calling after_migration_lock: {:?}",
+                join_result(bump)
+            )));
+        }
+        let entry = storage.read_serve_gate("p1", 1)?;
+        check_eq!(
+            serve_gate_refusal(&entry, 1, &ServeContext::default()),
+            None,
+            "request-entry gate while the bump holds its lock"
+        );
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let pushing = storage.as_ref();
+        let push = scope.spawn(move || -> sync_core::Result<ServeGate> {
+            let _ = started_tx.send(());
+            let mut tx = pushing.begin("p1")?;
+            tx.lock_partition_for_push()?;
+            let gate = tx.read_serve_gate(1);
+            tx.rollback()?;
+            gate
+        });
+        let _ = started_rx.recv();
+        let _ = release_tx.send(());
+        drop(release_tx);
+        Ok((join_result(bump), join_result(push)))
+    })?;
+    bump.map_err(|e| Failure::new(format!("the bump failed: {e:?}")))?;
+    let inside = inside.map_err(|e| Failure::new(format!("the push transaction: {e:?}")))?;
     check_eq!(
         serve_gate_refusal(&inside, 1, &ServeContext::default()),
         Some(ServeGateRefusal::SchemaAhead {
@@ -358,8 +400,7 @@ fn c288_push_gate_inside_transaction(ctx: &mut Ctx<'_>) -> CheckResult {
         }),
         "gate inside the push transaction"
     );
-    tx.rollback()?;
-    check_eq!(storage.get_max_commit_seq("p1")?, 0, "max_commit_seq of p1");
+    check_eq!(storage.get_max_commit_seq("p1")?, 1, "max_commit_seq of p1");
     Ok(())
 }
 

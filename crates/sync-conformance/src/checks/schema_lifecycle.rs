@@ -273,6 +273,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "ensure_ready with a refused migration: schema_not_ready (storage_migration)",
         c040_ensure_ready_migration,
     ),
+    check(
+        GROUP,
+        "C-338",
+        "same version, stored nullability differs from the configured one (both ways): stored_layout_mismatch",
+        c338_same_version_nullability,
+    ),
 ];
 
 /// Application columns of `tasks` in `FIX1`, codec order.
@@ -1399,4 +1405,38 @@ fn c040_ensure_ready_migration(ctx: &mut Ctx<'_>) -> CheckResult {
         "storage_migration",
         "sync.storage.migration_refused",
     )
+}
+
+/// Beyond the checklist (`docs/decisions.md`): comparison B (§6.4) covers
+/// nullability too. The stored layouts say `nullable: true` for the
+/// configured non-null `title`, then `nullable: false` for the configured
+/// nullable `priority`; each is refused at the same version, and the
+/// unchanged layouts are accepted again in between.
+fn c338_same_version_nullability(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    ctx.ensured(&schema)?;
+    let layouts = sync_schema::layouts_json(&schema);
+    let cases = [("title", "string", false), ("priority", "integer", true)];
+    for (column, column_type, configured) in cases {
+        let entry = |nullable: bool| {
+            format!("{{\"name\":\"{column}\",\"type\":\"{column_type}\",\"nullable\":{nullable}}}")
+        };
+        check!(
+            layouts.matches(&entry(configured)).count() == 1,
+            "layouts_json has no single entry {} in {layouts}",
+            entry(configured)
+        );
+        let flipped = layouts.replacen(&entry(configured), &entry(!configured), 1);
+        ctx.raw()?.set_layouts_text(Some(&flipped))?;
+        let what = format!(
+            "same version with {column} stored nullable {} (configured {configured})",
+            !configured
+        );
+        let error = ensure_fails(ctx, &schema, ErrorCode::StoredLayoutMismatch, &what)?;
+        expect_detail(&error, "table", "tasks")?;
+        expect_detail(&error, "column", column)?;
+        ctx.raw()?.set_layouts_text(Some(&layouts))?;
+        ctx.ensured(&schema)?;
+    }
+    Ok(())
 }

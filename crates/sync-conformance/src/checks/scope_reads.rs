@@ -107,6 +107,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "transaction scan_rows sees staged deletes and inserts",
         c156_tx_scan_staged,
     ),
+    check(
+        GROUP,
+        "C-337",
+        "scan_rows with a two-variable filter returns only rows matching both (pool and transaction)",
+        c337_scan_two_variable_filter,
+    ),
 ];
 
 /// Appends one commit with one `tasks` upsert of `id` in `project`.
@@ -514,5 +520,61 @@ fn c156_tx_scan_staged(ctx: &mut Ctx<'_>) -> CheckResult {
     let scanned = tx.scan_rows(&row_scan("tasks", project("p1"), None, 10))?;
     tx.rollback()?;
     check_eq!(ids(&scanned), strings(&["r3"]), "transaction scan of p1");
+    Ok(())
+}
+
+/// Beyond the checklist (`docs/decisions.md`): every candidate a scan finds
+/// through one variable must also match the other variables of the filter,
+/// whichever variable the dialect reads its candidates by.
+fn c337_scan_two_variable_filter(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    write_rows(
+        storage.as_ref(),
+        P,
+        "docs",
+        &[
+            doc(&schema, "d1", "o1", "p1", None)?,
+            doc(&schema, "d2", "o1", "p2", None)?,
+            doc(&schema, "d3", "o2", "p1", None)?,
+            doc(&schema, "d4", "o1", "p1", Some("x"))?,
+            doc(&schema, "d5", "o2", "p2", None)?,
+        ],
+    )?;
+    let cases: [(&[&str], &[&str], &[&str]); 5] = [
+        (&["o1"], &["p1"], &["d1", "d4"]),
+        (&["o1"], &["p1", "p2"], &["d1", "d2", "d4"]),
+        (&["o1", "o2"], &["p1"], &["d1", "d3", "d4"]),
+        (&["o2"], &["p2"], &["d5"]),
+        (&["o3"], &["p1", "p2"], &[]),
+    ];
+    for (orgs, projects, expected) in cases {
+        let both = filter(&[("org_id", orgs), ("project_id", projects)]);
+        let what = format!("org_id in {orgs:?} and project_id in {projects:?}");
+        let rows = storage.scan_rows(P, &row_scan("docs", both.clone(), None, 100))?;
+        check_eq!(ids(&rows), strings(expected), "pool scan_rows {what}");
+        let mut tx = storage.begin(P)?;
+        let staged = tx.scan_rows(&row_scan("docs", both, None, 100));
+        tx.rollback()?;
+        check_eq!(
+            ids(&staged?),
+            strings(expected),
+            "transaction scan_rows {what}"
+        );
+    }
+    let paged = storage.scan_rows(
+        P,
+        &row_scan(
+            "docs",
+            filter(&[("org_id", &["o1"]), ("project_id", &["p1"])]),
+            Some("d1"),
+            1,
+        ),
+    )?;
+    check_eq!(
+        ids(&paged),
+        strings(&["d4"]),
+        "scan after d1 with limit 1 skips non-matching candidates"
+    );
     Ok(())
 }

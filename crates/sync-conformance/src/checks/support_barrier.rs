@@ -1,7 +1,7 @@
 //! Helpers shared by the registered-query, RFC 0007 and concurrency groups:
 //! fixture pushes, declarations, fence reads and bumps.
 
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use serde_json::json;
 use sync_core::{
@@ -185,4 +185,25 @@ pub(crate) fn join_result<T>(
     handle.join().unwrap_or_else(|_| {
         Err(sync_core::Error::new(sync_core::ErrorCode::Backend).detail("thread", "panicked"))
     })
+}
+
+/// Options whose `after_migration_lock` hook reports that the bump holds
+/// its migration lock, then waits for a release (or for the sender to
+/// drop). Returns the options, the "locked" receiver and the release sender.
+pub(crate) fn held_migration_lock(
+    base: EnsureOptions,
+) -> (EnsureOptions, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (locked_tx, locked_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let opts = EnsureOptions {
+        after_migration_lock: Some(Arc::new(move || {
+            let _ = locked_tx.send(());
+            if let Ok(release) = release_rx.lock() {
+                let _ = release.recv();
+            }
+        })),
+        ..base
+    };
+    (opts, locked_rx, release_tx)
 }
