@@ -197,7 +197,8 @@ fn run_explain(conn: &mut Conn, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Re
     Ok(lines.join("\n"))
 }
 
-/// Plan nodes that read their whole input before returning a first row.
+/// Plan nodes that read their whole input before returning a first row
+/// (matched as `<name>  (cost=…`, not as a `Sort Key:` detail line).
 const COLLECTING_NODES: [&str; 5] = [
     "Sort",
     "Incremental Sort",
@@ -231,10 +232,10 @@ fn summarize(conn: &mut Conn, text: &str) -> Result<PlanSummary> {
             summary.index_reads.push((table, index));
         } else if let Some(rest) = node.strip_prefix("Seq Scan on ") {
             summary.full_scans.push(first_word(rest));
-        } else if COLLECTING_NODES.iter().any(|n| {
-            node.strip_prefix(n)
-                .is_some_and(|r| r.starts_with([' ', '(']))
-        }) {
+        } else if COLLECTING_NODES
+            .iter()
+            .any(|n| node.strip_prefix(n).is_some_and(|r| r.starts_with("  (")))
+        {
             summary.collects.push(node.to_owned());
         }
     }
