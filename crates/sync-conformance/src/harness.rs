@@ -74,6 +74,11 @@ pub enum HotPath {
     ScanCandidates,
     /// The whole scan page query (candidates joined to the application table `tasks`).
     ScanPage,
+    /// Candidate page of `scan_rows` for a filter naming three values (a
+    /// dialect merges per-value ranges there; `docs/decisions.md`).
+    ScanCandidatesMulti,
+    /// The whole scan page query for a filter naming three values.
+    ScanPageMulti,
     /// `scan_rows_by_index` on `tasks` through `tasks_by_project_title`.
     IndexLookup,
     /// Candidates of `list_rows_referencing_blob`.
@@ -94,6 +99,10 @@ pub struct PlanSummary {
     pub index_reads: Vec<(String, String)>,
     /// Tables the plan reads by a full scan (SQLite `SCAN`, Postgres `Seq Scan`).
     pub full_scans: Vec<String>,
+    /// Steps that collect their whole input before returning a first row
+    /// (SQLite `USE TEMP B-TREE FOR …`; Postgres `Sort`, `Incremental Sort`,
+    /// `HashAggregate`, `Hash`, `Materialize`), as the plan names them.
+    pub collects: Vec<String>,
     /// The raw plan text, for failure reports.
     pub raw: String,
 }

@@ -76,7 +76,7 @@ pub(crate) fn scan_rows(
         }
         pages += 1;
         let rows = conn.query(
-            &table.scan_page,
+            table.scan_pages.get(&table.quoted, values.len()),
             &[&partition, &q.table, &variable, &values, &after, &page],
         )?;
         for row in &rows {

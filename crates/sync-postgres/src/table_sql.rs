@@ -1,6 +1,8 @@
 //! SQL text of the row-level statements of one application table
 //! (`dialects.md` §6–§7), built once per ensured schema.
 
+use std::sync::OnceLock;
+
 use sync_core::{ColumnType, CompiledTable};
 
 use crate::sql::quote_ident;
@@ -35,9 +37,8 @@ pub(crate) struct TableSql {
     pub get_rows: String,
     /// `$1` partition, `$2` row id → version, scopes.
     pub row_scopes: String,
-    /// Scope scan page: `$1` partition, `$2` table, `$3` variable, `$4` values,
-    /// `$5` after row id, `$6` page size → row id, version, scopes, payload.
-    pub scan_page: String,
+    /// Scope scan pages by value count (see [`scan_page_sql`]).
+    pub scan_pages: ScanPages,
     /// Keyset scan: `$1` partition, `$2` after row id, `$3` limit.
     pub partition_scan: String,
     /// `$1` partition, `$2` row ids → row id, scopes (blob reference rows).
@@ -76,7 +77,7 @@ impl TableSql {
                 "SELECT \"_sync_server_version\", \"_sync_scopes\"::text FROM {quoted} \
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2"
             ),
-            scan_page: scan_page_sql(&quoted),
+            scan_pages: ScanPages::default(),
             partition_scan: format!(
                 "SELECT \"_sync_row_id\", {ROW_COLUMNS} FROM {quoted} \
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" > $2 \
@@ -240,13 +241,77 @@ fn delete_sql(quoted: &str) -> String {
     )
 }
 
-fn scan_page_sql(quoted: &str) -> String {
+/// Most values a scan page merges range by range (see [`scan_page_sql`]);
+/// larger lists use the `= ANY` form.
+pub const MERGED_SCAN_VALUES: usize = 128;
+
+/// Scan page texts of one table by value count, built on first use.
+#[derive(Debug, Clone)]
+pub(crate) struct ScanPages([OnceLock<String>; MERGED_SCAN_VALUES + 2]);
+
+impl Default for ScanPages {
+    fn default() -> Self {
+        Self([const { OnceLock::new() }; MERGED_SCAN_VALUES + 2])
+    }
+}
+
+impl ScanPages {
+    /// The page of [`scan_page_sql`] for `values` values of `quoted`.
+    pub(crate) fn get(&self, quoted: &str, values: usize) -> &str {
+        // Every count above the merged range shares the `= ANY` text.
+        self.0[values.min(MERGED_SCAN_VALUES + 1)].get_or_init(|| scan_page_sql(quoted, values))
+    }
+}
+
+/// One scope scan page of the table `quoted`: `$1` partition, `$2` table,
+/// `$3` variable, `$4` values, `$5` after row id, `$6` page size → row id,
+/// version, scopes, payload, in row-id order.
+///
+/// The candidates are one ordered primary-key range per value
+/// (`s.value = ($4)[k]`): for one value that range itself; for 2 to
+/// [`MERGED_SCAN_VALUES`] values a `UNION ALL` of the ranges — a `Merge
+/// Append` that stops after the page — made distinct by comparing each row
+/// id with the one before it. Each range is cut at the page size too (the
+/// first page of distinct ids lies within the first page of every range),
+/// so even a plan that sorts the union sorts at most `values × page` ids.
+/// The `= ANY` form of `dialects.md` §7 (kept
+/// above [`MERGED_SCAN_VALUES`]) must collect and sort every matching entry
+/// above the cursor, even for one value, so its page time grows with the
+/// table; these do not. Each candidate reaches its row through a
+/// `LEFT JOIN LATERAL` primary-key lookup, which the planner cannot turn
+/// into a hash or merge join on unanalyzed tables (`docs/decisions.md`).
+pub fn scan_page_sql(quoted: &str, values: usize) -> String {
+    let arm = |k: usize| {
+        format!(
+            "SELECT s.row_id FROM sync_row_scopes s \
+             WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ($4::text[])[{k}] \
+               AND s.row_id > $5 ORDER BY s.row_id"
+        )
+    };
+    let candidates = match values {
+        1 => format!("{} LIMIT $6", arm(1)),
+        2..=MERGED_SCAN_VALUES => {
+            let arms: Vec<String> = (1..=values)
+                .map(|k| format!("({} LIMIT $6)", arm(k)))
+                .collect();
+            format!(
+                "SELECT w.row_id FROM (SELECT u.row_id, \
+                   lag(u.row_id) OVER (ORDER BY u.row_id) AS previous FROM ({}) AS u) AS w \
+                 WHERE w.previous IS DISTINCT FROM w.row_id ORDER BY w.row_id LIMIT $6",
+                arms.join(" UNION ALL ")
+            )
+        }
+        _ => "SELECT DISTINCT s.row_id FROM sync_row_scopes s \
+              WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ANY($4::text[]) \
+                AND s.row_id > $5 ORDER BY s.row_id LIMIT $6"
+            .to_owned(),
+    };
     format!(
-        "SELECT c.row_id, t.\"_sync_server_version\", t.\"_sync_scopes\"::text, t.\"_sync_payload\" \
-         FROM (SELECT DISTINCT s.row_id FROM sync_row_scopes s \
-               WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ANY($4::text[]) \
-                 AND s.row_id > $5 ORDER BY s.row_id LIMIT $6) AS c \
-         LEFT JOIN {quoted} AS t ON t.\"_sync_partition\" = $1 AND t.\"_sync_row_id\" = c.row_id \
+        "SELECT c.row_id, t.\"_sync_server_version\", t.scopes, t.\"_sync_payload\" \
+         FROM ({candidates}) AS c \
+         LEFT JOIN LATERAL (SELECT x.\"_sync_server_version\", x.\"_sync_scopes\"::text AS scopes, \
+           x.\"_sync_payload\" FROM {quoted} AS x \
+           WHERE x.\"_sync_partition\" = $1 AND x.\"_sync_row_id\" = c.row_id LIMIT 1) AS t ON true \
          ORDER BY c.row_id"
     )
 }

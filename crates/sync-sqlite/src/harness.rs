@@ -171,8 +171,9 @@ impl SqliteRaw {
 /// PRIMARY KEY`, `USING INTEGER PRIMARY KEY` and the implicit primary-key
 /// index (`sqlite_autoindex_…`) are primary-key reads; `USING [COVERING]
 /// INDEX x` reads index `x`; a `SCAN t` is a full scan (also through an
-/// index). SQLite names aliased tables by their alias; the `<table> AS
-/// <alias>` pairs of `sql` map them back to table names.
+/// index); a `USE TEMP B-TREE FOR …` collects its input. SQLite names
+/// aliased tables by their alias; the `<table> AS <alias>` pairs of `sql`
+/// map them back to table names.
 pub fn summarize_plan(sql: &str, details: &[String]) -> PlanSummary {
     let aliases = table_aliases(sql);
     let mut summary = PlanSummary {
@@ -180,6 +181,10 @@ pub fn summarize_plan(sql: &str, details: &[String]) -> PlanSummary {
         ..PlanSummary::default()
     };
     for line in details {
+        if line.starts_with("USE TEMP B-TREE") {
+            summary.collects.push(line.clone());
+            continue;
+        }
         let words: Vec<&str> = line.split_whitespace().collect();
         let (kind, Some(table)) = (words.first().copied(), words.get(1).copied()) else {
             continue;
@@ -237,6 +242,8 @@ fn hot_path_sql(path: HotPath) -> String {
         HotPath::WindowPageMulti => hot::window_page_sql(3),
         HotPath::ScanCandidates => hot::scan_candidates_sql(1),
         HotPath::ScanPage => hot::scan_page_sql(&quote("tasks"), 1),
+        HotPath::ScanCandidatesMulti => hot::scan_candidates_sql(3),
+        HotPath::ScanPageMulti => hot::scan_page_sql(&quote("tasks"), 3),
         HotPath::IndexLookup => hot::index_lookup_sql(
             &quote("tasks"),
             &["project_id".to_owned(), "title".to_owned()],

@@ -62,17 +62,14 @@ pub const MERGED_WINDOW_VALUES: usize = 128;
 /// the same at any log size. Both return the same rows (`docs/decisions.md`).
 pub fn window_candidates_sql(values: usize) -> String {
     if (2..=MERGED_WINDOW_VALUES).contains(&values) {
-        let arms: Vec<String> = (0..values)
-            .map(|i| {
-                format!(
-                    "SELECT commit_seq FROM sync_change_scopes \
-                     WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?{} \
-                     AND commit_seq > ?4 AND commit_seq <= ?5",
-                    7 + i
-                )
-            })
-            .collect();
-        return format!("{} ORDER BY 1 LIMIT ?6", arms.join(" UNION "));
+        return merged_candidates(
+            "commit_seq",
+            "sync_change_scopes",
+            "commit_seq > ?4 AND commit_seq <= ?5",
+            7,
+            values,
+            "?6",
+        );
     }
     format!(
         "SELECT DISTINCT commit_seq FROM sync_change_scopes \
@@ -80,6 +77,30 @@ pub fn window_candidates_sql(values: usize) -> String {
          AND commit_seq > ?4 AND commit_seq <= ?5 ORDER BY commit_seq LIMIT ?6",
         value_list_sql(7, values)
     )
+}
+
+/// A compound `SELECT` of one primary-key range of `index` per value
+/// (value parameters from `?first` on), `UNION`ed and cut at `limit`:
+/// SQLite runs it as a merge of the ordered ranges (`MERGE (UNION)`) that
+/// stops at the page size, so a page costs the same at any index size.
+/// Parameters 1–3 are the partition, table and variable.
+fn merged_candidates(
+    column: &str,
+    index: &str,
+    range: &str,
+    first: usize,
+    values: usize,
+    limit: &str,
+) -> String {
+    let arms: Vec<String> = (first..first + values)
+        .map(|param| {
+            format!(
+                "SELECT {column} FROM {index} \
+                 WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value = ?{param} AND {range}"
+            )
+        })
+        .collect();
+    format!("{} ORDER BY 1 LIMIT {limit}", arms.join(" UNION "))
 }
 
 /// One window page: candidates joined to their commit header and their
@@ -96,10 +117,25 @@ pub fn window_page_sql(values: usize) -> String {
     )
 }
 
+/// Most values a row-scan candidate query merges range by range (see
+/// [`scan_candidates_sql`]); larger lists use the `IN` form.
+pub const MERGED_SCAN_VALUES: usize = 128;
+
 /// Candidate page of a row scan: distinct row ids from the row-scope
 /// primary key. Parameters: partition, table, variable, after, page size,
 /// then one per value (or one JSON array of them).
+///
+/// For one value, or more than [`MERGED_SCAN_VALUES`], this is the shape of
+/// `dialects.md` §7 (`value IN (…)`; one value is one ordered range). For 2
+/// to [`MERGED_SCAN_VALUES`] values the `IN` form collects every entry
+/// above the cursor of every value and sorts them on every page, so it is
+/// instead the merge of one primary-key range per value, as for commit
+/// windows: the same rows, at a page cost independent of the table's size
+/// (`docs/decisions.md`).
 pub fn scan_candidates_sql(values: usize) -> String {
+    if (2..=MERGED_SCAN_VALUES).contains(&values) {
+        return merged_candidates("row_id", "sync_row_scopes", "row_id > ?4", 6, values, "?5");
+    }
     format!(
         "SELECT DISTINCT row_id FROM sync_row_scopes \
          WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \

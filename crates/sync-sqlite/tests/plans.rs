@@ -88,12 +88,30 @@ fn hot_paths_use_their_indexes() {
         assert_no_scan(&plan(&conn, &hot::window_page_sql(values)), &all);
     }
 
-    let scan = plan(&conn, &hot::scan_candidates_sql(1));
-    assert!(
-        scan.iter()
-            .any(|l| l.starts_with("SEARCH sync_row_scopes USING PRIMARY KEY")),
-        "{scan:?}"
-    );
+    // Scan candidates: one ordered primary-key range for one value, merged
+    // ranges for 2…MERGED_SCAN_VALUES; neither collects entries into a
+    // temporary B-tree (that page cost grows with the table).
+    for values in 1..=hot::MERGED_SCAN_VALUES + 1 {
+        let scan = plan(&conn, &hot::scan_candidates_sql(values));
+        assert!(
+            scan.iter()
+                .any(|l| l.starts_with("SEARCH sync_row_scopes USING PRIMARY KEY")),
+            "{values} values: {scan:?}"
+        );
+        let merged = scan.iter().any(|l| l.starts_with("MERGE (UNION)"));
+        assert_eq!(
+            merged,
+            (2..=hot::MERGED_SCAN_VALUES).contains(&values),
+            "{values} values: {scan:?}"
+        );
+        let collects = scan.iter().any(|l| l.starts_with("USE TEMP B-TREE"));
+        assert_eq!(
+            collects,
+            values > hot::MERGED_SCAN_VALUES,
+            "{values} values: {scan:?}"
+        );
+        assert_no_scan(&scan, &all);
+    }
     assert_no_scan(&plan(&conn, &hot::scan_page_sql("\"tasks\"", 3)), &all);
 
     let delete = plan(&conn, hot::DELETE_ROW_SCOPES_EXACT);

@@ -22,6 +22,7 @@ mod report;
 mod round_trips;
 mod w1_push;
 mod w2_push10;
+mod w3_growth;
 mod w3_scan;
 mod w4_pull;
 mod w5_backfill;
@@ -74,7 +75,8 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,FULL,CONC,RT).
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,FULL,CONC,RT;
+    /// W3G is the W3 growth of scan pages with the table size).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Directory for the SQLite files (default: the system temporary directory).
@@ -101,6 +103,9 @@ pub struct Scale {
     pub w6_commits: usize,
     pub w7_small: u64,
     pub w7_large: u64,
+    /// Table sizes of the W3 growth scans.
+    pub w3g_small: u64,
+    pub w3g_large: u64,
     pub w7_rows: usize,
     pub w7_push: usize,
     pub w7_pull: i64,
@@ -131,6 +136,8 @@ impl Scale {
             w6_commits: 20_000,
             w7_small: 10_000,
             w7_large: 1_000_000,
+            w3g_small: 70_000,
+            w3g_large: 1_000_000,
             w7_rows: 10_000,
             w7_push: 2_000,
             w7_pull: 10_000,
@@ -159,6 +166,8 @@ impl Scale {
             w6_commits: 300,
             w7_small: 2_000,
             w7_large: 50_000,
+            w3g_small: 7_000,
+            w3g_large: 100_000,
             w7_rows: 1_000,
             w7_push: 200,
             w7_pull: 2_000,
@@ -280,6 +289,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
     }
     if only.has("W7") {
         out.extend(w7_growth::run(env, scale)?);
+    }
+    if only.has("W3G") {
+        out.extend(w3_growth::run(env, scale)?);
     }
     progress(
         env.dialect,

@@ -28,9 +28,11 @@ pub trait RawClient: Send {
     /// 1 000 — the same database state as one transaction per commit.
     fn push_batch(&mut self, partition: &str, commits: &[BenchCommit]) -> Result<()>;
 
-    /// A scope scan of `lists` in pages of `page` rows (the pinned query
-    /// shape); returns the rows read.
-    fn scan(&mut self, partition: &str, lists: &[String], page: i64) -> Result<u64>;
+    /// A scope scan of `lists` in pages of `page` rows (the fastest
+    /// hand-written shape), from the start, stopping at the end or after
+    /// `max_pages` pages; returns the rows read.
+    fn scan(&mut self, partition: &str, lists: &[String], page: i64, max_pages: u64)
+        -> Result<u64>;
 
     /// One commit-window read with the semantics of `read_commit_window`
     /// (candidate pages of `max(64, limit_changes)`, stop once the matched

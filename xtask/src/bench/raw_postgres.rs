@@ -56,11 +56,6 @@ ON CONFLICT DO NOTHING";
 const RESULT_INSERT: &str = "INSERT INTO sync_push_results \
 (partition, client_id, client_commit_id, result) VALUES ($1, $2, $3, ($4::text)::jsonb) \
 ON CONFLICT DO NOTHING";
-const SCAN_PAGE: &str = "SELECT c.row_id, t._sync_server_version, t._sync_scopes::text, \
-t._sync_payload FROM (SELECT DISTINCT s.row_id FROM sync_row_scopes s \
-WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ANY($4::text[]) \
-AND s.row_id > $5 ORDER BY s.row_id LIMIT $6) AS c \
-LEFT JOIN todos t ON t._sync_partition = $1 AND t._sync_row_id = c.row_id ORDER BY c.row_id";
 const WINDOW_PAGE: &str = "SELECT c.commit_seq, m.created_at_ms, m.actor_id, ch.idx, ch.row_id, \
 ch.op, ch.row_version, ch.scopes::text, ch.payload \
 FROM (SELECT DISTINCT s.commit_seq FROM sync_change_scopes s \
@@ -77,6 +72,17 @@ const MERGED_WINDOW_VALUES: usize = sync_postgres::hot_path_sql::MERGED_WINDOW_V
 /// distinct against the previous sequence.
 static MERGED_WINDOW_PAGES: [OnceLock<String>; MERGED_WINDOW_VALUES + 1] =
     [const { OnceLock::new() }; MERGED_WINDOW_VALUES + 1];
+
+/// Scan pages by value count: the storage's own shape (one ordered
+/// primary-key range per value, merged, `dialects.md` §7) — the fastest
+/// hand-written form measured (`docs/benchmarks.md`).
+static SCAN_PAGES: [OnceLock<String>; sync_postgres::hot_path_sql::MERGED_SCAN_VALUES + 2] =
+    [const { OnceLock::new() }; sync_postgres::hot_path_sql::MERGED_SCAN_VALUES + 2];
+
+fn scan_page(values: usize) -> &'static str {
+    let slot = values.min(sync_postgres::hot_path_sql::MERGED_SCAN_VALUES + 1);
+    SCAN_PAGES[slot].get_or_init(|| sync_postgres::hot_path_sql::scan_page_sql(TABLE, values))
+}
 
 fn window_page(values: usize) -> &'static str {
     match MERGED_WINDOW_PAGES.get(values) {
@@ -434,12 +440,18 @@ impl RawClient for RawPostgres {
         Ok(())
     }
 
-    fn scan(&mut self, partition: &str, lists: &[String], page: i64) -> Result<u64> {
+    fn scan(
+        &mut self,
+        partition: &str,
+        lists: &[String],
+        page: i64,
+        max_pages: u64,
+    ) -> Result<u64> {
         let mut after = String::new();
         let mut total = 0u64;
-        loop {
+        for _ in 0..max_pages {
             let rows = self.query(
-                SCAN_PAGE,
+                scan_page(lists.len()),
                 &[
                     &partition,
                     &TABLE,
@@ -463,6 +475,7 @@ impl RawClient for RawPostgres {
                 _ => return Ok(total),
             }
         }
+        Ok(total)
     }
 
     fn window(

@@ -63,14 +63,16 @@ fn placeholders(first: usize, count: usize) -> String {
         .join(", ")
 }
 
+/// A scan page around the storage's candidate subquery (one primary-key
+/// range per value merged for 2…128 values, `dialects.md` §7): the
+/// fastest hand-written form measured (`docs/benchmarks.md`).
 fn scan_sql(values: usize) -> String {
     format!(
         "SELECT c.row_id, t._sync_server_version, t._sync_scopes, t._sync_payload \
-         FROM (SELECT DISTINCT row_id FROM sync_row_scopes WHERE partition = ?1 AND tbl = ?2 \
-         AND var = ?3 AND value IN ({}) AND row_id > ?4 ORDER BY row_id LIMIT ?5) AS c \
+         FROM ({}) AS c \
          LEFT JOIN todos AS t ON t._sync_partition = ?1 AND t._sync_row_id = c.row_id \
          ORDER BY c.row_id",
-        placeholders(6, values)
+        sync_sqlite::hot_path_sql::scan_candidates_sql(values)
     )
 }
 
@@ -276,11 +278,17 @@ impl RawClient for RawSqlite {
         Ok(())
     }
 
-    fn scan(&mut self, partition: &str, lists: &[String], page: i64) -> Result<u64> {
+    fn scan(
+        &mut self,
+        partition: &str,
+        lists: &[String],
+        page: i64,
+        max_pages: u64,
+    ) -> Result<u64> {
         let mut stmt = self.conn.prepare_cached(&scan_sql(lists.len()))?;
         let mut after = String::new();
         let mut total = 0u64;
-        loop {
+        for _ in 0..max_pages {
             let mut bind: Vec<&dyn ToSql> =
                 vec![&partition, &TABLE, &fixture::SCOPE_VAR, &after, &page];
             bind.extend(lists.iter().map(|v| v as &dyn ToSql));
@@ -296,6 +304,7 @@ impl RawClient for RawSqlite {
                 _ => return Ok(total),
             }
         }
+        Ok(total)
     }
 
     fn window(

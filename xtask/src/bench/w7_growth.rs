@@ -38,7 +38,7 @@ fn seed(env: &Env, size: u64, rows: &[BenchRow]) -> Result<Seeded> {
 }
 
 /// Per round and size: (ours, raw) in the unit of the measurement.
-type Series = Vec<Vec<(f64, f64)>>;
+pub(super) type Series = Vec<Vec<(f64, f64)>>;
 
 fn pull_ms_per_page(
     seeded: &Seeded,
@@ -64,7 +64,11 @@ fn pull_ms_per_page(
     Ok((ours_ms, raw_ms))
 }
 
-fn measures(
+/// One measure per size and the growth of the second size over the first
+/// (`prefix` names the variant; sizes are labelled `label=<size>`).
+pub(super) fn growth_measures(
+    workload: &'static str,
+    label: &str,
     dialect: super::db::Dialect,
     sizes: &[u64],
     series: &Series,
@@ -81,8 +85,8 @@ fn measures(
             })
             .collect();
         out.push(Measure::from_samples(
-            "W7",
-            format!("{prefix}log={size}"),
+            workload,
+            format!("{prefix}{label}={size}"),
             dialect,
             unit,
             Better::Lower,
@@ -97,7 +101,7 @@ fn measures(
         })
         .collect();
     out.push(Measure::from_samples(
-        "W7",
+        workload,
         format!("{prefix}growth={}/{}", sizes[1], sizes[0]),
         dialect,
         "× time",
@@ -180,14 +184,24 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
         push.push(push_round);
     }
     let d = env.dialect;
-    let mut out = measures(d, &sizes, &push, "push,", "µs/commit");
-    out.extend(measures(
+    let mut out = growth_measures("W7", "log", d, &sizes, &push, "push,", "µs/commit");
+    out.extend(growth_measures(
+        "W7",
+        "log",
         d,
         &sizes,
         &tail,
         &format!("pull-newest-{},", scale.w7_pull),
         "ms/page",
     ));
-    out.extend(measures(d, &sizes, &from_zero, "pull-from-0,", "ms/page"));
+    out.extend(growth_measures(
+        "W7",
+        "log",
+        d,
+        &sizes,
+        &from_zero,
+        "pull-from-0,",
+        "ms/page",
+    ));
     Ok(out)
 }

@@ -109,21 +109,41 @@ fn expect_no_scan(plan: &PlanSummary, path: HotPath, tables: &[&str]) -> CheckRe
     Ok(())
 }
 
+/// Fails if `plan` collects its input (sorts, hashes, temporary B-trees)
+/// before a first row: a candidate page that does so collects every entry
+/// above the cursor, so its cost grows with the table (`dialects.md` §7).
+fn expect_streaming(plan: &PlanSummary, path: HotPath) -> CheckResult {
+    check!(
+        plan.collects.is_empty(),
+        "{path:?}: collects its input ({}); plan:\n{}",
+        plan.collects.join("; "),
+        plan.raw
+    );
+    Ok(())
+}
+
 fn c326_candidate_plans(ctx: &mut Ctx<'_>) -> CheckResult {
     let raw = populated(ctx)?;
     let raw = raw.as_ref();
     let window = explain(raw, HotPath::WindowCandidates)?;
     expect_pk_search(&window, HotPath::WindowCandidates, "sync_change_scopes")?;
-    let scan = explain(raw, HotPath::ScanCandidates)?;
-    expect_pk_search(&scan, HotPath::ScanCandidates, "sync_row_scopes")?;
+    for path in [HotPath::ScanCandidates, HotPath::ScanCandidatesMulti] {
+        let scan = explain(raw, path)?;
+        expect_pk_search(&scan, path, "sync_row_scopes")?;
+        expect_streaming(&scan, path)?;
+    }
     for path in [
         HotPath::WindowPage,
         HotPath::WindowPageMulti,
         HotPath::ScanPage,
+        HotPath::ScanPageMulti,
     ] {
         let plan = explain(raw, path)?;
         if path == HotPath::WindowPageMulti {
             expect_pk_search(&plan, path, "sync_change_scopes")?;
+        }
+        if path == HotPath::ScanPageMulti {
+            expect_pk_search(&plan, path, "sync_row_scopes")?;
         }
         expect_no_scan(
             &plan,
@@ -157,6 +177,7 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
         (HotPath::WindowPage, "sync_change_scopes"),
         (HotPath::WindowPageMulti, "sync_change_scopes"),
         (HotPath::ScanPage, "sync_row_scopes"),
+        (HotPath::ScanPageMulti, "sync_row_scopes"),
         (HotPath::IndexLookup, "tasks"),
         (HotPath::BlobCandidates, "sync_blob_refs"),
         (HotPath::CoverageProbe, "sync_changes"),
@@ -168,6 +189,9 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
             plan.raw
         );
         expect_no_scan(&plan, path, &PG_HOT_TABLES)?;
+        if matches!(path, HotPath::ScanPage | HotPath::ScanPageMulti) {
+            expect_streaming(&plan, path)?;
+        }
         if path == HotPath::IndexLookup {
             check!(
                 plan.uses_index("tasks", "sync_ix_tasks_by_project_title"),

@@ -61,6 +61,15 @@ pub(crate) fn explain(raw: &PgRaw, path: HotPath) -> Result<PlanSummary> {
     })
 }
 
+/// The values of the `…Multi` hot paths.
+fn three_projects() -> Vec<String> {
+    vec![
+        "proj-1".to_owned(),
+        "proj-2".to_owned(),
+        "proj-3".to_owned(),
+    ]
+}
+
 fn plan_text(
     conn: &mut Conn,
     schema: &CompiledSchema,
@@ -84,11 +93,7 @@ fn plan_text(
                 Box::new(table),
                 Box::new(variable),
                 Box::new(if path == HotPath::WindowPageMulti {
-                    vec![
-                        "proj-1".to_owned(),
-                        "proj-2".to_owned(),
-                        "proj-3".to_owned(),
-                    ]
+                    three_projects()
                 } else {
                     values
                 }),
@@ -97,13 +102,26 @@ fn plan_text(
                 Box::new(64i64),
             ],
         ),
-        HotPath::ScanCandidates | HotPath::ScanPage => (
-            sql.scan_page.clone(),
+        HotPath::ScanCandidates
+        | HotPath::ScanPage
+        | HotPath::ScanCandidatesMulti
+        | HotPath::ScanPageMulti => (
+            if matches!(path, HotPath::ScanCandidates | HotPath::ScanPage) {
+                sql.scan_pages.get(&sql.quoted, 1).to_owned()
+            } else {
+                sql.scan_pages.get(&sql.quoted, 3).to_owned()
+            },
             vec![
                 Box::new(partition),
                 Box::new(table),
                 Box::new(variable),
-                Box::new(values),
+                Box::new(
+                    if matches!(path, HotPath::ScanCandidates | HotPath::ScanPage) {
+                        values
+                    } else {
+                        three_projects()
+                    },
+                ),
                 Box::new(String::new()),
                 Box::new(64i64),
             ],
@@ -179,6 +197,16 @@ fn run_explain(conn: &mut Conn, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Re
     Ok(lines.join("\n"))
 }
 
+/// Plan nodes that read their whole input before returning a first row
+/// (matched as `<name>  (cost=…`, not as a `Sort Key:` detail line).
+const COLLECTING_NODES: [&str; 5] = [
+    "Sort",
+    "Incremental Sort",
+    "HashAggregate",
+    "Hash",
+    "Materialize",
+];
+
 /// Parses the node lines of a text plan.
 fn summarize(conn: &mut Conn, text: &str) -> Result<PlanSummary> {
     let mut summary = PlanSummary {
@@ -204,6 +232,11 @@ fn summarize(conn: &mut Conn, text: &str) -> Result<PlanSummary> {
             summary.index_reads.push((table, index));
         } else if let Some(rest) = node.strip_prefix("Seq Scan on ") {
             summary.full_scans.push(first_word(rest));
+        } else if COLLECTING_NODES
+            .iter()
+            .any(|n| node.strip_prefix(n).is_some_and(|r| r.starts_with("  (")))
+        {
+            summary.collects.push(node.to_owned());
         }
     }
     Ok(summary)
