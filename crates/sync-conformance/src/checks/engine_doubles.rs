@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sync_core::Clock;
+
+use crate::check;
+use crate::check::CheckResult;
 use sync_engine::{
     BlobExistence, BlobStoreError, CandidateReader, CommitInput, CommitValidator, CrdtMerger,
     IdSource, MergeError, PlanError, ReactionPlan, ReactionPlanner, ResolveError, RowValidator,
@@ -341,5 +344,25 @@ pub(crate) fn plan(key: &str, kind: &str) -> ReactionPlan {
         version: 1,
         payload: serde_json::json!({}),
         max_attempts: None,
+    }
+}
+
+/// Collects failures of work done inside a hook.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct HookLog(Arc<Mutex<Vec<String>>>);
+
+impl HookLog {
+    /// Records a failure.
+    pub(crate) fn note(&self, what: String) {
+        if let Ok(mut log) = self.0.lock() {
+            log.push(what);
+        }
+    }
+
+    /// Fails the check when a failure was recorded.
+    pub(crate) fn check_empty(&self) -> CheckResult {
+        let log = self.0.lock().map(|l| l.clone()).unwrap_or_default();
+        check!(log.is_empty(), "hook work failed: {log:?}");
+        Ok(())
     }
 }

@@ -255,13 +255,7 @@ fn e004_epoch_acquisition(ctx: &mut Ctx<'_>) -> CheckResult {
 fn e005_push_without_epoch(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
     let engine = env.engine()?;
-    let mut req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let mut req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     req.header.log_epoch = None;
     run(&engine, "alice", req).expect_error("sync.invalid_request")?;
     check_eq!(env.max_seq()?, 0, "max_commit_seq");
@@ -275,13 +269,7 @@ fn e005_push_without_epoch(ctx: &mut Ctx<'_>) -> CheckResult {
 fn e006_stale_epoch(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
     let engine = env.engine()?;
-    let mut req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let mut req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     req.header.log_epoch = Some("epoch-old".to_owned());
     let round = run(&engine, "alice", req);
     round.ok()?;
@@ -351,13 +339,7 @@ fn e009_client_bound_to_actor(ctx: &mut Ctx<'_>) -> CheckResult {
             subscriptions: Vec::new(),
         },
     )?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t2", None, env.task("t2", "p2")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t2", "p2")?;
     run(&engine, "bob", req).expect_error("sync.invalid_client_id")?;
     check_eq!(env.max_seq()?, 0, "max_commit_seq");
     check!(

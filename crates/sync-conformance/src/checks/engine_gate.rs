@@ -2,16 +2,15 @@
 //! serve gate at every serve point, with races injected through the
 //! `test-hooks` callbacks — E-057…E-062.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 use sync_core::{CheckpointDeclaration, ServerStorage};
 use sync_engine::{PushResultStatus, ResponseItem, WireError};
 
+use super::engine_doubles::HookLog;
 use super::engine_fixture::{efix_v2, P, Q};
-use super::engine_round::{
-    commit, env, expect_applied, pull_req, push_req, run, run_in, sub_p1, up, Round,
-};
+use super::engine_round::{commit, env, expect_applied, pull_req, run, run_in, sub_p1, up, Round};
 use crate::check::{CheckDef, CheckResult, Failure};
 use crate::context::{Ctx, NOW};
 use crate::registry::check;
@@ -78,39 +77,13 @@ fn expect_not_ready(round: &Round, why: &str) -> CheckResult {
     Ok(())
 }
 
-/// Collects failures of work done inside a hook.
-#[derive(Default, Clone)]
-struct HookLog(Arc<Mutex<Vec<String>>>);
-
-impl HookLog {
-    fn note(&self, what: String) {
-        if let Ok(mut log) = self.0.lock() {
-            log.push(what);
-        }
-    }
-
-    fn check_empty(&self) -> CheckResult {
-        let log = self.0.lock().map(|l| l.clone()).unwrap_or_default();
-        check!(log.is_empty(), "hook work failed: {log:?}");
-        Ok(())
-    }
-}
-
 fn e057_pending_checkpoint(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
     env.storage.declare_checkpoint(P, "search_v1", 1, NOW)?;
     env.storage
         .touch_partition(Q, NOW, super::engine_round::EPOCH)?;
     let engine = env.engine()?;
-    let req = |ccid: &str| -> CheckResult<_> {
-        Ok(push_req(
-            "dev-a",
-            vec![commit(
-                ccid,
-                vec![up("tasks", ccid, None, env.task(ccid, "p1")?)],
-            )],
-        ))
-    };
+    let req = |ccid: &str| env.insert_req("dev-a", ccid, ccid, "p1");
     let refused = run(&engine, "alice", req("t1")?);
     expect_not_ready(&refused, "checkpoint_pending")?;
     check!(
@@ -130,13 +103,7 @@ fn e058_declared_checkpoint(ctx: &mut Ctx<'_>) -> CheckResult {
     let engine = env.engine_with(|c| {
         c.declarations = vec![CheckpointDeclaration::new(P, "search_v1", 1)];
     })?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     expect_applied(
         run(&engine, "alice", req).result(0)?,
         PushResultStatus::Applied,
@@ -194,13 +161,7 @@ fn e060_writer_fenced(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
     ctx.raw()?.set_partition_fence(P, Some(2))?;
     let engine = env.engine()?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     let round = run(&engine, "alice", req);
     expect_not_ready(&round, "writer_fenced")?;
     check!(
@@ -231,13 +192,7 @@ fn e061_rotation_in_push(ctx: &mut Ctx<'_>) -> CheckResult {
             }
         }));
     })?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     let round = run(&engine, "alice", req);
     log.check_empty()?;
     expect_not_ready(&round, "log_epoch_rotated")?;

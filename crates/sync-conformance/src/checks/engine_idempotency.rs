@@ -9,7 +9,7 @@ use sync_engine::{PushResult, PushResultStatus};
 use super::engine_doubles::{plan, CommitCheck, Planner, RowCheck, TickingClock};
 use super::engine_fixture::{note_payload, seed_task, P};
 use super::engine_round::{
-    commit, env, expect_applied, expect_conflict, push_req, run, scopes, up,
+    commit, concurrently, env, expect_applied, expect_conflict, push_req, run, scopes, up,
 };
 use crate::check::{CheckDef, CheckResult, Failure};
 use crate::context::{Ctx, NOW};
@@ -197,26 +197,15 @@ fn e039_concurrent_delivery(ctx: &mut Ctx<'_>) -> CheckResult {
         }));
     })?;
     let pushed = commit("c1", vec![up("tasks", "t1", None, env.task("t1", "p1")?)]);
-    let results: Vec<CheckResult<PushResult>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let req = push_req("dev-a", vec![pushed.clone()]);
-                let engine = &engine;
-                s.spawn(move || run(engine, "alice", req).result(0).cloned())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Failure::new("delivery thread panicked")))
-            })
-            .collect()
-    });
+    let deliver = || -> CheckResult<PushResult> {
+        run(&engine, "alice", push_req("dev-a", vec![pushed.clone()]))
+            .result(0)
+            .cloned()
+    };
+    let results = concurrently(vec![Box::new(deliver), Box::new(deliver)])?;
     let mut statuses = Vec::new();
     let mut seqs = Vec::new();
     for result in results {
-        let result = result?;
         statuses.push(result.status.as_str());
         seqs.push(expect_applied(&result, result.status, 1)?);
     }
@@ -243,30 +232,18 @@ fn e040_concurrent_updates(ctx: &mut Ctx<'_>) -> CheckResult {
         }));
     })?;
     let payload = env.task("t1", "p1")?;
-    let results: Vec<CheckResult<PushResult>> = std::thread::scope(|s| {
-        let handles: Vec<_> = ["dev-a", "dev-b"]
-            .into_iter()
-            .map(|client| {
-                let req = push_req(
-                    client,
-                    vec![commit(
-                        "c1",
-                        vec![up("tasks", "t1", Some(1), payload.clone())],
-                    )],
-                );
-                let engine = &engine;
-                s.spawn(move || run(engine, "alice", req).result(0).cloned())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Failure::new("push thread panicked")))
-            })
-            .collect()
-    });
-    let results = results.into_iter().collect::<CheckResult<Vec<_>>>()?;
+    let update = |client: &'static str| {
+        let req = push_req(
+            client,
+            vec![commit(
+                "c1",
+                vec![up("tasks", "t1", Some(1), payload.clone())],
+            )],
+        );
+        let engine = &engine;
+        move || -> CheckResult<PushResult> { run(engine, "alice", req).result(0).cloned() }
+    };
+    let results = concurrently(vec![Box::new(update("dev-a")), Box::new(update("dev-b"))])?;
     let (applied, other): (Vec<&PushResult>, Vec<&PushResult>) = results
         .iter()
         .partition(|r| r.status == PushResultStatus::Applied);
@@ -299,13 +276,13 @@ fn e041_parallel_pushes(ctx: &mut Ctx<'_>) -> CheckResult {
         }
         payloads.push(mine);
     }
-    let outcomes: Vec<CheckResult<Vec<i64>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = payloads
-            .iter()
-            .enumerate()
-            .map(|(t, mine)| {
-                let engine = &engine;
-                s.spawn(move || {
+    let engine = &engine;
+    let jobs: Vec<Box<dyn FnOnce() -> CheckResult<Vec<i64>> + Send + '_>> = payloads
+        .iter()
+        .enumerate()
+        .map(
+            |(t, mine)| -> Box<dyn FnOnce() -> CheckResult<Vec<i64>> + Send + '_> {
+                Box::new(move || {
                     let client = format!("w{t}");
                     let mut seqs = Vec::new();
                     for (id, payload) in mine {
@@ -322,20 +299,10 @@ fn e041_parallel_pushes(ctx: &mut Ctx<'_>) -> CheckResult {
                     }
                     Ok(seqs)
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Failure::new("push thread panicked")))
-            })
-            .collect()
-    });
-    let mut seqs = Vec::new();
-    for outcome in outcomes {
-        seqs.extend(outcome?);
-    }
+            },
+        )
+        .collect();
+    let mut seqs: Vec<i64> = concurrently(jobs)?.into_iter().flatten().collect();
     seqs.sort_unstable();
     check_eq!(seqs, (1..=200).collect::<Vec<i64>>(), "commit seqs");
     for (t, mine) in payloads.iter().enumerate() {

@@ -2,12 +2,12 @@
 //! paging and resume tokens, incremental windows, the horizon rules, deletes
 //! in pulls and the client record — E-064…E-078.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use sync_core::{ClientSubscription, CommitPruneQuery};
 use sync_engine::{OpKind, PullHeader, SectionStatus, SubEnd, SubStart, Subscription};
 
-use super::engine_doubles::{scope_map, ResolverMode};
+use super::engine_doubles::{scope_map, HookLog, ResolverMode};
 use super::engine_fixture::{seed, seed_empty_commits, seed_task_commits, task_row, P};
 use super::engine_round::{
     commit, del, env, expect_applied, expect_rejected, pull_req, push_req, run, scopes, sub,
@@ -381,8 +381,8 @@ fn e070_prune_during_pull(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
     seed_task_commits(env.storage.as_ref(), &env.schema, "r", 20, "p1")?;
     let storage = env.storage.clone();
-    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
-    let log = failures.clone();
+    let log = HookLog::default();
+    let hook_log = log.clone();
     let engine = env.engine_with(|c| {
         c.test_hooks.after_l2 = Some(Arc::new(move || {
             let query = CommitPruneQuery {
@@ -390,15 +390,12 @@ fn e070_prune_during_pull(ctx: &mut Ctx<'_>) -> CheckResult {
                 through_seq: 15,
             };
             if let Err(e) = storage.prune_commits_through(P, &query) {
-                if let Ok(mut log) = log.lock() {
-                    log.push(format!("{e:?}"));
-                }
+                hook_log.note(format!("prune failed: {e:?}"));
             }
         }));
     })?;
     let round = run(&engine, "alice", pull_req("dev-a", vec![sub_p1("s", 10)]));
-    let hook = failures.lock().map(|l| l.clone()).unwrap_or_default();
-    check!(hook.is_empty(), "prune in the hook failed: {hook:?}");
+    log.check_empty()?;
     check_eq!(
         env.storage.get_horizon_seq(P)?,
         15,
@@ -650,15 +647,8 @@ fn e078_client_record(ctx: &mut Ctx<'_>) -> CheckResult {
         expected_subs,
         "record subscriptions"
     );
-    let push_only = |client: &str, ccid: &str| -> CheckResult<_> {
-        Ok(push_req(
-            client,
-            vec![commit(
-                ccid,
-                vec![up("tasks", ccid, None, env.task(ccid, "p1")?)],
-            )],
-        ))
-    };
+    let push_only =
+        |client: &str, ccid: &str| -> CheckResult<_> { env.insert_req(client, ccid, ccid, "p1") };
     run(&engine, "alice", push_only("dev-a", "x1")?).ok()?;
     let after_push = record("dev-a")?;
     check_eq!(

@@ -142,7 +142,15 @@ pub(crate) fn commit_at(env: &Env, seq: i64) -> CheckResult<CommitRecord> {
         .ok_or_else(|| Failure::new(format!("commit {seq} not found")))
 }
 
-/// The stored version of `tasks/id`.
+/// The tombstone seq of `table/id`, read through a transaction.
+fn tombstone_of(env: &Env, table: &str, id: &str) -> CheckResult<Option<i64>> {
+    let mut tx = env.storage.begin(P)?;
+    let seq = tx.get_tombstone_seq(table, id)?;
+    tx.rollback()?;
+    Ok(seq)
+}
+
+/// The stored version of `table/id`.
 pub(crate) fn version_of(env: &Env, table: &str, id: &str) -> CheckResult<Option<i64>> {
     Ok(env.storage.get_row(P, table, id)?.map(|r| r.server_version))
 }
@@ -273,13 +281,7 @@ fn e022_last_write_wins(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
     seed_task(env.storage.as_ref(), &env.schema, "t1", "p1", 3)?;
     let engine = env.engine()?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     expect_applied(
         run(&engine, "alice", req).result(0)?,
         PushResultStatus::Applied,
@@ -366,9 +368,7 @@ fn e025_delete_change(ctx: &mut Ctx<'_>) -> CheckResult {
         env.storage.get_row(P, "tasks", "t1")?.is_none(),
         "t1 still present"
     );
-    let mut tx = env.storage.begin(P)?;
-    let tombstone = tx.get_tombstone_seq("tasks", "t1")?;
-    tx.rollback()?;
+    let tombstone = tombstone_of(&env, "tasks", "t1")?;
     check_eq!(tombstone, Some(seq), "tombstone seq");
     check_eq!(
         env.storage.list_rows_referencing_blob(P, "b1")?.len(),
@@ -443,9 +443,7 @@ fn e028_delete_wins(ctx: &mut Ctx<'_>) -> CheckResult {
         Some(1),
         "re-created version"
     );
-    let mut tx = env.storage.begin(P)?;
-    let tombstone = tx.get_tombstone_seq("tasks", "t1")?;
-    tx.rollback()?;
+    let tombstone = tombstone_of(&env, "tasks", "t1")?;
     check_eq!(tombstone, None, "tombstone after the explicit re-create");
     Ok(())
 }

@@ -83,6 +83,24 @@ impl Env {
         Ok(self.storage.get_max_commit_seq(P)?)
     }
 
+    /// A request of `client` pushing one commit `ccid` that upserts
+    /// `tasks/id` in `project` without `baseVersion`.
+    pub(crate) fn insert_req(
+        &self,
+        client: &str,
+        ccid: &str,
+        id: &str,
+        project: &str,
+    ) -> CheckResult<SyncRequest> {
+        Ok(push_req(
+            client,
+            vec![commit(
+                ccid,
+                vec![up("tasks", id, None, self.task(id, project)?)],
+            )],
+        ))
+    }
+
     /// A `tasks` payload.
     pub(crate) fn task(&self, id: &str, project: &str) -> CheckResult<Vec<u8>> {
         super::engine_fixture::task_payload(&self.schema, id, project, &format!("title {id}"))
@@ -189,6 +207,23 @@ pub(crate) fn run_in(engine: &Engine, partition: &str, actor: &str, req: SyncReq
     let mut items: Vec<ResponseItem> = Vec::new();
     let result = engine.handle(&RequestContext::new(partition, actor), &req, &mut items);
     Round { result, items }
+}
+
+/// Runs every job on its own thread at once and collects the results in
+/// job order (a panicking job fails the check).
+pub(crate) fn concurrently<T: Send>(
+    jobs: Vec<Box<dyn FnOnce() -> CheckResult<T> + Send + '_>>,
+) -> CheckResult<Vec<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = jobs.into_iter().map(|job| s.spawn(job)).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Failure::new("a concurrent job panicked")))
+            })
+            .collect()
+    })
 }
 
 /// A bootstrap or incremental section as emitted.

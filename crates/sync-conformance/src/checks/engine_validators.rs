@@ -5,9 +5,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use sync_core::{ReactionListQuery, ReactionStatus, RejectionDetails, RowValue, StoredReaction};
+use sync_core::{
+    ReactionListQuery, ReactionStatus, RejectionDetails, RowValue, ScopeFilter, StoredReaction,
+};
 use sync_engine::{
-    CandidateScan, MergerRegistry, OpKind, PushResultStatus, Rejection, ValidationFailure,
+    CandidateReader, CandidateScan, MergerRegistry, OpKind, PushResultStatus, Rejection,
+    ValidationFailure,
 };
 
 use super::engine_doubles::{boxed, plan, CommitCheck, Planner, RowCheck, Union};
@@ -138,6 +141,19 @@ fn rejection(
         .map_err(|e| Failure::new(format!("Rejection::new({code}) refused: {e:?}")))
 }
 
+/// Scans `tasks` through the reader and notes the error code it returned, if any.
+fn scan_noting(read: &mut dyn CandidateReader, filter: ScopeFilter, seen: &Mutex<Option<String>>) {
+    let scan = read.scan_rows(&CandidateScan {
+        table: "tasks".to_owned(),
+        scope_filter: filter,
+        after_row_id: None,
+        limit: None,
+    });
+    if let (Err(e), Ok(mut seen)) = (&scan, seen.lock()) {
+        *seen = Some(e.code().as_str().to_owned());
+    }
+}
+
 fn title_details() -> RejectionDetails {
     RejectionDetails {
         field_paths: Some(vec!["title".to_owned()]),
@@ -180,13 +196,7 @@ fn e043_row_validator_failed(ctx: &mut Ctx<'_>) -> CheckResult {
         c.row_validators
             .insert("tasks".to_owned(), validator.clone());
     })?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     expect_rejected(
         run(&engine, "alice", req).result(0)?,
         0,
@@ -221,13 +231,7 @@ fn e044_checked_rejection(ctx: &mut Ctx<'_>) -> CheckResult {
         c.row_validators
             .insert("tasks".to_owned(), validator.clone());
     })?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     expect_rejected(
         run(&engine, "alice", req).result(0)?,
         0,
@@ -375,25 +379,11 @@ fn e047_reader_error_failed(ctx: &mut Ctx<'_>) -> CheckResult {
     let seen = Arc::new(Mutex::new(None::<String>));
     let log = seen.clone();
     let validator = CommitCheck::new(move |_, read| {
-        let scan = read.scan_rows(&CandidateScan {
-            table: "tasks".to_owned(),
-            scope_filter: scopes(&[]),
-            after_row_id: None,
-            limit: None,
-        });
-        if let (Err(e), Ok(mut log)) = (&scan, log.lock()) {
-            *log = Some(e.code().as_str().to_owned());
-        }
+        scan_noting(read, scopes(&[]), &log);
         Err(ValidationFailure::Failed(boxed("scan failed")))
     });
     let engine = env.engine_with(|c| c.commit_validator = Some(validator.clone()))?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     expect_rejected(
         run(&engine, "alice", req).result(0)?,
         0,
@@ -418,27 +408,13 @@ fn e048_reader_busy(ctx: &mut Ctx<'_>) -> CheckResult {
     let swallowed = Arc::new(Mutex::new(None::<String>));
     let log = swallowed.clone();
     let validator = CommitCheck::new(move |_, read| {
-        let scan = read.scan_rows(&CandidateScan {
-            table: "tasks".to_owned(),
-            scope_filter: scopes(&[("project_id", &["p1"])]),
-            after_row_id: None,
-            limit: None,
-        });
-        if let (Err(e), Ok(mut log)) = (&scan, log.lock()) {
-            *log = Some(e.code().as_str().to_owned());
-        }
+        scan_noting(read, scopes(&[("project_id", &["p1"])]), &log);
         Ok(())
     });
     let mut config = env.config();
     config.commit_validator = Some(validator.clone());
     let engine = super::engine_round::build(storage, env.schema.clone(), config)?;
-    let req = push_req(
-        "dev-a",
-        vec![commit(
-            "c1",
-            vec![up("tasks", "t1", None, env.task("t1", "p1")?)],
-        )],
-    );
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
     run(&engine, "alice", req).expect_error("sync.storage.busy")?;
     check_eq!(
         swallowed
