@@ -172,6 +172,36 @@ impl StoredPushResult {
     }
 }
 
+impl PushOperationResult {
+    /// The record as a JSON object in the stored member order (`details`
+    /// included for error records). The wire rendering of the engine uses
+    /// the same members.
+    pub fn to_json_value(&self) -> Value {
+        operation_to_json(self)
+    }
+
+    /// Parses one record; any failure is `sync.idempotency_cache_miss`.
+    pub fn from_json_value(value: &Value) -> Result<Self> {
+        operation_from_json(value)
+    }
+}
+
+impl RejectionDetails {
+    /// The details object (`fieldPaths`, `reason`, `requiredAction`,
+    /// `references`, in this order, absent members omitted).
+    pub fn to_json_value(&self) -> Value {
+        details_to_json(self)
+    }
+
+    /// Parses a details object; any failure is `sync.idempotency_cache_miss`.
+    pub fn from_json_value(value: &Value) -> Result<Self> {
+        match value {
+            Value::Object(d) => details_from_json(d),
+            _ => Err(cache_miss("bad_member")),
+        }
+    }
+}
+
 fn cache_miss(reason: &str) -> Error {
     Error::new(ErrorCode::IdempotencyCacheMiss).detail("reason", reason)
 }

@@ -6,15 +6,18 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use sync_core::{ErrorCode, PushOperationResult, RejectionDetails, RowValue, ServerStorage};
+use sync_core::{ErrorCode, PushOperationResult, RejectionDetails, RowValue};
 use sync_engine::{
     BlobExistence, BlobStoreError, CandidateReader, CandidateScan, CommandWrite, CommitInput,
     CommitValidator, CrdtMerger, MergeError, Operation, PlanError, PullHeader, PushResultStatus,
-    ReactionPlan, ReactionPlanner, Rejection, RequestContext, ResponseItem, RowValidator,
-    ValidateContext, ValidateOperation, ValidationFailure,
+    ReactionPlan, ReactionPlanner, Rejection, RequestContext, RowValidator, ValidateContext,
+    ValidateOperation, ValidationFailure,
 };
 
-use support::{commit, fixture, fixture_with, push_results, rejected_code, sub};
+use support::{
+    commit, commits, fixture, fixture_with, pages, push_results, put_task, rejected_code, sub,
+    sub_ends, task_op,
+};
 
 struct TitleLimit;
 
@@ -49,8 +52,8 @@ fn row_validator_rejection_is_persisted_with_details() {
     let c = commit(
         "k1",
         vec![
-            Operation::upsert("tasks", "t1", None, f.task("t1", "p1", "ok")),
-            Operation::upsert("tasks", "t2", None, f.task("t2", "p1", "much too long")),
+            task_op(&f, "t1", "p1", "ok", None),
+            task_op(&f, "t2", "p1", "much too long", None),
         ],
     );
     let result = f.push("alice", c.clone());
@@ -76,10 +79,15 @@ fn row_validator_rejection_is_persisted_with_details() {
     );
 }
 
+/// Operation index, stored version and written version of one evidence entry.
+type EvidenceVersions = (u32, Option<i64>, Option<i64>);
+
 /// Rejects a commit that leaves more than one task in a project, reading
 /// the staged state.
 struct OneTaskPerProject {
-    seen: Mutex<Vec<usize>>,
+    /// Per call: rows seen by the scan, and per evidence entry the
+    /// operation index, stored version and written version.
+    seen: Mutex<Vec<(usize, Vec<EvidenceVersions>)>>,
 }
 
 impl CommitValidator for OneTaskPerProject {
@@ -96,13 +104,17 @@ impl CommitValidator for OneTaskPerProject {
                 limit: None,
             })
             .map_err(|e| ValidationFailure::Failed(Box::new(e)))?;
-        self.seen.lock().expect("lock").push(rows.len());
+        let evidence = input
+            .operations
+            .iter()
+            .map(|e| (e.op_index, e.stored_server_version, e.next_server_version))
+            .collect();
+        self.seen.lock().expect("lock").push((rows.len(), evidence));
         if rows.len() > 1 {
             let r = Rejection::new("project.full", "one task only", None, Some(1))
                 .map_err(|e| ValidationFailure::Failed(Box::new(e)))?;
             return Err(r.into());
         }
-        let _ = input;
         Ok(())
     }
 }
@@ -119,14 +131,33 @@ fn commit_validator_sees_staged_rows() {
         commit(
             "k1",
             vec![
-                Operation::upsert("tasks", "t1", None, f.task("t1", "p1", "a")),
-                Operation::upsert("tasks", "t2", None, f.task("t2", "p1", "b")),
+                task_op(&f, "t1", "p1", "a", None),
+                task_op(&f, "t2", "p1", "b", None),
             ],
         ),
     );
     assert_eq!(rejected_code(&result), (1, "project.full".into()));
-    assert_eq!(*validator.seen.lock().expect("lock"), vec![2]);
+    assert_eq!(
+        *validator.seen.lock().expect("lock"),
+        vec![(2, vec![(0, None, Some(1)), (1, None, Some(1))])]
+    );
     assert_eq!(f.storage.get_max_commit_seq("P").expect("max"), 0);
+    // An update and an absent-row delete: versions before and after, and
+    // an entry without rows or versions.
+    put_task(&f, "k2", "t1", "p1", "a");
+    let result = f.push(
+        "alice",
+        commit(
+            "k3",
+            vec![
+                task_op(&f, "t1", "p1", "b", Some(1)),
+                Operation::delete("tasks", "gone"),
+            ],
+        ),
+    );
+    assert_eq!(result.status, PushResultStatus::Applied);
+    let seen = validator.seen.lock().expect("lock");
+    assert_eq!(seen[2].1, vec![(0, Some(1), Some(2)), (1, None, None)]);
 }
 
 #[test]
@@ -137,8 +168,8 @@ fn unique_violation_is_a_persisted_constraint_rejection() {
         commit(
             "k1",
             vec![
-                Operation::upsert("tasks", "t1", None, f.task("t1", "p1", "same")),
-                Operation::upsert("tasks", "t2", None, f.task("t2", "p1", "same")),
+                task_op(&f, "t1", "p1", "same", None),
+                task_op(&f, "t2", "p1", "same", None),
             ],
         ),
     );
@@ -265,18 +296,7 @@ fn blob_references_are_checked_and_indexed() {
         .list_rows_referencing_blob("P", "b1")
         .expect("refs");
     assert_eq!(refs.len(), 1);
-    f.push(
-        "alice",
-        commit(
-            "k3",
-            vec![Operation::upsert(
-                "tasks",
-                "t1",
-                None,
-                f.task("t1", "p1", "a"),
-            )],
-        ),
-    );
+    put_task(&f, "k3", "t1", "p1", "a");
     assert!(f
         .storage
         .list_rows_referencing_blob("P", "b1")
@@ -308,18 +328,7 @@ impl ReactionPlanner for TwoReactions {
 #[test]
 fn planned_reactions_are_enqueued_with_the_commit() {
     let f = fixture_with(|c| c.reaction_planner = Some(Arc::new(TwoReactions)));
-    let r = f.push(
-        "alice",
-        commit(
-            "k1",
-            vec![Operation::upsert(
-                "tasks",
-                "t1",
-                None,
-                f.task("t1", "p1", "a"),
-            )],
-        ),
-    );
+    let r = put_task(&f, "k1", "t1", "p1", "a");
     assert_eq!(r.commit_seq, Some(1));
     let key = json!(["P", "alice-c", "k1", "a"]).to_string();
     let stored = f
@@ -333,18 +342,7 @@ fn planned_reactions_are_enqueued_with_the_commit() {
 #[test]
 fn deletes_reach_incremental_pulls_with_scopes() {
     let f = fixture();
-    f.push(
-        "alice",
-        commit(
-            "k1",
-            vec![Operation::upsert(
-                "tasks",
-                "t1",
-                None,
-                f.task("t1", "p1", "a"),
-            )],
-        ),
-    );
+    put_task(&f, "k1", "t1", "p1", "a");
     f.push(
         "alice",
         commit("k2", vec![Operation::delete("tasks", "t1")]),
@@ -353,13 +351,7 @@ fn deletes_reach_incremental_pulls_with_scopes() {
         "alice",
         &f.request("c", vec![], vec![sub("tasks", "p1", 1)]),
     );
-    let change = items
-        .iter()
-        .find_map(|i| match i {
-            ResponseItem::Commit(c) => Some(c.changes[0].clone()),
-            _ => None,
-        })
-        .expect("a commit");
+    let change = commits(&items)[0].changes[0].clone();
     assert_eq!(change.op, sync_engine::OpKind::Delete);
     assert_eq!((change.row_version, change.row), (None, None));
     assert_eq!(change.scopes["project_id"], "p1");
@@ -371,7 +363,7 @@ fn bootstrap_pages_resume_from_the_token() {
     let ops = (0..25)
         .map(|i| {
             let id = format!("t{i:02}");
-            Operation::upsert("tasks", id.clone(), None, f.task(&id, "p1", &id))
+            task_op(&f, &id, "p1", &id, None)
         })
         .collect();
     f.push("alice", commit("k1", ops));
@@ -382,22 +374,10 @@ fn bootstrap_pages_resume_from_the_token() {
         ..PullHeader::default()
     });
     let items = f.round("alice", &req);
-    let pages: Vec<_> = items
-        .iter()
-        .filter_map(|i| match i {
-            ResponseItem::BootstrapPage(p) => Some(p.clone()),
-            _ => None,
-        })
-        .collect();
+    let pages = pages(&items);
     assert_eq!(pages.len(), 2);
     assert_eq!(pages[1].rows.last().map(|r| r.row_id.as_str()), Some("t19"));
-    let end = items
-        .iter()
-        .find_map(|i| match i {
-            ResponseItem::SubEnd(e) => Some(e.clone()),
-            _ => None,
-        })
-        .expect("sub end");
+    let end = sub_ends(&items)[0].clone();
     assert_eq!(end.next_cursor, 1);
     assert_eq!(
         end.bootstrap_state.as_deref(),
@@ -406,17 +386,12 @@ fn bootstrap_pages_resume_from_the_token() {
     req.subscriptions[0].cursor = end.next_cursor;
     req.subscriptions[0].bootstrap_state = end.bootstrap_state;
     let items = f.round("alice", &req);
-    let rows: Vec<_> = items
+    let rows: Vec<_> = support::pages(&items)
         .iter()
-        .filter_map(|i| match i {
-            ResponseItem::BootstrapPage(p) => Some(p.rows.len()),
-            _ => None,
-        })
+        .map(|p| p.rows.len())
         .collect();
     assert_eq!(rows, vec![5]);
-    assert!(items
-        .iter()
-        .any(|i| matches!(i, ResponseItem::SubEnd(e) if e.bootstrap_state.is_none())));
+    assert_eq!(sub_ends(&items)[0].bootstrap_state, None);
 }
 
 #[test]
@@ -424,18 +399,7 @@ fn windows_never_split_commits_and_cursor_follows_delivery() {
     let f = fixture();
     for i in 0..4 {
         let id = format!("t{i}");
-        f.push(
-            "alice",
-            commit(
-                &format!("k{i}"),
-                vec![Operation::upsert(
-                    "tasks",
-                    id.clone(),
-                    None,
-                    f.task(&id, "p1", &id),
-                )],
-            ),
-        );
+        put_task(&f, &format!("k{i}"), &id, "p1", &id);
     }
     let mut req = f.request("c", vec![], vec![sub("tasks", "p1", 0)]);
     req.pull = Some(PullHeader {
@@ -443,17 +407,9 @@ fn windows_never_split_commits_and_cursor_follows_delivery() {
         ..PullHeader::default()
     });
     let items = f.round("alice", &req);
-    let seqs: Vec<_> = items
-        .iter()
-        .filter_map(|i| match i {
-            ResponseItem::Commit(c) => Some(c.commit_seq),
-            _ => None,
-        })
-        .collect();
+    let seqs: Vec<_> = commits(&items).iter().map(|c| c.commit_seq).collect();
     assert_eq!(seqs, vec![1, 2, 3]);
-    assert!(items
-        .iter()
-        .any(|i| matches!(i, ResponseItem::SubEnd(e) if e.next_cursor == 3)));
+    assert_eq!(sub_ends(&items)[0].next_cursor, 3);
 }
 
 #[test]
@@ -495,18 +451,7 @@ fn entry_errors_are_request_level_before_any_item() {
 #[test]
 fn commands_build_under_the_lock_and_replay_without_the_builder() {
     let f = fixture();
-    f.push(
-        "alice",
-        commit(
-            "k1",
-            vec![Operation::upsert(
-                "tasks",
-                "t1",
-                None,
-                f.task("t1", "p1", "a"),
-            )],
-        ),
-    );
+    put_task(&f, "k1", "t1", "p1", "a");
     let ctx = RequestContext::new("P", "alice");
     let mut calls = 0;
     let run = |calls: &mut i32| {
@@ -549,18 +494,7 @@ fn commands_build_under_the_lock_and_replay_without_the_builder() {
 #[test]
 fn acknowledge_and_prune_wrap_storage() {
     let f = fixture();
-    f.push(
-        "alice",
-        commit(
-            "k1",
-            vec![Operation::upsert(
-                "tasks",
-                "t1",
-                None,
-                f.task("t1", "p1", "a"),
-            )],
-        ),
-    );
+    put_task(&f, "k1", "t1", "p1", "a");
     f.round(
         "alice",
         &f.request("c", vec![], vec![sub("tasks", "p1", -1)]),

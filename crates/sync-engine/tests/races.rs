@@ -6,10 +6,10 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
-use sync_core::{CommitPruneQuery, ServerStorage};
-use sync_engine::{Operation, PushResultStatus, ResponseItem, SectionStatus};
+use sync_core::CommitPruneQuery;
+use sync_engine::{PushResultStatus, ResponseItem, SectionStatus};
 
-use support::{commit, fixture_with_storage, push_results, sub};
+use support::{commit, fixture_with_storage, push_results, put_task, sub, task_op};
 
 #[test]
 fn a_prune_after_the_horizon_read_resets_instead_of_skipping() {
@@ -36,18 +36,7 @@ fn a_prune_after_the_horizon_read_resets_instead_of_skipping() {
     });
     for i in 0..3 {
         let id = format!("t{i}");
-        f.push(
-            "alice",
-            commit(
-                &format!("k{i}"),
-                vec![Operation::upsert(
-                    "tasks",
-                    id.clone(),
-                    None,
-                    f.task(&id, "p1", &id),
-                )],
-            ),
-        );
+        put_task(&f, &format!("k{i}"), &id, "p1", &id);
     }
     armed.store(true, Ordering::SeqCst);
     let items = f.round(
@@ -76,15 +65,7 @@ fn concurrent_deliveries_of_one_commit_apply_once() {
         }));
     }));
     armed.store(true, Ordering::SeqCst);
-    let c = commit(
-        "k1",
-        vec![Operation::upsert(
-            "tasks",
-            "t1",
-            None,
-            f.task("t1", "p1", "a"),
-        )],
-    );
+    let c = commit("k1", vec![task_op(&f, "t1", "p1", "a", None)]);
     let threads: Vec<_> = (0..2)
         .map(|_| {
             let (f, c) = (f.clone(), c.clone());

@@ -2,23 +2,17 @@
 
 mod support;
 
-use sync_core::{PushOperationResult, ServerStorage};
+use sync_core::PushOperationResult;
 use sync_engine::{Operation, PushResultStatus, ResponseItem, SectionStatus, SyncRequest};
 
-use support::{commit, fixture, push_results, rejected_code, sub};
+use support::{
+    commit, commits, fixture, pages, push_results, put_task, rejected_code, sub, sub_ends, task_op,
+};
 
 #[test]
 fn push_then_bootstrap_then_incremental() {
     let f = fixture();
-    let insert = commit(
-        "k1",
-        vec![Operation::upsert(
-            "tasks",
-            "t1",
-            None,
-            f.task("t1", "p1", "a"),
-        )],
-    );
+    let insert = commit("k1", vec![task_op(&f, "t1", "p1", "a", None)]);
     let items = f.round(
         "alice",
         &f.request("c1", vec![insert.clone()], vec![sub("tasks", "p1", -1)]),
@@ -26,13 +20,7 @@ fn push_then_bootstrap_then_incremental() {
     let results = push_results(&items);
     assert_eq!(results[0].status, PushResultStatus::Applied);
     assert_eq!(results[0].commit_seq, Some(1));
-    let page = items
-        .iter()
-        .find_map(|i| match i {
-            ResponseItem::BootstrapPage(p) => Some(p),
-            _ => None,
-        })
-        .expect("a bootstrap page");
+    let page = pages(&items)[0];
     assert_eq!(page.rows.len(), 1);
     assert_eq!(
         (page.rows[0].row_id.as_str(), page.rows[0].row_version),
@@ -41,32 +29,16 @@ fn push_then_bootstrap_then_incremental() {
     assert!(matches!(items.last(), Some(ResponseItem::End)));
 
     f.clock.advance(10);
-    let update = commit(
-        "k2",
-        vec![Operation::upsert(
-            "tasks",
-            "t1",
-            Some(1),
-            f.task("t1", "p1", "b"),
-        )],
-    );
+    let update = commit("k2", vec![task_op(&f, "t1", "p1", "b", Some(1))]);
     let items = f.round(
         "alice",
         &f.request("c1", vec![update], vec![sub("tasks", "p1", 1)]),
     );
     assert_eq!(push_results(&items)[0].commit_seq, Some(2));
-    let commits: Vec<_> = items
-        .iter()
-        .filter_map(|i| match i {
-            ResponseItem::Commit(c) => Some(c),
-            _ => None,
-        })
-        .collect();
+    let commits = commits(&items);
     assert_eq!(commits.len(), 1);
     assert_eq!(commits[0].changes[0].row_version, Some(2));
-    assert!(items
-        .iter()
-        .any(|i| matches!(i, ResponseItem::SubEnd(e) if e.next_cursor == 2)));
+    assert_eq!(sub_ends(&items)[0].next_cursor, 2);
 
     // The replay of k1 is cached with its original sequence.
     let items = f.round("alice", &f.request("c1", vec![insert], vec![]));
@@ -86,15 +58,7 @@ fn stale_base_version_is_a_persisted_conflict() {
             vec![Operation::upsert("tasks", "t1", None, first.clone())],
         ),
     );
-    let stale = commit(
-        "k2",
-        vec![Operation::upsert(
-            "tasks",
-            "t1",
-            Some(7),
-            f.task("t1", "p1", "b"),
-        )],
-    );
+    let stale = commit("k2", vec![task_op(&f, "t1", "p1", "b", Some(7))]);
     let result = f.push("alice", stale.clone());
     assert_eq!(result.status, PushResultStatus::Rejected);
     match &result.results[..] {
@@ -113,15 +77,7 @@ fn stale_base_version_is_a_persisted_conflict() {
 #[test]
 fn writes_outside_the_scope_are_forbidden() {
     let f = fixture();
-    let foreign = commit(
-        "k1",
-        vec![Operation::upsert(
-            "tasks",
-            "t9",
-            None,
-            f.task("t9", "p2", "x"),
-        )],
-    );
+    let foreign = commit("k1", vec![task_op(&f, "t9", "p2", "x", None)]);
     assert_eq!(
         rejected_code(&f.push("alice", foreign)),
         (0, "sync.forbidden".into())
@@ -134,18 +90,7 @@ fn cursor_behind_the_horizon_resets() {
     let f = fixture();
     for i in 0..3 {
         let title = i.to_string();
-        f.push(
-            "alice",
-            commit(
-                &format!("k{i}"),
-                vec![Operation::upsert(
-                    "tasks",
-                    "t1",
-                    None,
-                    f.task("t1", "p1", &title),
-                )],
-            ),
-        );
+        put_task(&f, &format!("k{i}"), "t1", "p1", &title);
     }
     f.storage
         .prune_commits_through(
@@ -184,15 +129,7 @@ fn schema_floor_answers_without_work() {
 #[test]
 fn json_lines_round_trip_a_whole_response() {
     let f = fixture();
-    let insert = commit(
-        "k1",
-        vec![Operation::upsert(
-            "tasks",
-            "t1",
-            None,
-            f.task("t1", "p1", "a"),
-        )],
-    );
+    let insert = commit("k1", vec![task_op(&f, "t1", "p1", "a", None)]);
     let request = f.request("c1", vec![insert], vec![sub("tasks", "p1", -1)]);
     let text = request.to_json_lines();
     assert_eq!(

@@ -94,7 +94,7 @@ impl Applier<'_, '_, '_> {
         op: &Operation,
     ) -> Result<OpOutcome, Abort> {
         let Some(stored) = self.read_row(table, &op.row_id)? else {
-            self.evidence.push(evidence(i, op, None, None, None, None)); // D1
+            self.record_evidence(i, table, op, None, None); // D1
             return Ok(Applied);
         };
         if !write_authorized(table, &stored.scopes, self.resolved) {
@@ -107,10 +107,13 @@ impl Applier<'_, '_, '_> {
                 "stored row lacks scopes",
             ))); // D3
         }
-        let stored_values = decode(table, &stored.payload).map_err(Abort::internal)?; // D4
-        let stored_named = named(table, &stored_values);
-        if let Some(record) = self.row_validator(i, table, op, None, Some(&stored_named)) {
-            return Ok(Terminal(record)); // D5
+        if self.row_hook(table) || self.wants_evidence() {
+            let stored_values = decode(table, &stored.payload).map_err(Abort::internal)?; // D4
+            if let Some(record) = self.row_validator(i, table, op, None, Some(&stored_values)) {
+                return Ok(Terminal(record)); // D5
+            }
+            let before = (stored_values.as_slice(), stored.server_version);
+            self.record_evidence(i, table, op, None, Some(before));
         }
         self.tx
             .delete_row(&table.name, &op.row_id)
@@ -120,14 +123,6 @@ impl Applier<'_, '_, '_> {
             &op.row_id,
             stored.scopes.clone(),
         )); // D7
-        self.evidence.push(evidence(
-            i,
-            op,
-            None,
-            Some(stored_named),
-            Some(stored.server_version),
-            None,
-        ));
         Ok(Applied)
     }
 
@@ -204,10 +199,7 @@ impl Applier<'_, '_, '_> {
         if let Some(t) = self.blobs(i, table, op, &values)? {
             return Ok(t); // U4g
         }
-        let row_named = named(table, &values);
-        let stored_named = named(table, &stored_values);
-        if let Some(record) =
-            self.row_validator(i, table, op, Some(&row_named), Some(&stored_named))
+        if let Some(record) = self.row_validator(i, table, op, Some(&values), Some(&stored_values))
         {
             return Ok(Terminal(record)); // U4h
         }
@@ -217,25 +209,9 @@ impl Applier<'_, '_, '_> {
             scopes: stored.scopes,
             payload,
         };
-        if let Some(t) = self.write(i, table, &row)? {
-            return Ok(t); // U4i
-        }
-        self.changes.push(NewChange::upsert(
-            &table.name,
-            &op.row_id,
-            version,
-            row.scopes,
-            row.payload,
-        ));
-        self.evidence.push(evidence(
-            i,
-            op,
-            Some(row_named),
-            Some(stored_named),
-            Some(stored.server_version),
-            Some(version),
-        ));
-        Ok(Applied)
+        let before = (stored_values.as_slice(), stored.server_version);
+        self.record_evidence(i, table, op, Some((&values, version)), Some(before));
+        self.store(i, table, row) // U4i, U4j
     }
 
     /// U5a–d. `Some` = terminal.
@@ -294,8 +270,7 @@ impl Applier<'_, '_, '_> {
         if let Some(t) = self.blobs(i, table, op, values)? {
             return Ok(t); // U5g
         }
-        let row_named = named(table, values);
-        if let Some(record) = self.row_validator(i, table, op, Some(&row_named), None) {
+        if let Some(record) = self.row_validator(i, table, op, Some(values), None) {
             return Ok(Terminal(record)); // U5h
         }
         let row = StoredRow {
@@ -304,19 +279,8 @@ impl Applier<'_, '_, '_> {
             scopes,
             payload,
         };
-        if let Some(t) = self.write(i, table, &row)? {
-            return Ok(t); // U5i
-        }
-        self.changes.push(NewChange::upsert(
-            &table.name,
-            &op.row_id,
-            1,
-            row.scopes,
-            row.payload,
-        ));
-        self.evidence
-            .push(evidence(i, op, Some(row_named), None, None, Some(1)));
-        Ok(Applied)
+        self.record_evidence(i, table, op, Some((values, 1)), None);
+        self.store(i, table, row) // U5i, U5j
     }
 
     fn final_payload(
@@ -370,6 +334,58 @@ impl Applier<'_, '_, '_> {
         Ok(None)
     }
 
+    /// Writes an upserted row and records its change.
+    fn store(&mut self, i: u32, table: &CompiledTable, row: StoredRow) -> Result<OpOutcome, Abort> {
+        if let Some(t) = self.write(i, table, &row)? {
+            return Ok(t);
+        }
+        self.changes.push(NewChange::upsert(
+            &table.name,
+            row.row_id,
+            row.server_version,
+            row.scopes,
+            row.payload,
+        ));
+        Ok(Applied)
+    }
+
+    /// Whether whole-commit hooks will read the evidence.
+    fn wants_evidence(&self) -> bool {
+        let config = &self.engine.config;
+        config.commit_validator.is_some() || config.reaction_planner.is_some()
+    }
+
+    /// Whether the table has a row validator.
+    fn row_hook(&self, table: &CompiledTable) -> bool {
+        self.engine.config.row_validators.contains_key(&table.name)
+    }
+
+    /// Records the evidence of an applied operation when a whole-commit
+    /// hook will read it: `written` = the row and version written,
+    /// `before` = the stored row and its version.
+    fn record_evidence(
+        &mut self,
+        i: u32,
+        table: &CompiledTable,
+        op: &Operation,
+        written: Option<(&[RowValue], i64)>,
+        before: Option<(&[RowValue], i64)>,
+    ) {
+        if !self.wants_evidence() {
+            return;
+        }
+        self.evidence.push(OperationEvidence {
+            op_index: i,
+            op: op.op,
+            table: op.table.clone(),
+            row_id: op.row_id.clone(),
+            row: written.map(|(v, _)| named(table, v)),
+            stored: before.map(|(v, _)| named(table, v)),
+            stored_server_version: before.map(|(_, version)| version),
+            next_server_version: written.map(|(_, version)| version),
+        });
+    }
+
     /// The row write; a relational constraint violation terminates the commit.
     fn write(
         &mut self,
@@ -392,16 +408,16 @@ impl Applier<'_, '_, '_> {
         i: u32,
         table: &CompiledTable,
         op: &Operation,
-        row: Option<&crate::hooks::validators::RowValues>,
-        stored: Option<&crate::hooks::validators::RowValues>,
+        row: Option<&[RowValue]>,
+        stored: Option<&[RowValue]>,
     ) -> Option<PushOperationResult> {
         let validator = self.engine.config.row_validators.get(&table.name)?;
         let input = ValidateOperation {
             op: op.op,
             table: table.name.clone(),
             row_id: op.row_id.clone(),
-            row: row.cloned(),
-            stored: stored.cloned(),
+            row: row.map(|v| named(table, v)),
+            stored: stored.map(|v| named(table, v)),
         };
         let ctx = ValidateContext {
             actor_id: self.actor_id.to_owned(),
@@ -440,24 +456,4 @@ fn merge_failed(i: u32) -> OpOutcome {
         "sync.crdt_merge_failed",
         "crdt merge failed",
     ))
-}
-
-fn evidence(
-    i: u32,
-    op: &Operation,
-    row: Option<crate::hooks::validators::RowValues>,
-    stored: Option<crate::hooks::validators::RowValues>,
-    stored_server_version: Option<i64>,
-    next_server_version: Option<i64>,
-) -> OperationEvidence {
-    OperationEvidence {
-        op_index: i,
-        op: op.op,
-        table: op.table.clone(),
-        row_id: op.row_id.clone(),
-        row,
-        stored,
-        stored_server_version,
-        next_server_version,
-    }
 }

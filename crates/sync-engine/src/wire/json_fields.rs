@@ -150,3 +150,13 @@ pub(crate) fn missing(key: &str) -> JsonFrameError {
 pub(crate) fn wrong(key: &str, expected: &str) -> JsonFrameError {
     JsonFrameError::new(format!("member `{key}` must be {expected}"))
 }
+
+/// Frames as JSON lines, each terminated by `\n`.
+pub(crate) fn lines(frames: Vec<Value>) -> String {
+    let mut out = String::new();
+    for frame in frames {
+        out.push_str(&frame.to_string());
+        out.push('\n');
+    }
+    out
+}

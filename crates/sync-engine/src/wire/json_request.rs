@@ -64,12 +64,7 @@ impl SyncRequest {
     /// Renders the request as JSON lines (one frame per line, each line
     /// terminated by `\n`).
     pub fn to_json_lines(&self) -> String {
-        let mut out = String::new();
-        for frame in self.to_json_frames() {
-            out.push_str(&frame.to_string());
-            out.push('\n');
-        }
-        out
+        super::json_fields::lines(self.to_json_frames())
     }
 
     /// Renders the request as one JSON value per frame, in wire order.

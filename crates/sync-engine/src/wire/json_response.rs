@@ -3,8 +3,6 @@
 //! details is followed by its `PUSH_RESULT_DETAILS` companion line, as the
 //! codec emits it; parsing folds the companion back into the result.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value};
 use sync_core::{PushOperationResult, RejectionDetails, ScopeFilter, StoredScopes};
 
@@ -48,12 +46,7 @@ impl ResponseItem {
 
     /// Renders the item as JSON lines, each terminated by `\n`.
     pub fn to_json_lines(&self) -> String {
-        let mut out = String::new();
-        for frame in self.to_json_frames() {
-            out.push_str(&frame.to_string());
-            out.push('\n');
-        }
-        out
+        super::json_fields::lines(self.to_json_frames())
     }
 
     /// Parses a whole response rendered as JSON lines (blank lines ignored).
@@ -137,66 +130,20 @@ fn push_result_json(r: &PushResult) -> Vec<Value> {
     frames
 }
 
+/// A result record as in the stored format, without `details` (they
+/// travel in the `PUSH_RESULT_DETAILS` companion).
 fn record_json(record: &PushOperationResult) -> Value {
-    let mut out = Map::new();
-    match record {
-        PushOperationResult::Applied { op_index } => {
-            out.insert("opIndex".into(), (*op_index).into());
-            out.insert("status".into(), "applied".into());
-        }
-        PushOperationResult::Conflict {
-            op_index,
-            code,
-            message,
-            server_version,
-            server_row,
-        } => {
-            out.insert("opIndex".into(), (*op_index).into());
-            out.insert("status".into(), "conflict".into());
-            out.insert("code".into(), code.clone().into());
-            out.insert("message".into(), message.clone().into());
-            out.insert("serverVersion".into(), (*server_version).into());
-            out.insert("serverRow".into(), base64::encode(server_row).into());
-        }
-        PushOperationResult::Error {
-            op_index,
-            code,
-            message,
-            retryable,
-            ..
-        } => {
-            out.insert("opIndex".into(), (*op_index).into());
-            out.insert("status".into(), "error".into());
-            out.insert("code".into(), code.clone().into());
-            out.insert("message".into(), message.clone().into());
-            out.insert("retryable".into(), (*retryable).into());
-        }
+    let mut value = record.to_json_value();
+    if let Value::Object(map) = &mut value {
+        map.remove("details");
     }
-    Value::Object(out)
+    value
 }
 
 /// The normalized details object (`fieldPaths`, `reason`, `requiredAction`,
 /// `references`, in this member order).
 pub(crate) fn details_json(details: &RejectionDetails) -> Value {
-    let mut out = Map::new();
-    if let Some(paths) = &details.field_paths {
-        let paths = paths.iter().cloned().map(Value::from).collect();
-        out.insert("fieldPaths".into(), Value::Array(paths));
-    }
-    if let Some(reason) = &details.reason {
-        out.insert("reason".into(), reason.clone().into());
-    }
-    if let Some(action) = &details.required_action {
-        out.insert("requiredAction".into(), action.clone().into());
-    }
-    if let Some(references) = &details.references {
-        let map = references
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
-            .collect();
-        out.insert("references".into(), Value::Object(map));
-    }
-    Value::Object(out)
+    details.to_json_value()
 }
 
 fn sub_start_json(s: &SubStart) -> Value {
@@ -333,29 +280,7 @@ fn parse_push_result(obj: &Obj) -> Result<PushResult, JsonFrameError> {
 }
 
 fn parse_record(value: &Value) -> Result<PushOperationResult, JsonFrameError> {
-    let obj = object(value, "a result record")?;
-    let op_index = u32::try_from(i64_of(obj, "opIndex")?)
-        .map_err(|_| wrong("opIndex", "a non-negative integer"))?;
-    let code = || opt_string(obj, "code").map(Option::unwrap_or_default);
-    let message = || opt_string(obj, "message").map(Option::unwrap_or_default);
-    match string(obj, "status")?.as_str() {
-        "applied" => Ok(PushOperationResult::Applied { op_index }),
-        "conflict" => Ok(PushOperationResult::Conflict {
-            op_index,
-            code: code()?,
-            message: message()?,
-            server_version: i64_of(obj, "serverVersion")?,
-            server_row: opt_bytes(obj, "serverRow")?.unwrap_or_default(),
-        }),
-        "error" => Ok(PushOperationResult::Error {
-            op_index,
-            code: code()?,
-            message: message()?,
-            retryable: opt_bool(obj, "retryable")?.unwrap_or(false),
-            details: None,
-        }),
-        _ => Err(wrong("status", "applied, conflict or error")),
-    }
+    PushOperationResult::from_json_value(value).map_err(|_| wrong("results", "result records"))
 }
 
 fn attach_details(items: &mut [ResponseItem], obj: &Obj) -> Result<(), JsonFrameError> {
@@ -388,29 +313,7 @@ fn attach_details(items: &mut [ResponseItem], obj: &Obj) -> Result<(), JsonFrame
 }
 
 fn parse_details(value: &Value) -> Result<RejectionDetails, JsonFrameError> {
-    let obj = object(value, "details")?;
-    let references = match obj.get("references") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(map)) => Some(
-            map.iter()
-                .map(|(k, v)| {
-                    v.as_str()
-                        .map(|s| (k.clone(), s.to_owned()))
-                        .ok_or_else(|| wrong("references", "an object of strings"))
-                })
-                .collect::<Result<BTreeMap<_, _>, _>>()?,
-        ),
-        Some(_) => return Err(wrong("references", "an object of strings")),
-    };
-    Ok(RejectionDetails {
-        field_paths: obj
-            .get("fieldPaths")
-            .map(|v| string_list(v, "fieldPaths"))
-            .transpose()?,
-        reason: opt_string(obj, "reason")?,
-        required_action: opt_string(obj, "requiredAction")?,
-        references,
-    })
+    RejectionDetails::from_json_value(value).map_err(|_| wrong("detailsJson", "a details object"))
 }
 
 fn parse_sub_start(obj: &Obj) -> Result<SubStart, JsonFrameError> {

@@ -15,8 +15,8 @@ use sync_sqlite::{SqliteConfig, SqliteStorage};
 pub const NOW: i64 = 1_700_000_000_000;
 
 pub struct Fixture {
-    _dir: tempfile::TempDir,
-    pub storage: Arc<SqliteStorage>,
+    _keep: Box<dyn std::any::Any + Send + Sync>,
+    pub storage: Arc<dyn ServerStorage>,
     pub schema: Arc<CompiledSchema>,
     pub engine: Engine,
     pub clock: Arc<ManualClock>,
@@ -74,12 +74,9 @@ pub fn fixture_with(configure: impl FnOnce(&mut EngineConfig)) -> Fixture {
 
 /// A fixture whose configuration may capture the storage (race hooks).
 pub fn fixture_with_storage(
-    configure: impl FnOnce(&mut EngineConfig, Arc<SqliteStorage>),
+    configure: impl FnOnce(&mut EngineConfig, Arc<dyn ServerStorage>),
 ) -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let storage = Arc::new(
-        SqliteStorage::open(dir.path().join("db.sqlite"), SqliteConfig::default()).expect("open"),
-    );
+    let (keep, storage) = open_storage();
     let input = sync_schema::parse_schema_value(&schema_json()).expect("schema parses");
     let schema = Arc::new(sync_schema::compile(&input).expect("schema compiles"));
     storage
@@ -91,7 +88,7 @@ pub fn fixture_with_storage(
     configure(&mut config, storage.clone());
     let engine = Engine::new(storage.clone(), schema.clone(), config).expect("engine");
     let fixture = Fixture {
-        _dir: dir,
+        _keep: keep,
         storage,
         schema,
         engine,
@@ -99,6 +96,15 @@ pub fn fixture_with_storage(
     };
     fixture.register();
     fixture
+}
+
+/// A fresh SQLite database in a temporary directory (kept alive by the
+/// returned guard).
+fn open_storage() -> (Box<dyn std::any::Any + Send + Sync>, Arc<dyn ServerStorage>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage =
+        SqliteStorage::open(dir.path().join("db.sqlite"), SqliteConfig::default()).expect("open");
+    (Box::new(dir), Arc::new(storage))
 }
 
 impl Fixture {
@@ -239,4 +245,64 @@ pub fn rejected_code(result: &PushResult) -> (u32, String) {
         }
         other => panic!("not a rejection: {other:?}"),
     }
+}
+
+/// Alice inserts or overwrites `tasks/id` in `project` as one commit.
+pub fn put_task(f: &Fixture, ccid: &str, id: &str, project: &str, title: &str) -> PushResult {
+    f.push(
+        "alice",
+        commit(
+            ccid,
+            vec![sync_engine::Operation::upsert(
+                "tasks",
+                id,
+                None,
+                f.task(id, project, title),
+            )],
+        ),
+    )
+}
+
+/// The `COMMIT` items of a response.
+pub fn commits(items: &[ResponseItem]) -> Vec<&sync_engine::CommitItem> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            ResponseItem::Commit(c) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The bootstrap pages of a response.
+pub fn pages(items: &[ResponseItem]) -> Vec<&sync_engine::BootstrapPage> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            ResponseItem::BootstrapPage(p) => Some(p),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `SUB_END` items of a response.
+pub fn sub_ends(items: &[ResponseItem]) -> Vec<&sync_engine::SubEnd> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            ResponseItem::SubEnd(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An upsert of `tasks/id` in `project`.
+pub fn task_op(
+    f: &Fixture,
+    id: &str,
+    project: &str,
+    title: &str,
+    base: Option<i64>,
+) -> sync_engine::Operation {
+    sync_engine::Operation::upsert("tasks", id, base, f.task(id, project, title))
 }
