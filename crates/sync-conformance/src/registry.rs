@@ -5,7 +5,7 @@ use crate::checks::*;
 
 /// Every registered check, ordered by ID.
 pub fn registry() -> Vec<&'static CheckDef> {
-    let groups: [&'static [CheckDef]; 22] = [
+    let groups: [&'static [CheckDef]; 30] = [
         schema_lifecycle::CHECKS,
         schema_compile::CHECKS,
         codec::CHECKS,
@@ -28,6 +28,14 @@ pub fn registry() -> Vec<&'static CheckDef> {
         concurrency::CHECKS,
         bad_input::CHECKS,
         plans::CHECKS,
+        engine_entry::CHECKS,
+        engine_push::CHECKS,
+        engine_idempotency::CHECKS,
+        engine_validators::CHECKS,
+        engine_gate::CHECKS,
+        engine_pull::CHECKS,
+        engine_retention::CHECKS,
+        engine_command::CHECKS,
     ];
     let mut all: Vec<&'static CheckDef> = groups.iter().flat_map(|g| g.iter()).collect();
     all.sort_by_key(|c| c.id);
@@ -77,10 +85,11 @@ mod tests {
         let expected: Vec<String> = (1..=329)
             .chain(336..=339)
             .map(|n| format!("C-{n:03}"))
+            .chain((1..=82).map(|n| format!("E-{n:03}")))
             .collect();
         assert_eq!(
             ids, expected,
-            "the registry must hold C-001…C-329 and C-336…C-339 exactly once each"
+            "the registry must hold C-001…C-329, C-336…C-339 and E-001…E-082 exactly once each"
         );
     }
 
@@ -110,7 +119,7 @@ mod tests {
         for check in &all {
             assert!(seen.insert(check.id), "duplicate {}", check.id);
             assert!(
-                check.id.len() == 5 && check.id.starts_with("C-"),
+                check.id.len() == 5 && (check.id.starts_with("C-") || check.id.starts_with("E-")),
                 "{}",
                 check.id
             );
