@@ -30,6 +30,8 @@ fn tiny() -> Scale {
         w6_commits: 20,
         w7_small: 150,
         w7_large: 600,
+        w3g_small: 300,
+        w3g_large: 1_200,
         w7_rows: 50,
         w7_push: 10,
         w7_pull: 100,
@@ -146,6 +148,7 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
     check(&w1_push::run_full(&env, &scale).unwrap(), "W1", 3);
     check(&w6_fence_gate::run(&env, &scale).unwrap(), "W6", 4);
     check(&w7_growth::run(&env, &scale).unwrap(), "W7", 9);
+    check(&w3_growth::run(&env, &scale).unwrap(), "W3", 6);
 }
 
 #[test]
