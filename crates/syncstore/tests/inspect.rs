@@ -64,6 +64,12 @@ fn kinds_values() -> Value {
 }
 
 fn status_has_the_pinned_shape(db: Db) {
+    let details = db.json_error(&["status"], "sync.storage.not_a_sync_database");
+    assert!(details["reason"].is_string(), "{details}");
+    db.run(&["status"])
+        .text_error("sync.storage.not_a_sync_database");
+    // An application process bootstraps the storage tables.
+    db.storage().list_partitions().expect("bootstrap");
     let empty = db.json(&["status"]);
     assert_eq!(
         empty,

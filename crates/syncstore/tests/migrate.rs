@@ -63,7 +63,13 @@ fn a_fresh_database_is_created(db: Db) {
     let applied = db.json(&["migrate", "--schema", &v1]);
     assert_eq!(
         keys_of(&applied),
-        ["applied", "from_version", "plan", "to_version"]
+        [
+            "applied",
+            "declared_online",
+            "from_version",
+            "plan",
+            "to_version"
+        ]
     );
     assert_eq!(applied["applied"], true);
     assert_eq!(
