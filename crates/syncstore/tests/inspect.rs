@@ -130,6 +130,7 @@ fn checkpoints_list_rows_as_in_status(db: Db) {
         "acme:search_v2",
         "--declare",
         "globex:search_v2",
+        "--new-partition",
     ]);
     let listed = db.json(&["checkpoints"]);
     let row = |partition: &str| {

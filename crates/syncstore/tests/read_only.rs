@@ -143,7 +143,7 @@ fn catalog(db: &Db) -> Vec<String> {
     let mut client = postgres::Client::connect(server, postgres::NoTls).unwrap();
     let rows = client
         .query(
-            "SELECT c.relname || ':' || c.relkind || ':' || \
+            "SELECT c.relname || ':' || c.relkind::text || ':' || \
                     coalesce((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ',' ORDER BY a.attnum) \
                               FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '') \
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 \
