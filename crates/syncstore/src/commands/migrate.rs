@@ -41,12 +41,13 @@ pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
     check_declarations(storage, &declarations, args.new_partition)?;
     let resolutions = resolutions(args);
     let before = existing(storage, &declarations)?;
+    let effective = with_raced_pending(storage, &declarations, from, schema.version)?;
     let preview = plan::preview(
         db,
         &schema,
         marker.as_ref(),
         &layouts,
-        &declarations,
+        &effective,
         &resolutions,
     )?;
     let mut declared_online = Vec::new();
@@ -56,7 +57,7 @@ pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
         tracing::info!(from = ?from, to = schema.version, action = preview.action(), "migrating");
         let opts = EnsureOptions {
             unfinished: resolutions.clone(),
-            ..EnsureOptions::with_declarations(declarations.clone())
+            ..EnsureOptions::with_declarations(effective.clone())
         };
         let (outcome, lost_race) = match storage.ensure_schema_outcome(&schema, &opts) {
             Ok(outcome) => (outcome, false),
@@ -134,6 +135,31 @@ fn check_declarations(
         }
     }
     Ok(())
+}
+
+/// A run that started below the target version means to bump. When another
+/// process bumps first (between our marker read and now), checkpoints that
+/// bump installed are pending at the target: this run declares them too, so
+/// losing the race does not fail the startup check for declarations it
+/// never meant to refuse. A run that started at the target keeps the strict
+/// check (it must name every pending checkpoint).
+fn with_raced_pending(
+    storage: &dyn ServerStorage,
+    requested: &[CheckpointDeclaration],
+    from: Option<i64>,
+    version: i32,
+) -> CliResult<Vec<CheckpointDeclaration>> {
+    let mut all = requested.to_vec();
+    if from.is_some_and(|v| v >= i64::from(version)) {
+        return Ok(all);
+    }
+    for key in storage.list_pending_checkpoints(version)? {
+        let own = CheckpointDeclaration::new(key.partition, key.name, version);
+        if !all.contains(&own) {
+            all.push(own);
+        }
+    }
+    Ok(all)
 }
 
 /// `--carry` and `--abandon` as library resolutions.
