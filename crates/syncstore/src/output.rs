@@ -59,11 +59,7 @@ fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
     }
     // Values are escaped where the text is built (`safe`); this pass is the
     // backstop: no control character but the line breaks reaches a terminal.
-    let text: String = text
-        .split('\n')
-        .map(|line| safe(line))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text: String = text.split('\n').map(safe).collect::<Vec<_>>().join("\n");
     if text.ends_with('\n') {
         out.write_all(text.as_bytes())
     } else {

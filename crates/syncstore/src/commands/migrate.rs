@@ -45,7 +45,7 @@ pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
     check_declarations(storage, &declarations, args.new_partition)?;
     let resolutions = resolutions(args);
     let before = existing(storage, &declarations)?;
-    let effective = with_raced_pending(storage, &declarations, from, schema.version)?;
+    let effective = with_raced_pending(storage, &declarations, schema.version)?;
     let preview = plan::preview(
         db,
         &schema,
@@ -78,7 +78,7 @@ pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
                         "another migration changed the pending checkpoints; verifying again"
                     );
                     retries += 1;
-                    effective = with_raced_pending(storage, &declarations, from, schema.version)?;
+                    effective = with_raced_pending(storage, &declarations, schema.version)?;
                 }
                 Err(error) => return Err(error.into()),
             }
@@ -149,10 +149,8 @@ fn check_declarations(
 fn with_raced_pending(
     storage: &dyn ServerStorage,
     requested: &[CheckpointDeclaration],
-    from: Option<i64>,
     version: i32,
 ) -> CliResult<Vec<CheckpointDeclaration>> {
-    let _ = from;
     let mut all = requested.to_vec();
     for key in storage.list_pending_checkpoints(version)? {
         let own = CheckpointDeclaration::new(key.partition, key.name, version);
