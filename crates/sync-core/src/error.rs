@@ -112,6 +112,11 @@ error_codes! {
     CheckpointFenceMissing => ("sync.storage.checkpoint_fence_missing", false, "activation requires the writer fence raised at declaration"),
     /// `sync.storage.checkpoint_watermark_invalid`
     CheckpointWatermarkInvalid => ("sync.storage.checkpoint_watermark_invalid", false, "the watermark is negative, behind the stored watermark, or ahead of the log"),
+    /// `sync.storage.checkpoint_unfinished` — a bump would leave a checkpoint
+    /// of an older version unfinished (finish or refuse).
+    CheckpointUnfinished => ("sync.storage.checkpoint_unfinished", false, "a checkpoint of an older schema version is not activated: finish it first, or state how the bump resolves it"),
+    /// `sync.storage.not_a_sync_database` — a read-only open found none of the storage tables.
+    NotASyncDatabase => ("sync.storage.not_a_sync_database", false, "not a syncstore database (yet): the storage tables are absent"),
     /// `sync.storage.writer_fence_rejected`
     WriterFenceRejected => ("sync.storage.writer_fence_rejected", false, "the writer version is below the partition's writer fence"),
     /// `sync.storage.constraint_violation`

@@ -33,6 +33,7 @@ mod schema;
 mod scope;
 mod storage;
 mod transaction;
+mod unfinished;
 pub mod validate;
 mod value;
 
@@ -68,6 +69,7 @@ pub use schema::{
     ColumnType, CompiledColumn, CompiledSchema, CompiledTable, IndexDef, LayoutColumn, ScopePattern,
 };
 pub use scope::{candidate_variable, matches_filter, ScopeFilter, StoredScopes};
-pub use storage::{EnsureOptions, SchemaMarker, ServerStorage};
+pub use storage::{EnsureOptions, EnsureOutcome, SchemaMarker, ServerStorage};
 pub use transaction::StorageTransaction;
+pub use unfinished::{resolve_unfinished, Resolution, ResolvedCheckpoint, UnfinishedResolution};
 pub use value::{RowValue, SqlValue};

@@ -29,12 +29,18 @@ use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, Stor
 use crate::schema::CompiledSchema;
 use crate::scope::{ScopeFilter, StoredScopes};
 use crate::transaction::StorageTransaction;
+use crate::unfinished::UnfinishedResolution;
 
 /// Options of `ensure_schema`.
 #[derive(Clone, Default)]
 pub struct EnsureOptions {
     /// Checkpoints this process declares (installed by a bump; matched by the startup check).
     pub declarations: Vec<CheckpointDeclaration>,
+    /// How a bump resolves checkpoints of older versions that are not
+    /// activated (finish or refuse; `sync_core::resolve_unfinished`). Without
+    /// a resolution for each, the bump fails with
+    /// `sync.storage.checkpoint_unfinished`.
+    pub unfinished: Vec<UnfinishedResolution>,
     /// Test hook called inside the migration transaction right after the
     /// migration lock is held (feature `test-hooks`).
     #[cfg(feature = "test-hooks")]
@@ -67,7 +73,27 @@ impl fmt::Debug for EnsureOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EnsureOptions")
             .field("declarations", &self.declarations)
+            .field("unfinished", &self.unfinished)
             .finish_non_exhaustive()
+    }
+}
+
+/// What one `ensure_schema` call did to the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnsureOutcome {
+    /// The database was already at the version (possibly because another
+    /// process migrated it first); nothing was migrated by this call.
+    Verified,
+    /// Same version; this call ran the one-time legacy-shape upgrade.
+    Upgraded,
+    /// This call ran the migration transaction (a fresh database or a bump).
+    Migrated,
+}
+
+impl EnsureOutcome {
+    /// Whether this call changed the database's schema.
+    pub fn applied(self) -> bool {
+        !matches!(self, Self::Verified)
     }
 }
 
@@ -95,6 +121,13 @@ pub trait ServerStorage: Send + Sync {
     /// Brings the database to `schema.version` or proves it is there, then
     /// records the schema on this instance (`schema-and-migrations.md` §9).
     fn ensure_schema(&self, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<()>;
+    /// [`ServerStorage::ensure_schema`], reporting what this call did: operator tools
+    /// tell a migration they ran from one another process ran first.
+    fn ensure_schema_outcome(
+        &self,
+        schema: &CompiledSchema,
+        opts: &EnsureOptions,
+    ) -> Result<EnsureOutcome>;
     /// The running version: `None` before the first successful `ensure_schema`.
     fn ensured_version(&self) -> Option<i32>;
     /// The schema last ensured on this instance.
@@ -400,6 +433,10 @@ pub trait ServerStorage: Send + Sync {
     fn read_checkpoint(&self, partition: &str, name: &str) -> Result<Option<StoredCheckpoint>>;
     /// Database-wide non-activated checkpoints at `schema_version`, ordered `(partition, name)`.
     fn list_pending_checkpoints(&self, schema_version: i32) -> Result<Vec<CheckpointKey>>;
+    /// Database-wide non-activated checkpoints of versions below
+    /// `schema_version`, ordered `(partition, name)`: what a bump to
+    /// `schema_version` must finish or resolve (`sync_core::resolve_unfinished`).
+    fn list_unfinished_checkpoints(&self, schema_version: i32) -> Result<Vec<StoredCheckpoint>>;
     /// The serve-gate token, read in one snapshot; never cached.
     fn read_serve_gate(&self, partition: &str, running_schema_version: i32) -> Result<ServeGate>;
     /// Declares a checkpoint at the current marker version and raises the partition fence.

@@ -109,6 +109,12 @@ pub fn prune_query(query: &crate::CommitPruneQuery) -> Result<()> {
     }
     Ok(())
 }
+/// `sync.storage.invalid_prune_cursor` with `reason = beyond_head`: checked
+/// by each dialect under the partition lock, where `max_commit_seq` is
+/// stable (`storage-contract.md` §4.4 step 1, amended).
+pub fn prune_beyond_head() -> Error {
+    Error::new(ErrorCode::InvalidPruneCursor).detail("reason", "beyond_head")
+}
 
 /// Validates a declaration against the version it is installed at
 /// (`checkpoint_declaration_invalid`, `reason` ∈ `version_mismatch`,

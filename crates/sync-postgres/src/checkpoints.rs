@@ -50,6 +50,11 @@ fn claim_sql() -> String {
 const PENDING_SQL: &str = "SELECT partition, name FROM sync_backfill_checkpoints \
     WHERE schema_version = $1 AND state <> 'activated' \
     ORDER BY partition COLLATE \"C\", name COLLATE \"C\"";
+const CARRY_SQL: &str = "UPDATE sync_backfill_checkpoints SET schema_version = $3, \
+    state = 'declared', watermark = 0, observed_rows = 0, owner_epoch = owner_epoch + 1, \
+    updated_at_ms = $4 WHERE partition = $1 AND name = $2 AND state <> 'activated'";
+const ABANDON_SQL: &str = "DELETE FROM sync_backfill_checkpoints \
+    WHERE partition = $1 AND name = $2 AND state <> 'activated'";
 const MARKER_SQL: &str = "SELECT schema_version::int8 FROM sync_schema_meta WHERE id = 1";
 const INSERT_DECLARED_SQL: &str = "INSERT INTO sync_backfill_checkpoints \
     (partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms) \
@@ -128,6 +133,42 @@ pub(crate) fn pending(conn: &mut Conn, version: i32) -> Result<Vec<CheckpointKey
             })
         })
         .collect()
+}
+
+/// Database-wide non-activated checkpoints of versions below `version`
+/// (finish or refuse).
+pub(crate) fn unfinished(conn: &mut Conn, version: i32) -> Result<Vec<StoredCheckpoint>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM sync_backfill_checkpoints cp \
+         WHERE cp.schema_version < $1 AND cp.state <> 'activated' \
+         ORDER BY cp.partition COLLATE \"C\", cp.name COLLATE \"C\""
+    );
+    conn.query(&sql, &[&version])?
+        .iter()
+        .map(checkpoint)
+        .collect()
+}
+
+/// Finish or refuse, `carry`: moves an unfinished checkpoint to `version`
+/// (`declared`, progress reset, owner epoch + 1) and raises its partition
+/// fence. Inside the bump transaction.
+pub(crate) fn carry(
+    conn: &mut Conn,
+    partition: &str,
+    name: &str,
+    version: i32,
+    now_ms: i64,
+) -> Result<()> {
+    conn.execute(CARRY_SQL, &[&partition, &name, &version, &now_ms])?;
+    conn.execute(RAISE_FENCE_SQL, &[&partition, &version])?;
+    Ok(())
+}
+
+/// Finish or refuse, `abandon`: deletes an unfinished checkpoint. Inside the
+/// bump transaction; fences are left as they are.
+pub(crate) fn abandon(conn: &mut Conn, partition: &str, name: &str) -> Result<()> {
+    conn.execute(ABANDON_SQL, &[&partition, &name])?;
+    Ok(())
 }
 
 /// The stored marker version (`None` without a marker).

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use sync_core::{
-    validate, CheckpointDeclaration, CheckpointKey, CompiledSchema, EnsureOptions, Error,
-    ErrorCode, Result,
+    validate, CheckpointDeclaration, CheckpointKey, CompiledSchema, EnsureOptions, EnsureOutcome,
+    Error, ErrorCode, Result,
 };
 use sync_schema::{
     check_physical, compare_same_version, layouts_json, parse_layouts, plan_legacy_upgrade, Dialect,
@@ -58,7 +58,7 @@ pub(crate) fn ensure_schema(
     storage: &PostgresStorage,
     schema: &CompiledSchema,
     opts: &EnsureOptions,
-) -> Result<()> {
+) -> Result<EnsureOutcome> {
     for declaration in &opts.declarations {
         validate::declaration(declaration, schema.version)?;
     }
@@ -68,11 +68,11 @@ pub(crate) fn ensure_schema(
         .ensured()
         .is_some_and(|e| e.version == schema.version && e.fingerprint == fingerprint)
     {
-        return Ok(());
+        return Ok(EnsureOutcome::Verified);
     }
     storage.bootstrap()?;
     let mut restarted = false;
-    loop {
+    let outcome = loop {
         let (stored, pending) = storage
             .with_snapshot(|c| Ok((marker::read(c)?, checkpoints::pending(c, schema.version)?)))?;
         check_pending(&pending, &opts.declarations, schema.version)?;
@@ -84,36 +84,43 @@ pub(crate) fn ensure_schema(
                     .detail("configured", schema.version));
             }
             Some(m) if m.schema_version == version => {
-                same_version(storage, schema, &m.layouts)?;
-                break;
+                break same_version(storage, schema, &m.layouts)?;
             }
             _ => match migrate::bump(storage, schema, opts)? {
-                BumpOutcome::Done => break,
+                BumpOutcome::Done => break EnsureOutcome::Migrated,
                 BumpOutcome::Raced if !restarted => restarted = true,
                 BumpOutcome::Raced => return Err(Error::new(ErrorCode::Busy)),
             },
         }
-    }
+    };
     storage.set_ensured(Arc::new(Ensured::new(
         Arc::new(schema.clone()),
         fingerprint,
     )));
-    Ok(())
+    Ok(outcome)
 }
 
 /// Step 5b: exact layouts, the one-time legacy upgrade when a legacy shape is
 /// present, then the physical checks. Writes nothing otherwise.
-fn same_version(storage: &PostgresStorage, schema: &CompiledSchema, layouts: &str) -> Result<()> {
+fn same_version(
+    storage: &PostgresStorage,
+    schema: &CompiledSchema,
+    layouts: &str,
+) -> Result<EnsureOutcome> {
     let stored = parse_layouts(Some(layouts))?;
     compare_same_version(schema, &stored)?;
     let names = names_with_internal(schema.tables.iter().map(|t| t.name.clone()));
     let observed = storage.with_snapshot(|c| observe(c, &names))?;
-    let observed = if plan_legacy_upgrade(schema, &observed, Dialect::Postgres).is_empty() {
-        observed
-    } else {
-        migrate::legacy_upgrade(storage, schema)?;
-        storage.with_snapshot(|c| observe(c, &names))?
-    };
+    let (observed, outcome) =
+        if plan_legacy_upgrade(schema, &observed, Dialect::Postgres).is_empty() {
+            (observed, EnsureOutcome::Verified)
+        } else {
+            migrate::legacy_upgrade(storage, schema)?;
+            (
+                storage.with_snapshot(|c| observe(c, &names))?,
+                EnsureOutcome::Upgraded,
+            )
+        };
     for table in &schema.tables {
         let physical = observed
             .get(&table.name)
@@ -121,5 +128,5 @@ fn same_version(storage: &PostgresStorage, schema: &CompiledSchema, layouts: &st
             .unwrap_or_else(|| sync_schema::ObservedTable::absent(table.name.clone()));
         check_physical(table, &physical, Dialect::Postgres)?;
     }
-    Ok(())
+    Ok(outcome)
 }

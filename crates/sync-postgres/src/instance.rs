@@ -114,6 +114,49 @@ impl PostgresStorage {
         Ok(storage)
     }
 
+    /// Connects read-only, for inspection: every connection runs with
+    /// `default_transaction_read_only = on` (so every transaction is `READ
+    /// ONLY`, autocommit statements included), nothing is bootstrapped and no
+    /// schema is created; works on a hot standby and with a role that may
+    /// only read. Every read of [`ServerStorage`](sync_core::ServerStorage)
+    /// works; every write (including `ensure_schema`) fails.
+    ///
+    /// A database (or `config.schema`) without the storage tables is
+    /// `sync.storage.not_a_sync_database` (`reason = no_tables`).
+    pub fn connect_read_only(url: &str, config: PostgresConfig) -> Result<Self> {
+        let mut pg_config: postgres::Config = url
+            .parse()
+            .map_err(|e| Error::invalid_argument("url", "unparsable").source_error(e))?;
+        let options = match pg_config.get_options() {
+            Some(existing) => format!("{existing} -c default_transaction_read_only=on"),
+            None => "-c default_transaction_read_only=on".to_owned(),
+        };
+        pg_config.options(&options);
+        let mut probe = pg_config.connect(NoTls).map_err(Error::backend)?;
+        if let Some(schema) = &config.schema {
+            probe
+                .batch_execute(&search_path_statement(schema))
+                .map_err(Error::backend)?;
+        }
+        let found: bool = probe
+            .query_one("SELECT to_regclass('sync_schema_meta') IS NOT NULL", &[])
+            .and_then(|row| row.try_get(0))
+            .map_err(Error::backend)?;
+        if !found {
+            return Err(Error::new(ErrorCode::NotASyncDatabase).detail("reason", "no_tables"));
+        }
+        drop(probe);
+        let pool = build_pool(
+            pg_config,
+            config.schema.as_deref(),
+            config.pool_size,
+            config.pool_wait_ms,
+        )?;
+        let storage = Self::new(pool, config);
+        storage.bootstrapped.store(true, Ordering::Release);
+        Ok(storage)
+    }
+
     /// Installs (`Some`) or removes (`None`) the fault plan every statement
     /// of this instance consults from its next connection checkout on
     /// (feature `fault-injection`, tests only; see `sync_core::fault`).

@@ -5,7 +5,7 @@
 //! its first partition statement while plain reads continue.
 
 use postgres::types::ToSql;
-use sync_core::{CompiledSchema, EnsureOptions, Result};
+use sync_core::{resolve_unfinished, CompiledSchema, EnsureOptions, Resolution, Result};
 use sync_schema::{
     layouts_json, parse_layouts, plan_legacy_upgrade, plan_migration, Dialect, Statement,
 };
@@ -70,6 +70,10 @@ pub(crate) fn bump(
             &opts.declarations,
             schema.version,
         )?;
+        let resolved = resolve_unfinished(
+            &checkpoints::unfinished(conn, schema.version)?,
+            &opts.unfinished,
+        )?;
         let layouts = parse_layouts(stored.as_ref().map(|m| m.layouts.as_str()))?;
         let mut names: Vec<String> = schema.tables.iter().map(|t| t.name.clone()).collect();
         names = names_with_internal(names);
@@ -85,6 +89,15 @@ pub(crate) fn bump(
         }
         marker::write(conn, schema.version, &layouts_json(schema))?;
         let now = config.clock.now_ms();
+        for r in &resolved {
+            let (partition, name) = (&r.checkpoint.partition, &r.checkpoint.name);
+            match r.resolution {
+                Resolution::Carry => {
+                    checkpoints::carry(conn, partition, name, schema.version, now)?;
+                }
+                Resolution::Abandon => checkpoints::abandon(conn, partition, name)?,
+            }
+        }
         for declaration in &opts.declarations {
             checkpoints::install(conn, declaration, now)?;
         }

@@ -1,6 +1,6 @@
 //! Epoch-fenced commit-log pruning (`storage-contract.md` §4.4).
 
-use sync_core::{CommitPruneQuery, CommitPruneResult, Error, ErrorCode, Result};
+use sync_core::{validate, CommitPruneQuery, CommitPruneResult, Error, ErrorCode, Result};
 
 use crate::instance::{Finish, PostgresStorage};
 use crate::partition_lock;
@@ -15,7 +15,8 @@ const DELETE_SQL: &str = "WITH changes AS (DELETE FROM sync_changes \
     commits AS (DELETE FROM sync_commits WHERE partition = $1 AND commit_seq <= $2 RETURNING 1) \
     SELECT count(*) FROM commits";
 
-/// Locks the partition first, checks the epoch, raises the horizon and
+/// Locks the partition first, checks the epoch and that `through_seq` is not
+/// above the head (`invalid_prune_cursor`, `reason = beyond_head`), raises the horizon and
 /// deletes everything at or below it, atomically.
 pub(crate) fn prune_through(
     storage: &PostgresStorage,
@@ -23,10 +24,13 @@ pub(crate) fn prune_through(
     q: &CommitPruneQuery,
 ) -> Result<CommitPruneResult> {
     storage.with_write(|conn| {
-        let (_, previous) =
+        let (head, previous) =
             partition_lock::lock(conn, partition, storage.config().push_lock_timeout_ms)?;
         if registry::log_epoch(conn, partition)?.as_deref() != Some(q.log_epoch.as_str()) {
             return Err(Error::new(ErrorCode::PruneEpochMismatch));
+        }
+        if q.through_seq > head {
+            return Err(validate::prune_beyond_head());
         }
         let horizon = previous.max(q.through_seq);
         if horizon != previous {

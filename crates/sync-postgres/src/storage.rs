@@ -7,7 +7,7 @@ use sync_core::{
     validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
     BlobReferencingRow, Capabilities, CheckpointDeclaration, CheckpointKey, ClientCursorInfo,
     ClientRecord, CommitMetadata, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult,
-    CommitRecord, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, Error,
+    CommitRecord, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, Error,
     IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery,
     ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery,
     SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate,
@@ -30,6 +30,14 @@ impl ServerStorage for PostgresStorage {
     }
 
     fn ensure_schema(&self, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<()> {
+        ensure::ensure_schema(self, schema, opts).map(|_| ())
+    }
+
+    fn ensure_schema_outcome(
+        &self,
+        schema: &CompiledSchema,
+        opts: &EnsureOptions,
+    ) -> Result<EnsureOutcome> {
         ensure::ensure_schema(self, schema, opts)
     }
 
@@ -428,6 +436,11 @@ impl ServerStorage for PostgresStorage {
     fn list_pending_checkpoints(&self, schema_version: i32) -> Result<Vec<CheckpointKey>> {
         validate::schema_version(schema_version)?;
         self.with_conn(|c| checkpoints::pending(c, schema_version))
+    }
+
+    fn list_unfinished_checkpoints(&self, schema_version: i32) -> Result<Vec<StoredCheckpoint>> {
+        validate::schema_version(schema_version)?;
+        self.with_conn(|c| checkpoints::unfinished(c, schema_version))
     }
 
     fn read_serve_gate(&self, partition: &str, running: i32) -> Result<ServeGate> {

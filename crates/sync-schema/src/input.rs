@@ -117,7 +117,15 @@ pub struct IndexInput {
 /// Text that is not JSON, unknown members, wrong JSON types and missing
 /// required members fail with `schema.malformed_input` and the message
 /// `schema input is malformed at <json-pointer>: <what>` (`details.pointer`).
+///
+/// A leading UTF-8 byte-order mark is ignored. A member name repeated in one
+/// object, at any depth, is `schema.malformed_input` at the repeated
+/// member's pointer (JSON parsers disagree on which one wins, so none is
+/// taken).
 pub fn parse_schema_json(text: &str) -> Result<SchemaInput> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    crate::duplicates::reject_duplicate_members(text)
+        .map_err(|pointer| malformed(&pointer, "duplicate member"))?;
     let value: Value = serde_json::from_str(text)
         .map_err(|error| malformed("", &format!("not valid JSON ({error})")))?;
     parse_schema_value(&value)
@@ -245,8 +253,10 @@ fn parse_index(value: &Value, ptr: &str) -> Result<IndexInput> {
     })
 }
 
-/// The `schema.malformed_input` error for a JSON pointer.
+/// The `schema.malformed_input` error for a JSON pointer (the root, `""`,
+/// is shown as `/`).
 fn malformed(pointer: &str, what: &str) -> Error {
+    let pointer = if pointer.is_empty() { "/" } else { pointer };
     Error::with_message(
         ErrorCode::SchemaMalformedInput,
         format!("schema input is malformed at {pointer}: {what}"),
@@ -327,6 +337,36 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_members_are_refused_at_every_level() {
+        assert_eq!(
+            message(r#"{"version":1,"tables":[],"version":2}"#),
+            "schema input is malformed at /version: duplicate member"
+        );
+        assert_eq!(
+            message(
+                r#"{"version":1,"tables":[{"name":"t","name":"u","primaryKey":"id","columns":[],"scopes":[]}]}"#
+            ),
+            "schema input is malformed at /tables/0/name: duplicate member"
+        );
+        assert_eq!(
+            message(
+                r#"{"version":1,"tables":[{"name":"t","primaryKey":"id","columns":[{"name":"id","type":"string","type":"integer"}],"scopes":[]}]}"#
+            ),
+            "schema input is malformed at /tables/0/columns/0/type: duplicate member"
+        );
+        assert_eq!(
+            message(r#"{"version":1,"tables":[],"a/b":1,"a/b":2}"#),
+            "schema input is malformed at /a~1b: duplicate member"
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_accepted() {
+        let parsed = parse_schema_json("\u{feff}{\"version\":3,\"tables\":[]}").unwrap();
+        assert_eq!(parsed.version, Number::from(3));
+    }
+
+    #[test]
     fn pointers_name_the_offending_member() {
         assert_eq!(
             message(
@@ -348,7 +388,7 @@ mod tests {
         );
         assert_eq!(
             message(r#"[]"#),
-            "schema input is malformed at : expected an object"
+            "schema input is malformed at /: expected an object"
         );
         assert_eq!(
             message(r#"{"version":1,"tables":[],"a/b~c":1}"#),
@@ -367,8 +407,8 @@ mod tests {
         let error = parse_schema_json("{nope").unwrap_err();
         assert!(error
             .message()
-            .starts_with("schema input is malformed at : not valid JSON"));
-        assert_eq!(error.get_detail("pointer"), Some(""));
+            .starts_with("schema input is malformed at /: not valid JSON"));
+        assert_eq!(error.get_detail("pointer"), Some("/"));
     }
 
     #[test]

@@ -23,6 +23,7 @@
 mod compile;
 mod ddl;
 mod dialect;
+mod duplicates;
 mod identifiers;
 mod index_name;
 mod input;

@@ -229,3 +229,53 @@ pub(crate) fn stored_fence_trigger(conn: &Connection) -> Result<Option<String>> 
         None => Ok(None),
     }
 }
+
+/// The overlay a read-only connection runs (in its `temp` schema, before
+/// `query_only`) so the storage's reads work on a database an older writer
+/// created (e.g. the reference before RFC 0007) without changing the file:
+/// each base table absent from `main` becomes an empty `TEMP` table, and
+/// each internal table lacking a column added since becomes a `TEMP VIEW` of
+/// the same name adding that column with its default (unqualified names
+/// resolve to `temp` first).
+pub(crate) fn read_only_overlay(conn: &Connection) -> Result<String> {
+    let mut overlay = String::new();
+    for statement in BASE_DDL.split(';') {
+        let statement = statement.trim();
+        let Some(rest) = statement.strip_prefix("CREATE TABLE IF NOT EXISTS ") else {
+            continue;
+        };
+        let table = rest.split_whitespace().next().unwrap_or_default();
+        if !has_table(conn, table)? {
+            overlay.push_str(&format!("CREATE TEMP TABLE {rest};\n"));
+        }
+    }
+    let mut views: Vec<(&str, Vec<String>)> = Vec::new();
+    for (table, column, alter) in LEGACY_COLUMNS {
+        if !has_table(conn, table)? || has_column(conn, table, column)? {
+            continue;
+        }
+        let default = alter
+            .split_once(" DEFAULT ")
+            .map_or("NULL", |(_, value)| value.trim());
+        let added = format!("{default} AS {column}");
+        match views.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, columns)) => columns.push(added),
+            None => views.push((table, vec![added])),
+        }
+    }
+    for (table, columns) in views {
+        overlay.push_str(&format!(
+            "CREATE TEMP VIEW {table} AS SELECT *, {} FROM main.{table};\n",
+            columns.join(", ")
+        ));
+    }
+    Ok(overlay)
+}
+
+/// Whether `main` holds the table.
+fn has_table(conn: &Connection, table: &str) -> Result<bool> {
+    let mut stmt = conn
+        .prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?1")
+        .db()?;
+    stmt.exists([table]).db()
+}

@@ -159,6 +159,28 @@ pub(crate) fn list_pending(conn: &Connection, schema_version: i32) -> Result<Vec
     rows.collect::<rusqlite::Result<_>>().db()
 }
 
+/// Database-wide non-activated checkpoints of versions below `schema_version`,
+/// ordered `(partition, name)` (finish or refuse).
+pub(crate) fn list_unfinished(
+    conn: &Connection,
+    schema_version: i32,
+) -> Result<Vec<StoredCheckpoint>> {
+    let mut stmt = seam::cached(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM sync_backfill_checkpoints \
+             WHERE schema_version < ?1 AND state <> 'activated' ORDER BY partition, name"
+        ),
+    )
+    .db()?;
+    let rows: Vec<RawCheckpoint> = stmt
+        .query_map([schema_version], raw)
+        .db()?
+        .collect::<rusqlite::Result<_>>()
+        .db()?;
+    rows.into_iter().map(checkpoint).collect()
+}
+
 /// The stored marker version, `None` without a marker.
 pub(crate) fn marker_version(conn: &Connection) -> Result<Option<i64>> {
     seam::cached(
@@ -271,6 +293,42 @@ pub(crate) fn install(
     }
     raise_partition_fence(conn, partition, version)?;
     Ok(row)
+}
+
+/// Finish or refuse, `carry`: moves an unfinished checkpoint to `version`
+/// (`declared`, progress reset, owner epoch + 1) and raises its partition
+/// fence. Inside the bump transaction.
+pub(crate) fn carry(
+    conn: &Connection,
+    partition: &str,
+    name: &str,
+    version: i32,
+    now_ms: i64,
+) -> Result<()> {
+    seam::cached(
+        conn,
+        "UPDATE sync_backfill_checkpoints SET schema_version = ?3, state = 'declared', \
+         watermark = 0, observed_rows = 0, owner_epoch = owner_epoch + 1, updated_at_ms = ?4 \
+         WHERE partition = ?1 AND name = ?2 AND state <> 'activated'",
+    )
+    .db()?
+    .execute((partition, name, version, now_ms))
+    .db()?;
+    raise_partition_fence(conn, partition, version)
+}
+
+/// Finish or refuse, `abandon`: deletes an unfinished checkpoint. Inside the
+/// bump transaction; fences are left as they are.
+pub(crate) fn abandon(conn: &Connection, partition: &str, name: &str) -> Result<()> {
+    seam::cached(
+        conn,
+        "DELETE FROM sync_backfill_checkpoints \
+         WHERE partition = ?1 AND name = ?2 AND state <> 'activated'",
+    )
+    .db()?
+    .execute((partition, name))
+    .db()?;
+    Ok(())
 }
 
 fn version_mismatch(stored: i32, requested: i32) -> Error {

@@ -5,8 +5,8 @@
 
 use rusqlite::{Connection, OptionalExtension};
 use sync_core::{
-    validate, CheckpointDeclaration, CheckpointKey, CompiledSchema, EnsureOptions, Error,
-    ErrorCode, Result,
+    resolve_unfinished, validate, CheckpointDeclaration, CheckpointKey, CompiledSchema,
+    EnsureOptions, EnsureOutcome, Error, ErrorCode, Resolution, Result,
 };
 use sync_schema::{
     check_physical, compare_same_version, layouts_json, parse_layouts, plan_legacy_upgrade,
@@ -76,7 +76,7 @@ pub(crate) fn run(
     schema: &CompiledSchema,
     opts: &EnsureOptions,
     now_ms: impl Fn() -> i64,
-) -> Result<()> {
+) -> Result<EnsureOutcome> {
     let version = i64::from(schema.version);
     let mut restarted = false;
     loop {
@@ -97,7 +97,7 @@ pub(crate) fn run(
                 return same_version(pools, schema, m.layouts.as_deref())
             }
             _ => match bump(pools, schema, opts, &now_ms)? {
-                BumpOutcome::Done => return Ok(()),
+                BumpOutcome::Done => return Ok(EnsureOutcome::Migrated),
                 BumpOutcome::Raced if !restarted => restarted = true,
                 BumpOutcome::Raced => {
                     return Err(Error::new(ErrorCode::Busy).detail("reason", "marker_changed"))
@@ -108,14 +108,19 @@ pub(crate) fn run(
 }
 
 /// Step 5b: exact layouts, one-time legacy upgrade, physical checks.
-fn same_version(pools: &Pools, schema: &CompiledSchema, layouts: Option<&str>) -> Result<()> {
+fn same_version(
+    pools: &Pools,
+    schema: &CompiledSchema,
+    layouts: Option<&str>,
+) -> Result<EnsureOutcome> {
     let stored = parse_layouts(layouts)?;
     compare_same_version(schema, &stored)?;
     let observed = pools.read_snapshot(|conn| observe_schema(conn, schema))?;
-    let observed = if plan_legacy_upgrade(schema, &observed, Dialect::Sqlite).is_empty() {
-        observed
+    let (observed, outcome) = if plan_legacy_upgrade(schema, &observed, Dialect::Sqlite).is_empty()
+    {
+        (observed, EnsureOutcome::Verified)
     } else {
-        legacy_upgrade(pools, schema)?
+        (legacy_upgrade(pools, schema)?, EnsureOutcome::Upgraded)
     };
     for table in &schema.tables {
         let physical = observed
@@ -125,7 +130,7 @@ fn same_version(pools: &Pools, schema: &CompiledSchema, layouts: Option<&str>) -
             .unwrap_or_else(|| ObservedTable::absent(&table.name));
         check_physical(table, &physical, Dialect::Sqlite)?;
     }
-    Ok(())
+    Ok(outcome)
 }
 
 /// §13: re-detects under the migration lock, upgrades, commits; returns the
@@ -197,6 +202,10 @@ fn bump_locked(
         &opts.declarations,
         version,
     )?;
+    let resolved = resolve_unfinished(
+        &checkpoints::list_unfinished(conn, version)?,
+        &opts.unfinished,
+    )?;
     let stored = match &marker {
         Some(m) => parse_layouts(m.layouts.as_deref())?,
         None => StoredLayouts::new(),
@@ -213,6 +222,13 @@ fn bump_locked(
     }
     write_marker(conn, schema)?;
     let installed_at = now_ms();
+    for r in &resolved {
+        let (partition, name) = (&r.checkpoint.partition, &r.checkpoint.name);
+        match r.resolution {
+            Resolution::Carry => checkpoints::carry(conn, partition, name, version, installed_at)?,
+            Resolution::Abandon => checkpoints::abandon(conn, partition, name)?,
+        }
+    }
     for d in &opts.declarations {
         checkpoints::install(conn, &d.partition, &d.name, version, installed_at)?;
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use r2d2::{ManageConnection, Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 use sync_core::{Error, ErrorCode, Result};
 
 use crate::bootstrap;
@@ -93,6 +93,53 @@ impl Pools {
         Ok(Self {
             writer,
             readers,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens both pools read-only on an existing file: `SQLITE_OPEN_READ_ONLY`
+    /// (never creates the file, never runs DDL, never switches the journal
+    /// mode) and `query_only` on every connection. A missing file or a
+    /// database without `sync_schema_meta` is
+    /// `sync.storage.not_a_sync_database`.
+    pub(crate) fn open_read_only(path: &Path, config: &SqliteConfig) -> Result<Self> {
+        // A missing file in an existing directory is simply not a database
+        // yet; a missing directory is left to SQLite to report.
+        let directory_exists = path
+            .parent()
+            .is_none_or(|dir| dir.as_os_str().is_empty() || dir.is_dir());
+        if !path.exists() && directory_exists {
+            return Err(Error::new(ErrorCode::NotASyncDatabase).detail("reason", "no_file"));
+        }
+        let first = read_only_manager(path, config, String::new())
+            .connect()
+            .db()?;
+        check_version(&first)?;
+        let tables: i64 = first
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sync_schema_meta'",
+                [],
+                |row| row.get(0),
+            )
+            .db()?;
+        if tables == 0 {
+            return Err(Error::new(ErrorCode::NotASyncDatabase).detail("reason", "no_tables"));
+        }
+        let overlay = bootstrap::read_only_overlay(&first)?;
+        drop(first);
+        let manager = || read_only_manager(path, config, overlay.clone());
+        let build = |size: u32| {
+            Pool::builder()
+                .max_size(size)
+                .min_idle(Some(0))
+                .connection_timeout(positive(config.writer_wait_ms))
+                .test_on_check_out(false)
+                .build(manager())
+                .map_err(Error::backend)
+        };
+        Ok(Self {
+            writer: build(1)?,
+            readers: build(config.readers.max(1))?,
             path: path.to_path_buf(),
         })
     }
@@ -231,6 +278,22 @@ fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
         conn.pragma_update(None, "query_only", "ON")?;
         Ok(())
     });
+    Manager { inner }
+}
+
+/// Read-only connections: `overlay` (see `bootstrap::read_only_overlay`)
+/// runs in the `temp` schema before `query_only` is switched on.
+fn read_only_manager(path: &Path, config: &SqliteConfig, overlay: String) -> Manager {
+    let busy = Duration::from_millis(config.busy_timeout_ms);
+    let inner = SqliteConnectionManager::file(path)
+        .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .with_init(move |conn| {
+            conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+            conn.busy_timeout(busy)?;
+            conn.execute_batch(&overlay)?;
+            conn.pragma_update(None, "query_only", "ON")?;
+            Ok(())
+        });
     Manager { inner }
 }
 

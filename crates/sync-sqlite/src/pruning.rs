@@ -1,14 +1,16 @@
 //! Atomic, epoch-fenced commit-log pruning (`storage-contract.md` §4.4).
 
 use rusqlite::Connection;
-use sync_core::{CommitPruneQuery, CommitPruneResult, Error, ErrorCode, Result};
+use sync_core::{validate, CommitPruneQuery, CommitPruneResult, Error, ErrorCode, Result};
 
-use crate::commit_log::{horizon_seq, raise_horizon};
+use crate::commit_log::{horizon_seq, max_commit_seq, raise_horizon};
 use crate::errors::DbResultExt;
 use crate::registry;
 use crate::seam;
 
-/// Runs inside the writer transaction: epoch check, monotonic horizon,
+/// Runs inside the writer transaction: epoch check, the head check
+/// (`through_seq` above `max_commit_seq` → `invalid_prune_cursor`,
+/// `reason = beyond_head`), monotonic horizon,
 /// deletion of commits, changes, change-scope entries and tombstones at or
 /// below the effective horizon.
 pub(crate) fn prune_through(
@@ -18,6 +20,9 @@ pub(crate) fn prune_through(
 ) -> Result<CommitPruneResult> {
     if registry::log_epoch(conn, partition)?.as_deref() != Some(query.log_epoch.as_str()) {
         return Err(Error::new(ErrorCode::PruneEpochMismatch));
+    }
+    if query.through_seq > max_commit_seq(conn, partition)? {
+        return Err(validate::prune_beyond_head());
     }
     let previous = horizon_seq(conn, partition)?;
     let horizon = previous.max(query.through_seq);

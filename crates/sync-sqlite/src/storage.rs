@@ -9,12 +9,12 @@ use sync_core::{
     validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
     BlobReferencingRow, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord, Clock,
     CommitMetadata, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult, CommitRecord,
-    CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, Error, IndexRowScanQuery,
-    PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate,
-    ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery, SchemaMarker, ScopeActivityQuery,
-    ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate, ServerStorage, SourceChange,
-    StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
-    StoredRow, StoredScopes,
+    CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, Error,
+    IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery,
+    ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery,
+    SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate,
+    ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
+    StoredPushResult, StoredReaction, StoredRow, StoredScopes,
 };
 use sync_schema::ObservedTables;
 
@@ -65,6 +65,25 @@ impl SqliteStorage {
             return Err(Error::invalid_argument("path", "in_memory_unsupported"));
         }
         let pools = Pools::open(path, &config)?;
+        Ok(Self {
+            pools,
+            ensured: RwLock::new(None),
+            ensure_lock: Mutex::new(()),
+            clock: config.clock,
+        })
+    }
+
+    /// Opens an existing database file read-only, for inspection: the file
+    /// is opened with `SQLITE_OPEN_READ_ONLY` and every connection runs with
+    /// `PRAGMA query_only = ON`; nothing is bootstrapped, no file is created,
+    /// the journal mode is left as it is. Every read of [`ServerStorage`]
+    /// works; every write (including `ensure_schema`) fails.
+    ///
+    /// A missing file or a file without the storage tables is
+    /// `sync.storage.not_a_sync_database` (`reason` = `no_file` /
+    /// `no_tables`).
+    pub fn open_read_only(path: impl AsRef<Path>, config: SqliteConfig) -> Result<Self> {
+        let pools = Pools::open_read_only(path.as_ref(), &config)?;
         Ok(Self {
             pools,
             ensured: RwLock::new(None),
@@ -127,6 +146,14 @@ impl ServerStorage for SqliteStorage {
     }
 
     fn ensure_schema(&self, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<()> {
+        self.ensure_schema_outcome(schema, opts).map(|_| ())
+    }
+
+    fn ensure_schema_outcome(
+        &self,
+        schema: &CompiledSchema,
+        opts: &EnsureOptions,
+    ) -> Result<EnsureOutcome> {
         ensure::validate_declarations(schema, opts)?;
         let _serialized = self
             .ensure_lock
@@ -137,12 +164,12 @@ impl ServerStorage for SqliteStorage {
             .ensured()
             .is_some_and(|e| e.version() == schema.version && e.fingerprint == wanted)
         {
-            return Ok(());
+            return Ok(EnsureOutcome::Verified);
         }
-        ensure::run(&self.pools, schema, opts, || self.clock.now_ms())?;
+        let outcome = ensure::run(&self.pools, schema, opts, || self.clock.now_ms())?;
         let ensured = Arc::new(Ensured::new(Arc::new(schema.clone())));
         *self.ensured.write().unwrap_or_else(PoisonError::into_inner) = Some(ensured);
-        Ok(())
+        Ok(outcome)
     }
 
     fn ensured_version(&self) -> Option<i32> {
@@ -607,6 +634,12 @@ impl ServerStorage for SqliteStorage {
         validate::schema_version(schema_version)?;
         self.pools
             .read(|conn| checkpoints::list_pending(conn, schema_version))
+    }
+
+    fn list_unfinished_checkpoints(&self, schema_version: i32) -> Result<Vec<StoredCheckpoint>> {
+        validate::schema_version(schema_version)?;
+        self.pools
+            .read(|conn| checkpoints::list_unfinished(conn, schema_version))
     }
 
     fn read_serve_gate(&self, partition: &str, running_schema_version: i32) -> Result<ServeGate> {

@@ -53,12 +53,22 @@ pub enum Command {
     Commits(CommitsArgs),
     /// Tell and show the whole story on a fresh database.
     Demo(DemoArgs),
+    /// Every error code this command can print, with its message.
+    Errors(ErrorsArgs),
+}
+
+/// `errors`.
+#[derive(Debug, Args)]
+pub struct ErrorsArgs {
+    /// Print the Markdown table of `docs/operations.md`.
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 /// `migrate`.
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    /// Schema file (the JSON format of `schema-and-migrations.md` §2).
+    /// Schema file (JSON: `{"version": N, "tables": [...]}`; see docs/operations.md).
     #[arg(long, value_name = "FILE")]
     pub schema: PathBuf,
 
@@ -66,6 +76,23 @@ pub struct MigrateArgs {
     /// partition is everything before the last `:`.
     #[arg(long = "declare", value_name = "PARTITION:NAME", value_parser = parse_declaration)]
     pub declare: Vec<Declaration>,
+
+    /// `--declare` may name a partition the database does not know yet
+    /// (no registry entry, no commits, no checkpoint). Without it such a
+    /// declaration is refused: a typo would close a gate.
+    #[arg(long)]
+    pub new_partition: bool,
+
+    /// A bump past an unfinished checkpoint of an older version moves it to
+    /// the new version (progress reset; backfill it with the new schema)
+    /// (repeatable).
+    #[arg(long = "carry", value_name = "PARTITION:NAME", value_parser = parse_declaration)]
+    pub carry: Vec<Declaration>,
+
+    /// A bump past an unfinished checkpoint of an older version deletes it
+    /// (its projection is given up) (repeatable).
+    #[arg(long = "abandon", value_name = "PARTITION:NAME", value_parser = parse_declaration)]
+    pub abandon: Vec<Declaration>,
 
     /// Print the plan and change nothing.
     #[arg(long)]
@@ -174,11 +201,11 @@ pub struct BackfillArgs {
     pub map: Vec<ColumnMapping>,
 
     /// Source rows per transaction (1..=1000).
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, allow_negative_numbers = true)]
     pub batch_size: i64,
 
-    /// Full passes plus retries after `busy` before giving up.
-    #[arg(long, default_value_t = 10)]
+    /// Full passes plus retries after `busy` before giving up (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
 }
 
@@ -267,7 +294,7 @@ pub struct RowsArgs {
     pub after: Option<String>,
 
     /// Rows per page (1..=1000).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, allow_negative_numbers = true)]
     pub limit: i64,
 }
 
@@ -288,7 +315,7 @@ pub struct CommitsArgs {
     pub after: i64,
 
     /// Commits per page (1..=1000).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, allow_negative_numbers = true)]
     pub limit: i64,
 }
 

@@ -32,12 +32,13 @@ pub enum CliCode {
     DemoFailed,
     /// A local file operation (temporary directory, output) failed.
     Io,
+    /// After `migrate`, a requested declaration does not exist.
+    DeclarationMissing,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    #[cfg(test)]
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -48,6 +49,7 @@ impl CliCode {
         Self::DatabaseNotEmpty,
         Self::DemoFailed,
         Self::Io,
+        Self::DeclarationMissing,
     ];
 
     /// The stable code string.
@@ -63,6 +65,7 @@ impl CliCode {
             Self::DatabaseNotEmpty => "sync.cli.database_not_empty",
             Self::DemoFailed => "sync.cli.demo_failed",
             Self::Io => "sync.cli.io",
+            Self::DeclarationMissing => "sync.cli.declaration_missing",
         }
     }
 
@@ -83,6 +86,9 @@ impl CliCode {
             Self::DatabaseNotEmpty => "the demo needs a fresh database",
             Self::DemoFailed => "a demo step did not behave as described",
             Self::Io => "a local file operation failed",
+            Self::DeclarationMissing => {
+                "a requested checkpoint declaration does not exist after the migration"
+            }
         }
     }
 }
@@ -94,6 +100,7 @@ pub struct CliError {
     code: String,
     message: String,
     details: BTreeMap<String, String>,
+    chain: Vec<String>,
 }
 
 impl CliError {
@@ -103,7 +110,20 @@ impl CliError {
             code: code.as_str().to_owned(),
             message: code.message().to_owned(),
             details: BTreeMap::new(),
+            chain: Vec::new(),
         }
+    }
+
+    /// Records the driver error chain of `error` (every `source()`, outermost
+    /// first) for `-v` logs.
+    pub fn with_chain(mut self, error: &(dyn std::error::Error + 'static)) -> Self {
+        self.chain = error_chain(error);
+        self
+    }
+
+    /// The driver error chain, outermost first (empty for CLI errors).
+    pub fn chain(&self) -> &[String] {
+        &self.chain
     }
 
     /// Adds one detail (builder style).
@@ -129,13 +149,39 @@ impl CliError {
 }
 
 impl From<sync_core::Error> for CliError {
+    /// Keeps the code, message and details. When the details classify the
+    /// cause as `other` (`sync.storage.backend`), the driver's first line is
+    /// added as `details.driver`; the whole chain is kept for `-v` logs.
     fn from(error: sync_core::Error) -> Self {
+        let chain = error_chain(&error);
+        let mut details = error.details().clone();
+        if details.get("cause").map(String::as_str) == Some("other") {
+            if let Some(line) = chain
+                .get(1)
+                .and_then(|driver| driver.lines().next())
+                .filter(|line| !line.is_empty())
+            {
+                details.insert("driver".to_owned(), line.to_owned());
+            }
+        }
         Self {
             code: error.code().as_str().to_owned(),
             message: error.message().to_owned(),
-            details: error.details().clone(),
+            details,
+            chain,
         }
     }
+}
+
+/// `error` and its `source()` chain as text, outermost first.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut chain = vec![error.to_string()];
+    let mut current = error;
+    while let Some(next) = current.source() {
+        chain.push(next.to_string());
+        current = next;
+    }
+    chain
 }
 
 impl fmt::Display for CliError {
@@ -171,6 +217,34 @@ mod tests {
             assert!(seen.insert(code.as_str()));
             assert!(!code.message().is_empty());
         }
+    }
+
+    #[derive(Debug)]
+    struct Driver;
+
+    impl fmt::Display for Driver {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("relation \"x\" does not exist\nLINE 1: select")
+        }
+    }
+
+    impl std::error::Error for Driver {}
+
+    #[test]
+    fn a_cause_of_other_brings_the_driver_first_line() {
+        let error = CliError::from(sync_core::Error::backend(Driver).detail("cause", "other"));
+        assert_eq!(
+            error.details().get("driver").map(String::as_str),
+            Some("relation \"x\" does not exist")
+        );
+        assert_eq!(error.chain().len(), 2);
+        let classified =
+            CliError::from(sync_core::Error::backend(Driver).detail("cause", "unreachable"));
+        assert_eq!(classified.details().get("driver"), None);
+        assert_eq!(
+            classified.details().get("cause").map(String::as_str),
+            Some("unreachable")
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod output;
 mod plan;
 mod progress;
 mod projectors;
+mod secrets;
 mod stored;
 mod url;
 mod values;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             tracing::debug!(code = error.code(), "command failed");
+            output::log_chain(&error);
             output::print_error(&error, format);
             ExitCode::from(1)
         }

@@ -7,12 +7,13 @@
 //! errors to stderr as `error: <code>: <message>` followed by one indented
 //! `key: value` line per detail.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use serde_json::{json, Value};
 use tracing_subscriber::EnvFilter;
 
 use crate::error::CliError;
+use crate::secrets;
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +57,9 @@ fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
     if text.is_empty() {
         return Ok(());
     }
+    // Values are escaped where the text is built (`safe`); this pass is the
+    // backstop: no control character but the line breaks reaches a terminal.
+    let text: String = text.split('\n').map(safe).collect::<Vec<_>>().join("\n");
     if text.ends_with('\n') {
         out.write_all(text.as_bytes())
     } else {
@@ -63,29 +67,64 @@ fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
     }
 }
 
-/// The JSON form of an error.
+/// A value as it may appear in text output: every control character
+/// (newline, carriage return, escape, …) escaped Rust-style (`\n`, `\u{1b}`),
+/// so a value can neither drive the terminal nor fake a line.
+pub fn safe(value: &str) -> String {
+    if !value.chars().any(char::is_control) {
+        return value.to_owned();
+    }
+    value
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The JSON form of an error (passwords masked).
 pub fn error_json(error: &CliError) -> Value {
     let details: serde_json::Map<String, Value> = error
         .details()
         .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .map(|(k, v)| (k.clone(), Value::String(secrets::mask(v))))
         .collect();
     json!({
         "error": {
             "code": error.code(),
-            "message": error.message(),
+            "message": secrets::mask(error.message()),
             "details": details,
         }
     })
 }
 
-/// The text form of an error (first line `error: <code>: <message>`).
+/// The text form of an error (first line `error: <code>: <message>`), every
+/// value escaped and passwords masked.
 pub fn error_text(error: &CliError) -> String {
-    let mut text = format!("error: {}: {}\n", error.code(), error.message());
+    let mut text = format!(
+        "error: {}: {}\n",
+        safe(error.code()),
+        safe(&secrets::mask(error.message()))
+    );
     for (key, value) in error.details() {
-        text.push_str(&format!("  {key}: {value}\n"));
+        text.push_str(&format!(
+            "  {}: {}\n",
+            safe(key),
+            safe(&secrets::mask(value))
+        ));
     }
     text
+}
+
+/// Logs the driver error chain at info level (`-v`), passwords masked.
+pub fn log_chain(error: &CliError) {
+    for (depth, line) in error.chain().iter().enumerate() {
+        tracing::info!(depth, error = %safe(&secrets::mask(line)), "error chain");
+    }
 }
 
 /// Prints an error: JSON on stdout with `--json`, text on stderr otherwise.
@@ -115,6 +154,7 @@ pub fn init_logs(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
 }
@@ -138,5 +178,42 @@ mod tests {
         let text = error_text(&error);
         assert!(text.starts_with("error: sync.cli.unknown_partition: "));
         assert!(text.contains("\n  partition: p9\n"));
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        assert_eq!(safe("plain"), "plain");
+        assert_eq!(safe("a\u{1b}[31mred"), "a\\u{1b}[31mred");
+        assert_eq!(safe("x\nerror: fake"), "x\\nerror: fake");
+        assert_eq!(safe("cr\rback"), "cr\\rback");
+        let error = CliError::new(CliCode::UnknownPartition).detail("partition", "p\nerror: x");
+        let text = error_text(&error);
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("error: ")).count(),
+            1,
+            "{text}"
+        );
+        let mut out = Vec::new();
+        write_text(&mut out, "line \u{1b}]0;title\u{7}\nnext\r\n").unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "line \\u{1b}]0;title\\u{7}\nnext\\r\n"
+        );
+    }
+
+    #[test]
+    fn error_output_masks_passwords() {
+        let error = CliError::new(CliCode::Unreachable).detail(
+            "reason",
+            "cannot reach postgres://u:hunter2@h/db?password=hunter3",
+        );
+        let json = error_json(&error).to_string();
+        let text = error_text(&error);
+        for shown in [json, text] {
+            assert!(
+                !shown.contains("hunter2") && !shown.contains("hunter3"),
+                "{shown}"
+            );
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! What `ensure_schema` would do, computed without changing anything: the
-//! refusals it would raise first, then the bump plan (`plan_migration` over
+//! refusals it would raise first (finish or refuse included), then the bump plan (`plan_migration` over
 //! the stored layouts and the observed tables) or, at the same version, the
 //! legacy-shape upgrade.
 //!
@@ -12,7 +12,8 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 use sync_core::{
-    CheckpointDeclaration, CompiledSchema, Error, ErrorCode, SchemaMarker, ServerStorage,
+    resolve_unfinished, CheckpointDeclaration, CompiledSchema, Error, ErrorCode, Resolution,
+    ResolvedCheckpoint, SchemaMarker, ServerStorage, UnfinishedResolution,
 };
 use sync_schema::{LegacyUpgradePlan, MigrationPlan, StoredLayouts};
 
@@ -23,9 +24,10 @@ use crate::url::Database;
 #[derive(Debug)]
 pub enum Preview {
     /// No marker: create every table.
-    Create(MigrationPlan),
-    /// Stored version below the schema's: the bump transaction.
-    Bump(MigrationPlan),
+    Create(MigrationPlan, Vec<ResolvedCheckpoint>),
+    /// Stored version below the schema's: the bump transaction, and what it
+    /// does with unfinished checkpoints of older versions.
+    Bump(MigrationPlan, Vec<ResolvedCheckpoint>),
     /// Same version: verification, plus the legacy upgrade when one is due.
     Verify(LegacyUpgradePlan),
 }
@@ -34,8 +36,8 @@ impl Preview {
     /// `create`, `bump` or `verify`.
     pub fn action(&self) -> &'static str {
         match self {
-            Self::Create(_) => "create",
-            Self::Bump(_) => "bump",
+            Self::Create(..) => "create",
+            Self::Bump(..) => "bump",
             Self::Verify(_) => "verify",
         }
     }
@@ -50,7 +52,7 @@ impl Preview {
         declarations: &[CheckpointDeclaration],
     ) -> Value {
         let mut plan = match self {
-            Self::Create(plan) | Self::Bump(plan) => plan.to_json(),
+            Self::Create(plan, _) | Self::Bump(plan, _) => plan.to_json(),
             Self::Verify(legacy) => json!({
                 "dialect": legacy.dialect.as_str(),
                 "schemaVersion": schema.version,
@@ -71,6 +73,21 @@ impl Preview {
                 },
             );
             map.insert(
+                "unfinished".to_owned(),
+                self.resolved()
+                    .iter()
+                    .map(|r| {
+                        json!({
+                            "partition": r.checkpoint.partition,
+                            "name": r.checkpoint.name,
+                            "schemaVersion": r.checkpoint.schema_version,
+                            "state": r.checkpoint.state.as_str(),
+                            "resolution": r.resolution.as_str(),
+                        })
+                    })
+                    .collect(),
+            );
+            map.insert(
                 "declarations".to_owned(),
                 declarations
                     .iter()
@@ -81,10 +98,37 @@ impl Preview {
         plan
     }
 
+    /// The unfinished checkpoints of older versions and their resolutions.
+    pub fn resolved(&self) -> &[ResolvedCheckpoint] {
+        match self {
+            Self::Create(_, resolved) | Self::Bump(_, resolved) => resolved,
+            Self::Verify(_) => &[],
+        }
+    }
+
     /// The plan as a commented SQL script.
     pub fn to_text(&self) -> String {
+        let mut text = self.script();
+        for r in self.resolved() {
+            let _ = writeln!(
+                text,
+                "-- unfinished checkpoint {}:{} (version {}, {}): {}",
+                r.checkpoint.partition,
+                r.checkpoint.name,
+                r.checkpoint.schema_version,
+                r.checkpoint.state.as_str(),
+                match r.resolution {
+                    Resolution::Carry => "carried to the new version, progress reset",
+                    Resolution::Abandon => "abandoned (deleted)",
+                }
+            );
+        }
+        text
+    }
+
+    fn script(&self) -> String {
         match self {
-            Self::Create(plan) | Self::Bump(plan) => plan.to_string(),
+            Self::Create(plan, _) | Self::Bump(plan, _) => plan.to_string(),
             Self::Verify(legacy) if legacy.is_empty() => {
                 "-- same version: layouts and physical tables are verified; nothing to change\n"
                     .to_owned()
@@ -106,6 +150,7 @@ pub fn preview(
     marker: Option<&SchemaMarker>,
     layouts: &StoredLayouts,
     declarations: &[CheckpointDeclaration],
+    resolutions: &[UnfinishedResolution],
 ) -> CliResult<Preview> {
     for declaration in declarations {
         sync_core::validate::declaration(declaration, schema.version)?;
@@ -130,11 +175,15 @@ pub fn preview(
         }
         _ => {
             let observed = db.observe_tables(&names)?;
+            let resolved = resolve_unfinished(
+                &db.storage().list_unfinished_checkpoints(schema.version)?,
+                resolutions,
+            )?;
             let plan = sync_schema::plan_migration(schema, layouts, &observed, db.dialect())?;
             Ok(if stored.is_some() {
-                Preview::Bump(plan)
+                Preview::Bump(plan, resolved)
             } else {
-                Preview::Create(plan)
+                Preview::Create(plan, resolved)
             })
         }
     }

@@ -10,6 +10,7 @@ use sync_core::{
 use sync_schema::StoredLayouts;
 
 use crate::error::{CliCode, CliError, CliResult};
+use crate::output::safe;
 
 /// Reads, parses and compiles a schema file. An unreadable file is
 /// `sync.cli.schema_file`; bad content keeps the parser's or compiler's
@@ -112,11 +113,27 @@ pub fn checkpoint_json(checkpoint: &StoredCheckpoint) -> Value {
 pub fn checkpoint_text(checkpoint: &StoredCheckpoint) -> String {
     format!(
         "{} (schema v{}): {}, watermark {}, owner epoch {}, {} rows observed",
-        checkpoint.name,
+        safe(&checkpoint.name),
         checkpoint.schema_version,
         checkpoint.state.as_str(),
         checkpoint.watermark,
         checkpoint.owner_epoch,
         checkpoint.observed_rows
     )
+}
+
+/// Current rows of `table` in `partition`, counted page by page (the
+/// storage has no count; pages of 1 000 in row-id order).
+pub fn count_rows(storage: &dyn ServerStorage, partition: &str, table: &str) -> CliResult<u64> {
+    const PAGE: i64 = 1000;
+    let mut count = 0u64;
+    let mut after: Option<String> = None;
+    loop {
+        let page = storage.inspect_table_rows(partition, table, after.as_deref(), PAGE)?;
+        count += page.len() as u64;
+        match page.last() {
+            Some(last) if page.len() as i64 == PAGE => after = Some(last.row_id.clone()),
+            _ => return Ok(count),
+        }
+    }
 }

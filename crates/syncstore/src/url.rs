@@ -18,6 +18,7 @@ use sync_schema::{Dialect, ObservedTables};
 use sync_sqlite::{SqliteConfig, SqliteStorage};
 
 use crate::error::{root_cause, CliCode, CliError, CliResult};
+use crate::secrets;
 
 /// Environment variable holding the default database URL.
 pub const DATABASE_URL_ENV: &str = "SYNCSTORE_DATABASE_URL";
@@ -73,7 +74,7 @@ impl DatabaseUrl {
         match self {
             Self::Sqlite(path) => format!("sqlite:{}", path.display()),
             Self::Postgres { url, schema } => {
-                let shown = redact_password(url);
+                let shown = secrets::mask(url);
                 match schema {
                     Some(schema) => format!("{shown} (schema {schema})"),
                     None => shown,
@@ -100,7 +101,33 @@ impl DatabaseUrl {
                 Backend::Postgres(Arc::new(open_postgres(url, schema.as_deref())?))
             }
         };
-        tracing::debug!(database = %self.describe(), "opened storage");
+        tracing::debug!(database = %crate::output::safe(&self.describe()), "opened storage");
+        Ok(Database {
+            url: self.clone(),
+            backend,
+        })
+    }
+
+    /// Opens the database read-only, for inspection: nothing is created,
+    /// bootstrapped or altered (SQLite `SQLITE_OPEN_READ_ONLY` + `query_only`;
+    /// Postgres `default_transaction_read_only`). A database without the
+    /// storage tables is `sync.storage.not_a_sync_database`.
+    pub fn open_read_only(&self) -> CliResult<Database> {
+        let backend = match self {
+            Self::Sqlite(path) => Backend::Sqlite(Arc::new(
+                SqliteStorage::open_read_only(path, SqliteConfig::default()).map_err(opening)?,
+            )),
+            Self::Postgres { url, schema } => {
+                let config = PostgresConfig {
+                    schema: schema.clone(),
+                    ..PostgresConfig::default()
+                };
+                Backend::Postgres(Arc::new(
+                    PostgresStorage::connect_read_only(url, config).map_err(opening)?,
+                ))
+            }
+        };
+        tracing::debug!(database = %crate::output::safe(&self.describe()), "opened storage read-only");
         Ok(Database {
             url: self.clone(),
             backend,
@@ -151,7 +178,17 @@ impl Database {
 }
 
 fn open_sqlite(path: &Path) -> CliResult<SqliteStorage> {
-    SqliteStorage::open(path, SqliteConfig::default()).map_err(|error| unreachable(&error))
+    SqliteStorage::open(path, SqliteConfig::default()).map_err(opening)
+}
+
+/// An error of opening a storage: "not a syncstore database" keeps its
+/// code; anything else is `sync.cli.unreachable`.
+fn opening(error: sync_core::Error) -> CliError {
+    if error.code() == sync_core::ErrorCode::NotASyncDatabase {
+        CliError::from(error)
+    } else {
+        unreachable(&error)
+    }
 }
 
 fn open_postgres(url: &str, schema: Option<&str>) -> CliResult<PostgresStorage> {
@@ -162,7 +199,7 @@ fn open_postgres(url: &str, schema: Option<&str>) -> CliResult<PostgresStorage> 
         schema: schema.map(str::to_owned),
         ..PostgresConfig::default()
     };
-    PostgresStorage::connect(url, config).map_err(|error| unreachable(&error))
+    PostgresStorage::connect(url, config).map_err(opening)
 }
 
 /// `CREATE SCHEMA IF NOT EXISTS` on a probe connection.
@@ -173,20 +210,40 @@ fn create_schema(url: &str, schema: &str) -> CliResult<()> {
     let mut client = config
         .connect(postgres::NoTls)
         .map_err(|error| unreachable(&error))?;
-    client
-        .batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS {}",
-            sync_schema::quote_ident(schema)
-        ))
-        .map_err(|error| unreachable(&error))
+    let statement = format!(
+        "CREATE SCHEMA IF NOT EXISTS {}",
+        sync_schema::quote_ident(schema)
+    );
+    match client.batch_execute(&statement) {
+        Ok(()) => Ok(()),
+        // Two first uses at once: the loser of `IF NOT EXISTS` hits the
+        // catalog's unique index; the schema exists, which is all we need.
+        Err(error) if created_concurrently(&error) => Ok(()),
+        Err(error) => Err(unreachable(&error)),
+    }
 }
 
+fn created_concurrently(error: &postgres::Error) -> bool {
+    error.code().is_some_and(|state| {
+        *state == postgres::error::SqlState::UNIQUE_VIOLATION
+            || *state == postgres::error::SqlState::DUPLICATE_SCHEMA
+    })
+}
+
+/// `sync.cli.unreachable`: the driver's innermost words in `reason` (the
+/// password masked), and for a coded storage error its code in
+/// `storage_code` plus its details (e.g. `cause`).
 fn unreachable(error: &(dyn std::error::Error + 'static)) -> CliError {
     let mut cli = CliError::new(CliCode::Unreachable).detail("reason", root_cause(error));
     if let Some(coded) = error.downcast_ref::<sync_core::Error>() {
-        cli = cli.detail("cause", coded.code().as_str());
+        cli = cli.detail("storage_code", coded.code().as_str());
+        for (key, value) in coded.details() {
+            if key != "reason" {
+                cli = cli.detail(key, value);
+            }
+        }
     }
-    cli
+    cli.with_chain(error)
 }
 
 /// Splits the `schema` parameter off a Postgres URL and adds the default
@@ -243,22 +300,6 @@ fn percent_decode(text: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
-fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,10 +351,12 @@ mod tests {
 
     #[test]
     fn passwords_are_not_shown() {
-        assert_eq!(
-            redact_password("postgres://u:secret@h/db?x=1"),
-            "postgres://u:***@h/db?x=1"
+        let url =
+            DatabaseUrl::parse("postgres://u:secret@h/db?sslmode=disable&password=other").unwrap();
+        let shown = url.describe();
+        assert!(
+            !shown.contains("secret") && !shown.contains("other"),
+            "{shown}"
         );
-        assert_eq!(redact_password("postgres://u@h/db"), "postgres://u@h/db");
     }
 }

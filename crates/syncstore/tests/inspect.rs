@@ -64,6 +64,12 @@ fn kinds_values() -> Value {
 }
 
 fn status_has_the_pinned_shape(db: Db) {
+    let details = db.json_error(&["status"], "sync.storage.not_a_sync_database");
+    assert!(details["reason"].is_string(), "{details}");
+    db.run(&["status"])
+        .text_error("sync.storage.not_a_sync_database");
+    // An application process bootstraps the storage tables.
+    db.storage().list_partitions().expect("bootstrap");
     let empty = db.json(&["status"]);
     assert_eq!(
         empty,
@@ -124,6 +130,7 @@ fn checkpoints_list_rows_as_in_status(db: Db) {
         "acme:search_v2",
         "--declare",
         "globex:search_v2",
+        "--new-partition",
     ]);
     let listed = db.json(&["checkpoints"]);
     let row = |partition: &str| {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{pg_url, seed_todos, syncstore, syncstore_in, Db};
+use common::{pg_url, seed_todos, syncstore, syncstore_in, todos_schema, write_file, Db};
 use serde_json::json;
 
 macro_rules! on_both {
@@ -129,7 +129,19 @@ fn usage_errors_exit_2() {
 fn the_database_url_defaults_to_the_environment_then_a_local_file() {
     let dir = tempfile::tempdir().unwrap();
     let run = syncstore_in(Some(dir.path()), &["status", "--json"], &[]);
-    assert_eq!(run.ok_json()["schema_version"], serde_json::Value::Null);
+    let details = run.json_error("sync.storage.not_a_sync_database");
+    assert_eq!(details["reason"], "no_file");
+    assert!(
+        !dir.path().join("syncstore.db").exists(),
+        "inspection never creates the default sqlite:syncstore.db"
+    );
+    let v1 = write_file(&dir, "v1.json", &todos_schema(1, false, ""));
+    syncstore_in(
+        Some(dir.path()),
+        &["migrate", "--schema", &v1, "--json"],
+        &[],
+    )
+    .ok_json();
     assert!(
         dir.path().join("syncstore.db").exists(),
         "the default is sqlite:syncstore.db"
@@ -139,7 +151,7 @@ fn the_database_url_defaults_to_the_environment_then_a_local_file() {
     let env_url = format!("sqlite:{}", other.display());
     let run = syncstore_in(
         Some(dir.path()),
-        &["status", "--json"],
+        &["migrate", "--schema", &v1, "--json"],
         &[("SYNCSTORE_DATABASE_URL", &env_url)],
     );
     run.ok_json();

@@ -1,4 +1,5 @@
-//! §10 Horizon and pruning, C-170…C-186.
+//! §10 Horizon and pruning, C-170…C-186, and C-335 (amended 2026-12:
+//! no prune beyond the head of the log).
 
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::Barrier;
@@ -128,6 +129,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         c186_prune_waits_for_push_lock,
     )
     .only(Applies::Postgres),
+    check(
+        GROUP,
+        "C-335",
+        "prune through max_commit_seq + 1 is invalid_prune_cursor (beyond_head); horizon and log unchanged",
+        c335_prune_beyond_head,
+    ),
 ];
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
@@ -601,4 +608,47 @@ fn c186_prune_waits_for_push_lock(ctx: &mut Ctx<'_>) -> CheckResult {
         );
         Ok(())
     })
+}
+
+fn c335_prune_beyond_head(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    registered_with_commits(storage.as_ref(), 3)?;
+    check_eq!(
+        prune(storage.as_ref(), 1)?,
+        result(0, 1, 1),
+        "prune through 1"
+    );
+    let head = storage.get_max_commit_seq(P)?;
+    let refused = expect_code(
+        storage.prune_commits_through(P, &prune_query(EPOCH, head + 1)),
+        ErrorCode::InvalidPruneCursor,
+        "prune through max_commit_seq + 1",
+    )?;
+    check_eq!(
+        refused.details().get("reason").map(String::as_str),
+        Some("beyond_head"),
+        "details.reason"
+    );
+    check_eq!(
+        storage.get_horizon_seq(P)?,
+        1,
+        "horizon after the refused prune"
+    );
+    check_eq!(
+        storage.get_max_commit_seq(P)?,
+        head,
+        "head after the refused prune"
+    );
+    let retained = storage.read_commits(P, 0, 100)?;
+    check_eq!(
+        retained.iter().map(|c| c.commit_seq).collect::<Vec<_>>(),
+        [2, 3],
+        "log after the refused prune"
+    );
+    check_eq!(
+        prune(storage.as_ref(), head)?,
+        result(1, head, 2),
+        "prune through the head itself"
+    );
+    Ok(())
 }

@@ -24,10 +24,10 @@ use sync_core::{
 
 use crate::cli::{BackfillArgs, ProjectorKind};
 use crate::error::{CliCode, CliError, CliResult};
-use crate::output::Report;
-use crate::progress::{self, Bar};
+use crate::output::{safe, Report};
+use crate::progress::BackfillProgress;
 use crate::projectors;
-use crate::stored::{load_schema_file, require_known_partition};
+use crate::stored::{count_rows, load_schema_file, require_known_partition};
 use crate::url::Database;
 
 /// Runs `backfill`.
@@ -57,15 +57,18 @@ pub fn run(db: &Database, args: &BackfillArgs) -> CliResult<Report> {
         .ok_or_else(|| Error::new(ErrorCode::SchemaNotEnsured))?;
     let projector = build_projector(ensured, args)?;
 
-    let bar =
-        Bar::on_terminal(&format!("backfill {}:{}", args.partition, args.name), None).map(Arc::new);
+    let counted = count_source_rows(storage, &args.partition, projector.sources())?;
+    let progress = BackfillProgress::new(
+        &format!("backfill {}:{}", safe(&args.partition), safe(&args.name)),
+        Some(counted),
+    );
     let config = RunnerConfig {
         batch_size: args.batch_size,
         max_attempts: args.max_attempts,
         ..RunnerConfig::default()
     };
     let started = Instant::now();
-    tracing::info!(partition = %args.partition, name = %args.name, version, "backfill starting");
+    tracing::info!(partition = %safe(&args.partition), name = %safe(&args.name), version, "backfill starting");
     let outcome = CheckpointRunner::new(
         storage,
         &args.partition,
@@ -78,15 +81,27 @@ pub fn run(db: &Database, args: &BackfillArgs) -> CliResult<Report> {
         declarations,
         expected_log_epoch: None,
     })
-    .with_progress(progress::observer(bar.as_ref()))
+    .with_progress(progress.clone())
     .run();
-    if let Some(bar) = &bar {
-        bar.finish();
-    }
+    progress.finish();
     let outcome = outcome?;
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     tracing::info!(outcome = outcome.as_str(), elapsed_ms, "backfill finished");
     report(args, version, &outcome, elapsed_ms)
+}
+
+/// Rows of the projector's source tables in the partition now: the total
+/// the progress display counts towards (a full pass reads each once).
+fn count_source_rows(
+    storage: &dyn sync_core::ServerStorage,
+    partition: &str,
+    sources: &[String],
+) -> CliResult<u64> {
+    let mut total = 0;
+    for table in sources {
+        total += count_rows(storage, partition, table)?;
+    }
+    Ok(total)
 }
 
 /// Every checkpoint pending at the version, plus `(P, N)`.
@@ -180,8 +195,8 @@ fn report(
     };
     let text = format!(
         "backfill {}:{} at schema version {version}: {}{detail} in {elapsed_ms} ms\n",
-        args.partition,
-        args.name,
+        safe(&args.partition),
+        safe(&args.name),
         outcome.as_str()
     );
     Ok(Report::new(json, text))

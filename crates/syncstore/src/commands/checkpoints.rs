@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::cli::PartitionFilter;
 use crate::error::CliResult;
-use crate::output::Report;
+use crate::output::{safe, Report};
 use crate::stored::{
     checkpoint_json, checkpoint_text, listed_partitions, require_known_partition, stored_version,
 };
@@ -36,7 +36,11 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
             {
                 row.extend(fields);
             }
-            text.push_str(&format!("{partition}: {}\n", checkpoint_text(&checkpoint)));
+            text.push_str(&format!(
+                "{}: {}\n",
+                safe(partition),
+                checkpoint_text(&checkpoint)
+            ));
             rows.push(row);
         }
     }

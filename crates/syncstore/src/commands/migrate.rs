@@ -1,21 +1,35 @@
-//! `migrate --schema FILE [--declare PARTITION:NAME]... [--dry-run]`.
+//! `migrate --schema FILE [--declare PARTITION:NAME]... [--new-partition]
+//! [--carry PARTITION:NAME]... [--abandon PARTITION:NAME]... [--dry-run]`.
 //!
-//! Previews the plan, then (unless `--dry-run`) runs `ensure_schema` with the
-//! declarations. On a bump or a fresh database the declarations are
-//! installed in the migration transaction; at the same version, where
-//! `ensure_schema` does not install them, each is then declared online with
-//! `declare_checkpoint` (idempotent), so after `migrate` every declared
-//! checkpoint exists either way.
+//! Checks the arguments (a declaration names a known partition unless
+//! `--new-partition`; names are valid), previews the plan (with the refusals
+//! `ensure_schema` would raise, finish-or-refuse included), then (unless
+//! `--dry-run`) runs `ensure_schema` with the declarations and resolutions.
+//!
+//! The command is exact under concurrency: whatever another `migrate` did
+//! meanwhile, afterwards every requested declaration exists at the target
+//! version — installed by the bump, already there, or declared online now —
+//! or the command fails with a coded error. It reports what *it* did:
+//! `applied` is true only when this run migrated the database (another
+//! process that got there first makes it false), and `declared_online` lists
+//! the declarations this run added after the migration.
 
-use serde_json::json;
-use sync_core::{CheckpointDeclaration, Clock, EnsureOptions, SystemClock};
+use serde_json::{json, Value};
+use sync_core::{
+    CheckpointDeclaration, Clock, EnsureOptions, Error, ErrorCode, Resolution, ServerStorage,
+    StoredCheckpoint, SystemClock, UnfinishedResolution,
+};
 
 use crate::cli::MigrateArgs;
-use crate::error::CliResult;
-use crate::output::Report;
+use crate::error::{CliCode, CliError, CliResult};
+use crate::output::{safe, Report};
 use crate::plan;
-use crate::stored::{load_schema_file, stored_schema};
+use crate::stored::{load_schema_file, partition_is_known, stored_schema};
 use crate::url::Database;
+
+/// How often `migrate` verifies again after a concurrent migration changed
+/// the pending checkpoints under it.
+const RACE_RETRIES: u32 = 8;
 
 /// Runs `migrate`.
 pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
@@ -28,25 +42,60 @@ pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
         .iter()
         .map(|d| CheckpointDeclaration::new(&d.partition, &d.name, schema.version))
         .collect();
-    let preview = plan::preview(db, &schema, marker.as_ref(), &layouts, &declarations)?;
-    if !args.dry_run {
+    check_declarations(storage, &declarations, args.new_partition)?;
+    let resolutions = resolutions(args);
+    let before = existing(storage, &declarations)?;
+    let effective = with_raced_pending(storage, &declarations, schema.version)?;
+    let preview = plan::preview(
+        db,
+        &schema,
+        marker.as_ref(),
+        &layouts,
+        &effective,
+        &resolutions,
+    )?;
+    let mut declared_online = Vec::new();
+    let applied = if args.dry_run {
+        false
+    } else {
         tracing::info!(from = ?from, to = schema.version, action = preview.action(), "migrating");
-        storage.ensure_schema(
-            &schema,
-            &EnsureOptions::with_declarations(declarations.clone()),
-        )?;
-        if from == Some(i64::from(schema.version)) {
-            let now = SystemClock.now_ms();
-            for d in &declarations {
-                storage.declare_checkpoint(&d.partition, &d.name, d.schema_version, now)?;
+        // Other `migrate`s may install or declare checkpoints at the target
+        // meanwhile: re-read the pending ones and verify again (bounded).
+        let mut effective = effective;
+        let mut retries = 0;
+        let outcome = loop {
+            let opts = EnsureOptions {
+                unfinished: resolutions.clone(),
+                ..EnsureOptions::with_declarations(effective.clone())
+            };
+            match storage.ensure_schema_outcome(&schema, &opts) {
+                Ok(outcome) => break outcome,
+                Err(error)
+                    if retries < RACE_RETRIES
+                        && lost_bump_race(storage, &error, None, schema.version)? =>
+                {
+                    tracing::info!(
+                        "another migration changed the pending checkpoints; verifying again"
+                    );
+                    retries += 1;
+                    effective = with_raced_pending(storage, &declarations, schema.version)?;
+                }
+                Err(error) => return Err(error.into()),
             }
-        }
-    }
-    let applied = !args.dry_run;
+        };
+        declared_online = declare_missing(storage, &declarations)?;
+        verify_declared(storage, &declarations)?;
+        outcome.applied()
+    };
+    let declared_json: Vec<Value> = declared_online
+        .iter()
+        .map(|d| json!({"partition": d.partition, "name": d.name, "schemaVersion": d.schema_version}))
+        .collect();
     let json = json!({
         "from_version": from,
         "to_version": schema.version,
         "applied": applied,
+        "declared_online": declared_json,
         "plan": preview.to_json(&schema, &declarations),
     });
     let from_text = from.map_or_else(|| "none (fresh database)".to_owned(), |v| v.to_string());
@@ -54,18 +103,177 @@ pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
         "schema version {from_text} → {} ({}): {}\n",
         schema.version,
         preview.action(),
-        if applied {
-            "applied"
-        } else {
-            "dry run, nothing changed"
+        match (args.dry_run, applied) {
+            (true, _) => "dry run, nothing changed",
+            (false, true) => "applied",
+            (false, false) => "already there, nothing migrated by this run",
         }
     );
     text.push_str(&preview.to_text());
     for d in &declarations {
+        let state = declaration_text(d, &before, &declared_online, args.dry_run, applied);
         text.push_str(&format!(
-            "checkpoint {}:{} declared at version {}\n",
-            d.partition, d.name, d.schema_version
+            "checkpoint {}:{} at version {}: {state}\n",
+            safe(&d.partition),
+            safe(&d.name),
+            d.schema_version
         ));
     }
     Ok(Report::new(json, text))
+}
+
+/// Names are valid checkpoint names (the message blames the name) and
+/// every partition is known to the database unless `--new-partition`.
+fn check_declarations(
+    storage: &dyn ServerStorage,
+    declarations: &[CheckpointDeclaration],
+    new_partition: bool,
+) -> CliResult<()> {
+    for d in declarations {
+        sync_core::validate::partition(&d.partition)?;
+        sync_core::validate::checkpoint_name(&d.name)?;
+        if !new_partition && !partition_is_known(storage, &d.partition)? {
+            return Err(CliError::new(CliCode::UnknownPartition)
+                .detail("partition", &d.partition)
+                .detail("hint", "check the name, or pass --new-partition"));
+        }
+    }
+    Ok(())
+}
+
+/// `migrate` is an operator command, not a serving process: it runs
+/// declaring every checkpoint already pending at the target version besides
+/// the requested ones. So a run that lost the bump to another `migrate`
+/// (before or after reading the marker) never fails the startup check for
+/// checkpoints it never meant to refuse; it adds its own online instead.
+fn with_raced_pending(
+    storage: &dyn ServerStorage,
+    requested: &[CheckpointDeclaration],
+    version: i32,
+) -> CliResult<Vec<CheckpointDeclaration>> {
+    let mut all = requested.to_vec();
+    for key in storage.list_pending_checkpoints(version)? {
+        let own = CheckpointDeclaration::new(key.partition, key.name, version);
+        if !all.contains(&own) {
+            all.push(own);
+        }
+    }
+    Ok(all)
+}
+
+/// `--carry` and `--abandon` as library resolutions.
+fn resolutions(args: &MigrateArgs) -> Vec<UnfinishedResolution> {
+    let carry = args
+        .carry
+        .iter()
+        .map(|d| UnfinishedResolution::new(&d.partition, &d.name, Resolution::Carry));
+    let abandon = args
+        .abandon
+        .iter()
+        .map(|d| UnfinishedResolution::new(&d.partition, &d.name, Resolution::Abandon));
+    carry.chain(abandon).collect()
+}
+
+/// The declared checkpoints that already exist, before this run.
+fn existing(
+    storage: &dyn ServerStorage,
+    declarations: &[CheckpointDeclaration],
+) -> CliResult<Vec<StoredCheckpoint>> {
+    let mut found = Vec::new();
+    for d in declarations {
+        if let Some(checkpoint) = storage.read_checkpoint(&d.partition, &d.name)? {
+            found.push(checkpoint);
+        }
+    }
+    Ok(found)
+}
+
+/// `checkpoint_incomplete` while the marker is at the target: another
+/// process bumped or declared concurrently (`from`, when given, must be
+/// below the target).
+fn lost_bump_race(
+    storage: &dyn ServerStorage,
+    error: &Error,
+    from: Option<i64>,
+    version: i32,
+) -> CliResult<bool> {
+    if error.code() != ErrorCode::CheckpointIncomplete
+        || from.is_some_and(|v| v >= i64::from(version))
+    {
+        return Ok(false);
+    }
+    let now = storage.read_schema_marker()?.map(|m| m.schema_version);
+    Ok(now == Some(i64::from(version)))
+}
+
+/// Declares online every requested checkpoint that does not exist yet
+/// (the marker is at the target version now); returns those it declared.
+fn declare_missing(
+    storage: &dyn ServerStorage,
+    declarations: &[CheckpointDeclaration],
+) -> CliResult<Vec<CheckpointDeclaration>> {
+    let mut declared = Vec::new();
+    for d in declarations {
+        if storage.read_checkpoint(&d.partition, &d.name)?.is_none() {
+            storage.declare_checkpoint(
+                &d.partition,
+                &d.name,
+                d.schema_version,
+                SystemClock.now_ms(),
+            )?;
+            tracing::info!(partition = %safe(&d.partition), name = %safe(&d.name), "declared online");
+            declared.push(d.clone());
+        }
+    }
+    Ok(declared)
+}
+
+/// Every requested declaration exists at the target version, else
+/// `sync.cli.declaration_missing`.
+fn verify_declared(
+    storage: &dyn ServerStorage,
+    declarations: &[CheckpointDeclaration],
+) -> CliResult<()> {
+    for d in declarations {
+        match storage.read_checkpoint(&d.partition, &d.name)? {
+            Some(c) if c.schema_version == d.schema_version => {}
+            Some(c) => {
+                return Err(Error::new(ErrorCode::CheckpointVersionMismatch)
+                    .detail("stored", c.schema_version)
+                    .detail("requested", d.schema_version)
+                    .into())
+            }
+            None => {
+                return Err(CliError::new(CliCode::DeclarationMissing)
+                    .detail("partition", &d.partition)
+                    .detail("name", &d.name))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What happened (or, in a dry run, would happen) to one declaration.
+fn declaration_text(
+    d: &CheckpointDeclaration,
+    before: &[StoredCheckpoint],
+    declared_online: &[CheckpointDeclaration],
+    dry_run: bool,
+    applied: bool,
+) -> String {
+    let existing = before
+        .iter()
+        .find(|c| c.partition == d.partition && c.name == d.name);
+    match existing {
+        Some(c) if c.schema_version != d.schema_version => format!(
+            "taken at version {} ({}): refused",
+            c.schema_version,
+            c.state.as_str()
+        ),
+        Some(c) => format!("already declared ({})", c.state.as_str()),
+        None if dry_run => "would be declared".to_owned(),
+        None if declared_online.contains(d) => "declared online".to_owned(),
+        None if applied => "declared by the migration".to_owned(),
+        None => "declared by the concurrent migration".to_owned(),
+    }
 }

@@ -4,6 +4,7 @@
 mod backfill;
 mod checkpoints;
 mod commits;
+mod errors;
 mod migrate;
 mod prune;
 mod rows;
@@ -17,14 +18,25 @@ use crate::url::DatabaseUrl;
 /// Runs the parsed command.
 pub fn run(cli: &Cli, format: Format) -> CliResult<Report> {
     let open = || DatabaseUrl::resolve(cli.db.as_deref())?.open();
+    // Inspection never writes: no bootstrap, no file created, read-only
+    // transactions (works on a read-only file, replica or role).
+    let inspect = || DatabaseUrl::resolve(cli.db.as_deref())?.open_read_only();
     match &cli.command {
-        Command::Demo(args) => crate::demo::run(cli.db.as_deref(), args, format),
+        Command::Demo(args) => {
+            let explicit = cli.db.clone().or_else(|| {
+                std::env::var(crate::url::DATABASE_URL_ENV)
+                    .ok()
+                    .filter(|url| !url.is_empty())
+            });
+            crate::demo::run(explicit.as_deref(), args, format)
+        }
+        Command::Errors(args) => errors::run(args),
         Command::Migrate(args) => migrate::run(&open()?, args),
-        Command::Status(args) => status::run(&open()?, args),
-        Command::Checkpoints(args) => checkpoints::run(&open()?, args),
+        Command::Status(args) => status::run(&inspect()?, args),
+        Command::Checkpoints(args) => checkpoints::run(&inspect()?, args),
         Command::Backfill(args) => backfill::run(&open()?, args),
         Command::Prune(args) => prune::run(&open()?, args),
-        Command::Rows(args) => rows::run(&open()?, args),
-        Command::Commits(args) => commits::run(&open()?, args),
+        Command::Rows(args) => rows::run(&inspect()?, args),
+        Command::Commits(args) => commits::run(&inspect()?, args),
     }
 }

@@ -12,7 +12,7 @@ use sync_core::StoredRow;
 
 use crate::cli::RowsArgs;
 use crate::error::CliResult;
-use crate::output::Report;
+use crate::output::{safe, Report};
 use crate::stored::{require_known_partition, stored_layout, stored_schema};
 use crate::url::Database;
 use crate::values::{decode_payload, scopes_to_json};
@@ -45,8 +45,10 @@ pub fn run(db: &Database, args: &RowsArgs) -> CliResult<Report> {
     text.push_str(&format!(
         "{} rows{}\n",
         listed.len(),
-        next.as_ref()
-            .map_or_else(String::new, |n| format!("; more after {n} (--after {n})"))
+        next.as_ref().map_or_else(String::new, |n| {
+            let n = safe(n);
+            format!("; more after {n} (--after {n})")
+        })
     ));
     Ok(Report::new(json!({"rows": listed, "next": next}), text))
 }

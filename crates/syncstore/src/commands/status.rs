@@ -10,7 +10,7 @@ use sync_core::{serve_gate_refusal, ServeContext, ServerStorage};
 
 use crate::cli::PartitionFilter;
 use crate::error::CliResult;
-use crate::output::Report;
+use crate::output::{safe, Report};
 use crate::stored::{
     checkpoint_json, checkpoint_text, layout_json, listed_partitions, require_known_partition,
     stored_schema, stored_version,
@@ -25,7 +25,7 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
     let names: Vec<String> = layouts.iter().map(|(name, _)| name.to_owned()).collect();
     let observed = db.observe_tables(&names)?;
 
-    let mut text = format!("database: {}\n", db.url().describe());
+    let mut text = format!("database: {}\n", safe(&db.url().describe()));
     match &marker {
         Some(m) => text.push_str(&format!(
             "schema version {}, database-wide writer fence {}\n",
@@ -42,7 +42,8 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
             .get(name)
             .is_some_and(|t| t.exists && layout.iter().all(|c| t.column(&c.name).is_some()));
         text.push_str(&format!(
-            "table {name}: {} columns, {}\n",
+            "table {}: {} columns, {}\n",
+            safe(name),
             layout.len(),
             if materialized {
                 "materialized"
@@ -96,8 +97,9 @@ fn partition_status(
 
     let reason = refusal.as_ref().map(|r| r.reason());
     let mut text = format!(
-        "partition {partition}: max_commit_seq {max_commit_seq}, horizon {horizon_seq}, log epoch {}, writer fence {}, gate {}\n",
-        log_epoch.as_deref().unwrap_or("none"),
+        "partition {}: max_commit_seq {max_commit_seq}, horizon {horizon_seq}, log epoch {}, writer fence {}, gate {}\n",
+        safe(partition),
+        safe(log_epoch.as_deref().unwrap_or("none")),
         writer_fence.map_or_else(|| "none".to_owned(), |f| f.to_string()),
         match reason {
             None => "serves".to_owned(),

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{CliCode, CliError, CliResult};
+use crate::secrets;
 use crate::url::DatabaseUrl;
 
 /// Where the demo runs, and how to look at it afterwards.
@@ -15,7 +16,7 @@ use crate::url::DatabaseUrl;
 pub struct Fresh {
     /// The URL every demo process opens.
     pub url: DatabaseUrl,
-    /// The `--db` value that opens it again.
+    /// The `--db` value that opens it again (password masked).
     pub reopen: String,
     /// One sentence saying where it is.
     pub description: String,
@@ -26,8 +27,39 @@ pub fn prepare(explicit: Option<&str>) -> CliResult<Fresh> {
     match explicit.map(DatabaseUrl::parse).transpose()? {
         None => temporary_sqlite(),
         Some(DatabaseUrl::Sqlite(path)) => given_sqlite(path),
-        Some(DatabaseUrl::Postgres { url, .. }) => Ok(new_postgres_schema(url)),
+        Some(DatabaseUrl::Postgres { url, schema: None }) => Ok(new_postgres_schema(url)),
+        Some(DatabaseUrl::Postgres {
+            url,
+            schema: Some(schema),
+        }) => given_postgres_schema(url, schema),
     }
+}
+
+/// `?schema=NAME`: that schema, which must not hold a syncstore database yet
+/// (it is created when absent).
+fn given_postgres_schema(url: String, schema: String) -> CliResult<Fresh> {
+    let given = DatabaseUrl::Postgres {
+        url: url.clone(),
+        schema: Some(schema.clone()),
+    };
+    match given.open_read_only() {
+        Ok(_) => {
+            return Err(CliError::new(CliCode::DatabaseNotEmpty).detail("schema", &schema));
+        }
+        Err(error) if error.code() == sync_core::ErrorCode::NotASyncDatabase.as_str() => {}
+        Err(error) => return Err(error),
+    }
+    let server = DatabaseUrl::Postgres {
+        url: url.clone(),
+        schema: None,
+    }
+    .describe();
+    let separator = if url.contains('?') { '&' } else { '?' };
+    Ok(Fresh {
+        description: format!("the Postgres schema {schema} you named, in {server} (kept)"),
+        reopen: secrets::mask(&format!("{url}{separator}schema={schema}")),
+        url: given,
+    })
 }
 
 fn temporary_sqlite() -> CliResult<Fresh> {
@@ -65,7 +97,7 @@ fn sqlite(path: PathBuf, what: &str) -> Fresh {
 fn new_postgres_schema(url: String) -> Fresh {
     let schema = format!("syncstore_demo_{}", random_suffix());
     let separator = if url.contains('?') { '&' } else { '?' };
-    let reopen = format!("{url}{separator}schema={schema}");
+    let reopen = secrets::mask(&format!("{url}{separator}schema={schema}"));
     let server = DatabaseUrl::Postgres {
         url: url.clone(),
         schema: None,

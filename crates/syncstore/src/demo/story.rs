@@ -23,7 +23,7 @@ use super::todos::{self, Todo, CHECKPOINT, DERIVED, PARTITION, SOURCE, TABLE};
 use super::traffic::{self, FleetTotals, Interleave, LiveTotals, FLEET_THREADS, ROWS_PER_COMMIT};
 use crate::cli::Transform;
 use crate::error::CliResult;
-use crate::progress::{self, Bar};
+use crate::progress::BackfillProgress;
 use crate::projectors;
 use crate::url::{Database, DatabaseUrl};
 
@@ -415,14 +415,10 @@ impl Story {
             .ok_or_else(|| n.failure().detail("reason", "server_b_not_ensured"))?;
         let projector =
             projectors::derived_column(schema, TABLE, DERIVED, SOURCE, Transform::Lower)?;
-        let bar = Bar::on_terminal("   backfill", Some(u64::from(self.rows))).map(Arc::new);
+        let bar = BackfillProgress::new("   backfill", Some(u64::from(self.rows)));
         let (go_tx, go_rx) = mpsc::channel();
         let (done_tx, done_rx) = mpsc::channel();
-        let interleave = Arc::new(Interleave::new(
-            progress::observer(bar.as_ref()),
-            go_tx,
-            done_rx,
-        ));
+        let interleave = Arc::new(Interleave::new(bar.clone(), go_tx, done_rx));
         let writer_pusher = b.pusher(Gate::Check);
         let rows = self.rows;
         let (outcome, live, first_landed) = std::thread::scope(|scope| {
@@ -445,9 +441,7 @@ impl Story {
             });
             (outcome, live, first_landed)
         });
-        if let Some(bar) = &bar {
-            bar.finish();
-        }
+        bar.finish();
         let outcome = outcome?;
         self.live = live?;
         n.fact("outcome", outcome.as_str());
