@@ -8,8 +8,8 @@ use sync_core::{
     ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, BlobReferencingRow,
     Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord, CommitMetadata,
     CommitMetadataQuery, CommitPruneQuery, CommitPruneResult, CommitRecord, CommitWindowQuery,
-    CompiledSchema, Coverage, EnsureOptions, Error, ErrorCode, IndexRowScanQuery, NewCommit,
-    NewReaction, PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery,
+    CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, Error, ErrorCode, IndexRowScanQuery,
+    NewCommit, NewReaction, PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery,
     ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery,
     SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate,
     ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
@@ -32,6 +32,16 @@ impl ServerStorage for BusyScans {
     }
     fn ensure_schema(&self, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<()> {
         self.inner.ensure_schema(schema, opts)
+    }
+    fn ensure_schema_outcome(
+        &self,
+        schema: &CompiledSchema,
+        opts: &EnsureOptions,
+    ) -> Result<EnsureOutcome> {
+        self.inner.ensure_schema_outcome(schema, opts)
+    }
+    fn list_unfinished_checkpoints(&self, schema_version: i32) -> Result<Vec<StoredCheckpoint>> {
+        self.inner.list_unfinished_checkpoints(schema_version)
     }
     fn ensured_version(&self) -> Option<i32> {
         self.inner.ensured_version()
