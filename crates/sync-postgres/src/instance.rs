@@ -61,8 +61,11 @@ impl PostgresStorage {
     /// `pool_wait_ms` only shape the pool built by [`PostgresStorage::connect`].
     /// r2d2 validates every checkout by default (one extra round trip per
     /// transaction); build the pool with `test_on_check_out(false)` to avoid
-    /// it — a connection the server closed while idle then fails its `BEGIN`
-    /// and the transaction is opened once more on a fresh connection.
+    /// it — a connection the server closed while idle then fails the first
+    /// round trip of a read or a transaction (nothing of it ran), is
+    /// discarded, and the call runs again on another connection; a
+    /// single-statement pool write checks its connection first. See
+    /// `sync.storage.connection_lost` / `sync.storage.outcome_unknown`.
     pub fn new<T>(pool: Pool<PostgresConnectionManager<T>>, config: PostgresConfig) -> Self
     where
         T: MakeTlsConnect<Socket> + Clone + 'static + Sync + Send,
