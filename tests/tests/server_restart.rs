@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use sync_core::{EnsureOptions, ErrorCode, ServerStorage};
 use sync_postgres::{PostgresConfig, PostgresStorage};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::*;
 use sync_core::fault::{FaultKind, FaultPlan};
-use sync_core::{ErrorCode, ServerStorage, StorageTransaction};
+use sync_core::{ErrorCode, ServerStorage};
 use sync_postgres::PostgresStorage;
 
 /// One pooled connection, so every call reuses the connection a fault hit.
