@@ -651,6 +651,8 @@ fn assert_coded(error: &Error, what: &str) {
         ErrorCode::Backend,
         ErrorCode::Busy,
         ErrorCode::TransactionAborted,
+        ErrorCode::ConnectionLost,
+        ErrorCode::OutcomeUnknown,
     ];
     assert!(
         allowed.contains(&error.code()),

@@ -10,8 +10,12 @@
 //! `SYNCSTORE_KILL_ROUNDS` / `SYNCSTORE_KILL_SEED` (process kills),
 //! `SYNCSTORE_MODEL_CASES` / `SYNCSTORE_MODEL_STEPS` / `SYNCSTORE_MODEL_SEED`
 //! (model sequences), `SYNCSTORE_STRESS_OPS` / `SYNCSTORE_STRESS_ROUNDS`
-//! (stress runs) and `SYNCSTORE_FUZZ_EXECS` (hostile input). A variable
-//! already set in the environment wins over the soak default.
+//! (stress runs), `SYNCSTORE_FUZZ_EXECS` (hostile input),
+//! `SYNCSTORE_KILL_BACKEND_ROUNDS` (Postgres backends terminated under
+//! load) and `SYNCSTORE_RESTART_ROUNDS` (Postgres server restarts under
+//! load, on a throwaway local cluster; the test prints why when it cannot
+//! run). A variable already set in the environment wins over the soak
+//! default.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -43,6 +47,8 @@ const BUDGETS: &[(&str, &str)] = &[
     ("SYNCSTORE_STRESS_OPS", "1000"),
     ("SYNCSTORE_STRESS_ROUNDS", "3"),
     ("SYNCSTORE_FUZZ_EXECS", "200000"),
+    ("SYNCSTORE_KILL_BACKEND_ROUNDS", "6"),
+    ("SYNCSTORE_RESTART_ROUNDS", "2"),
 ];
 
 /// Output lines that carry figures.
@@ -54,6 +60,8 @@ const FIGURE_PREFIXES: &[&str] = &[
     "fuzz",
     "hostile",
     "isolation",
+    "killed-backends",
+    "server-restart",
 ];
 
 /// Runs passes until the time is up; fails on the first failing pass.

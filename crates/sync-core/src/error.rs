@@ -12,6 +12,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::backend_cause::BackendCause;
+
+/// The details key of a [`BackendCause`].
+pub const CAUSE_DETAIL: &str = "cause";
+
 /// Result alias used by every library crate of the workspace.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -131,8 +136,20 @@ error_codes! {
     QueryRejected => ("sync.storage.query_rejected", false, "registered query does not match its metadata"),
     /// `sync.storage.capability_unsupported`
     CapabilityUnsupported => ("sync.storage.capability_unsupported", false, "this storage does not support the operation"),
-    /// `sync.storage.busy` — the only retryable storage code.
+    /// `sync.storage.busy` — retryable.
     Busy => ("sync.storage.busy", true, "the database is busy; retry later"),
+    /// `sync.storage.connection_lost` — retryable: the connection to the
+    /// database was lost before anything of the operation could persist
+    /// (`details.cause`, a [`BackendCause`](crate::BackendCause), says why
+    /// when known). Retrying the same operation is safe.
+    ConnectionLost => ("sync.storage.connection_lost", true, "the connection to the database was lost; nothing was changed"),
+    /// `sync.storage.outcome_unknown` — retryable, but only with the same
+    /// idempotency key: the connection was lost while committing (or during
+    /// a statement after which the outcome cannot be known), so the change
+    /// may or may not have persisted. A push retried under the same client
+    /// id and client commit id returns the first writer's stored push
+    /// result, which tells what happened.
+    OutcomeUnknown => ("sync.storage.outcome_unknown", true, "the connection was lost while committing; retry only with the same idempotency key"),
     /// `sync.storage.backend`
     Backend => ("sync.storage.backend", false, "the database reported an unexpected error"),
 
@@ -305,6 +322,39 @@ impl Error {
         Self::new(ErrorCode::Backend).source_error(source)
     }
 
+    /// Shorthand for `sync.storage.backend` with `details.cause` set,
+    /// wrapping the driver error.
+    pub fn backend_with_cause(cause: BackendCause, source: impl Into<BoxedSource>) -> Self {
+        Self::backend(source).with_cause(cause)
+    }
+
+    /// The same error under another code, keeping its details and driver
+    /// error (a dialect re-coding `connection_lost` as `outcome_unknown`
+    /// where the statement may have committed).
+    pub fn with_code(mut self, code: ErrorCode) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// Sets `details.cause` (builder style).
+    pub fn with_cause(self, cause: BackendCause) -> Self {
+        self.detail(CAUSE_DETAIL, cause.as_str())
+    }
+
+    /// `details.cause`, parsed; `None` when absent or not in the vocabulary.
+    pub fn cause(&self) -> Option<BackendCause> {
+        self.get_detail(CAUSE_DETAIL)?.parse().ok()
+    }
+
+    /// The first line of the driver error's text, when a driver error is
+    /// attached: what operator tools print for `cause = other`. Never part
+    /// of `Display` (it may name identifiers or values).
+    pub fn source_first_line(&self) -> Option<String> {
+        let text = self.source.as_ref()?.to_string();
+        let line = text.lines().next().unwrap_or_default().trim();
+        (!line.is_empty()).then(|| line.to_owned())
+    }
+
     /// Shorthand for `sync.storage.busy` wrapping a cause.
     pub fn busy(source: impl Into<BoxedSource>) -> Self {
         Self::new(ErrorCode::Busy).source_error(source)
@@ -346,12 +396,14 @@ mod tests {
     }
 
     #[test]
-    fn only_busy_cache_miss_and_not_ready_are_retryable() {
+    fn only_busy_connection_loss_cache_miss_and_not_ready_are_retryable() {
         let retryable: Vec<_> = ErrorCode::ALL.iter().filter(|c| c.retryable()).collect();
         assert_eq!(
             retryable,
             [
                 &ErrorCode::Busy,
+                &ErrorCode::ConnectionLost,
+                &ErrorCode::OutcomeUnknown,
                 &ErrorCode::IdempotencyCacheMiss,
                 &ErrorCode::SchemaNotReady
             ]
@@ -368,6 +420,22 @@ mod tests {
         );
         assert!(!text.contains("secret_table"));
         assert_eq!(error.get_detail("table"), Some("secret_table"));
+    }
+
+    #[test]
+    fn cause_round_trips_through_details_and_first_line_is_trimmed() {
+        let error = Error::backend_with_cause(
+            BackendCause::DatabaseMissing,
+            "FATAL 3D000: database \"nope\" does not exist\nHINT: more",
+        );
+        assert_eq!(error.get_detail("cause"), Some("database_missing"));
+        assert_eq!(error.cause(), Some(BackendCause::DatabaseMissing));
+        assert_eq!(
+            error.source_first_line().as_deref(),
+            Some("FATAL 3D000: database \"nope\" does not exist")
+        );
+        assert!(!error.to_string().contains("nope"));
+        assert_eq!(Error::new(ErrorCode::Backend).source_first_line(), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod authoritative;
+mod backend_cause;
 mod capabilities;
 mod checkpoints;
 mod clients;
@@ -38,6 +39,7 @@ pub mod validate;
 mod value;
 
 pub use authoritative::{AuthoritativeQueryRequest, AuthoritativeQueryResult};
+pub use backend_cause::BackendCause;
 pub use capabilities::{Capabilities, Capability};
 pub use checkpoints::{
     ActivationOutcome, CheckpointDeclaration, CheckpointKey, CheckpointState, Coverage,
@@ -45,7 +47,7 @@ pub use checkpoints::{
 };
 pub use clients::{ClientCursorInfo, ClientRecord, ClientSubscription, PartitionRegistryEntry};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::{Error, ErrorCode, Result, UnknownErrorCode};
+pub use error::{Error, ErrorCode, Result, UnknownErrorCode, CAUSE_DETAIL};
 pub use fence::{effective_fence, writer_fence_allows};
 pub use gate::{
     check_serve_gate, serve_gate_refusal, serve_gate_token_changed, serve_not_ready_error,

@@ -10,7 +10,7 @@
 use std::fmt;
 
 use postgres::error::SqlState;
-use sync_core::{Error, ErrorCode};
+use sync_core::{BackendCause, Error, ErrorCode};
 
 /// Where a driver error happened, for the context-dependent codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,15 +54,81 @@ impl std::error::Error for DriverError {
     }
 }
 
-/// Classifies a driver error at `site`.
+/// Classifies a driver error at `site`. A connection-level failure is
+/// `connection_lost` (the caller turns it into `outcome_unknown` where the
+/// statement may have committed); `backend` and `connection_lost` carry
+/// `details.cause`.
 pub(crate) fn classify(err: postgres::Error, site: Site) -> Error {
     let code = code_of(&err, site);
     let error = Error::new(code);
     let error = match (code, site) {
         (ErrorCode::ConstraintViolation, Site::UpsertRow(op_index)) => error.op_index(op_index),
+        (ErrorCode::Backend | ErrorCode::ConnectionLost, _) => error.with_cause(cause_of(&err)),
         _ => error,
     };
     error.source_error(DriverError(err))
+}
+
+/// A failure to open a connection (`connect`, the probe): always
+/// `sync.storage.backend` with the cause (unreachable server, failed
+/// authentication, missing database, …).
+pub(crate) fn connect_error(err: postgres::Error) -> Error {
+    let cause = cause_of(&err);
+    Error::backend_with_cause(cause, DriverError(err))
+}
+
+/// Whether the connection itself failed (closed, reset, server shutdown or
+/// terminated backend): the session is gone, and with it any open
+/// transaction.
+pub(crate) fn is_connection_error(err: &postgres::Error) -> bool {
+    if err.is_closed() {
+        return true;
+    }
+    if let Some(db_error) = err.as_db_error() {
+        let state = db_error.code();
+        return state.code().starts_with("08")
+            || [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+            ]
+            .contains(state);
+    }
+    io_error(err).is_some()
+}
+
+fn io_error(err: &postgres::Error) -> Option<&std::io::Error> {
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        source = inner.source();
+    }
+    None
+}
+
+/// The cause vocabulary (`details.cause`) of a driver error.
+pub(crate) fn cause_of(err: &postgres::Error) -> BackendCause {
+    let Some(db_error) = err.as_db_error() else {
+        return if is_connection_error(err) {
+            BackendCause::Unreachable
+        } else {
+            BackendCause::Other
+        };
+    };
+    let state = db_error.code();
+    match state.code() {
+        "28000" | "28P01" => BackendCause::AuthFailed,
+        "3D000" => BackendCause::DatabaseMissing,
+        "3F000" => BackendCause::SchemaMissing,
+        "25006" => BackendCause::ReadOnly,
+        "53100" => BackendCause::DiskFull,
+        "XX001" | "XX002" => BackendCause::Corrupt,
+        "54000" | "54001" | "54011" | "54023" => BackendCause::TooLarge,
+        _ if is_connection_error(err) => BackendCause::Unreachable,
+        _ => BackendCause::Other,
+    }
 }
 
 /// Classifies a driver error outside any special site.
@@ -76,6 +142,9 @@ pub(crate) fn pool_timeout(err: r2d2::Error) -> Error {
 }
 
 fn code_of(err: &postgres::Error, site: Site) -> ErrorCode {
+    if is_connection_error(err) {
+        return ErrorCode::ConnectionLost;
+    }
     let Some(db_error) = err.as_db_error() else {
         return ErrorCode::Backend;
     };

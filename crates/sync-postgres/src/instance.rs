@@ -14,6 +14,7 @@ use sync_core::{Error, ErrorCode, Result};
 
 use crate::bootstrap;
 use crate::config::PostgresConfig;
+use crate::errors::connect_error;
 use crate::pool::{build_pool, search_path_statement, source_of, Conn, ConnectionSource};
 use crate::session::{self, Isolation};
 use crate::state::Ensured;
@@ -60,8 +61,11 @@ impl PostgresStorage {
     /// `pool_wait_ms` only shape the pool built by [`PostgresStorage::connect`].
     /// r2d2 validates every checkout by default (one extra round trip per
     /// transaction); build the pool with `test_on_check_out(false)` to avoid
-    /// it — a connection the server closed while idle then fails its `BEGIN`
-    /// and the transaction is opened once more on a fresh connection.
+    /// it — a connection the server closed while idle then fails the first
+    /// round trip of a read or a transaction (nothing of it ran), is
+    /// discarded, and the call runs again on another connection; a
+    /// single-statement pool write checks its connection first. See
+    /// `sync.storage.connection_lost` / `sync.storage.outcome_unknown`.
     pub fn new<T>(pool: Pool<PostgresConnectionManager<T>>, config: PostgresConfig) -> Self
     where
         T: MakeTlsConnect<Socket> + Clone + 'static + Sync + Send,
@@ -90,11 +94,11 @@ impl PostgresStorage {
         let pg_config: postgres::Config = url
             .parse()
             .map_err(|e| Error::invalid_argument("url", "unparsable").source_error(e))?;
-        let mut probe = pg_config.connect(NoTls).map_err(Error::backend)?;
+        let mut probe = pg_config.connect(NoTls).map_err(connect_error)?;
         if let Some(schema) = &config.schema {
             probe
                 .batch_execute(&search_path_statement(schema))
-                .map_err(Error::backend)?;
+                .map_err(connect_error)?;
         }
         drop(probe);
         #[cfg(feature = "fault-injection")]
@@ -196,8 +200,42 @@ impl PostgresStorage {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A pooled connection without the lazy bootstrap.
+    /// A pooled connection without the lazy bootstrap. A connection the
+    /// driver already knows closed (or whose session could not be brought
+    /// back to a known state) is dropped and another checked out.
     pub(crate) fn checkout_raw(&self) -> Result<Conn> {
+        for _ in 0..self.lost_retries() {
+            let mut conn = self.checkout_hooked()?;
+            if !conn.known_closed() {
+                return Ok(conn);
+            }
+        }
+        self.checkout_hooked()
+    }
+
+    /// How many times a call whose connection was lost before anything of
+    /// it persisted runs again: once per pool slot (after a restart every
+    /// idle connection is dead) and once more on a fresh connection.
+    pub(crate) fn lost_retries(&self) -> u32 {
+        self.config.pool_size.max(1)
+    }
+
+    /// A pooled connection the server answered on just now (one empty round
+    /// trip), for a single-statement write that cannot be retried once
+    /// sent: a connection the server closed while it sat idle is discarded
+    /// here, before the write is sent.
+    pub(crate) fn checkout_live(&self) -> Result<Conn> {
+        for _ in 0..self.lost_retries() {
+            let mut conn = self.checkout()?;
+            if conn.answers() {
+                return Ok(conn);
+            }
+            conn.discard();
+        }
+        self.checkout()
+    }
+
+    fn checkout_hooked(&self) -> Result<Conn> {
         #[cfg(feature = "fault-injection")]
         {
             let mut conn = self.source.checkout()?;
@@ -230,22 +268,39 @@ impl PostgresStorage {
         Ok(())
     }
 
-    /// Single-statement work in autocommit on a pooled connection.
-    pub(crate) fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
-        let mut conn = self.checkout()?;
-        f(&mut conn)
+    /// Reads in autocommit on a pooled connection. A connection lost under
+    /// them (`connection_lost`: nothing was changed) is discarded and the
+    /// reads run again on another connection ([`Self::lost_retries`] times).
+    pub(crate) fn with_conn<T>(&self, mut f: impl FnMut(&mut Conn) -> Result<T>) -> Result<T> {
+        let mut attempt = 0;
+        loop {
+            let mut conn = self.checkout()?;
+            match f(&mut conn) {
+                Err(err) if err.is(ErrorCode::ConnectionLost) && attempt < self.lost_retries() => {
+                    attempt += 1;
+                    conn.discard();
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// One autocommit write statement on a pooled connection the server
+    /// answered on just before ([`Self::checkout_live`]). A connection lost
+    /// once the statement was sent may have lost only the reply of a
+    /// committed statement: that is `outcome_unknown`, never retried here.
+    pub(crate) fn with_conn_write<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        let mut conn = self.checkout_live()?;
+        f(&mut conn).map_err(outcome_unknown_if_lost)
     }
 
     /// Multi-statement reads in one `REPEATABLE READ READ ONLY` snapshot.
-    pub(crate) fn with_snapshot<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+    pub(crate) fn with_snapshot<T>(&self, mut f: impl FnMut(&mut Conn) -> Result<T>) -> Result<T> {
         self.in_transaction(Isolation::RepeatableReadOnly, |c| f(c).map(Finish::Commit))
     }
 
     /// A `READ COMMITTED` write transaction; the body decides whether it commits.
-    pub(crate) fn with_write<T>(
-        &self,
-        f: impl FnOnce(&mut Conn) -> Result<Finish<T>>,
-    ) -> Result<T> {
+    pub(crate) fn with_write<T>(&self, f: impl FnMut(&mut Conn) -> Result<Finish<T>>) -> Result<T> {
         self.in_transaction(Isolation::ReadCommitted, f)
     }
 
@@ -269,14 +324,44 @@ impl PostgresStorage {
     }
 
     /// Runs `f` inside a new transaction; commits or rolls back as it says.
+    /// A connection lost before the `COMMIT` was sent (`connection_lost`:
+    /// the server rolled everything back) runs the whole transaction again
+    /// on another connection ([`Self::lost_retries`] times); a connection lost at the `COMMIT` is
+    /// `outcome_unknown` for a write and, for a read-only snapshot whose
+    /// reads all completed, changes nothing.
     pub(crate) fn in_transaction<T>(
         &self,
         isolation: Isolation,
-        f: impl FnOnce(&mut Conn) -> Result<Finish<T>>,
+        mut f: impl FnMut(&mut Conn) -> Result<Finish<T>>,
+    ) -> Result<T> {
+        let mut attempt = 0;
+        loop {
+            match self.in_transaction_once(isolation, &mut f) {
+                Err(err) if err.is(ErrorCode::ConnectionLost) && attempt < self.lost_retries() => {
+                    attempt += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    fn in_transaction_once<T>(
+        &self,
+        isolation: Isolation,
+        f: &mut impl FnMut(&mut Conn) -> Result<Finish<T>>,
     ) -> Result<T> {
         let mut conn = self.begin_conn(isolation)?;
         match f(&mut conn) {
-            Ok(Finish::Commit(value)) => session::commit(&mut conn).map(|()| value),
+            Ok(Finish::Commit(value)) => match session::commit(&mut conn) {
+                Ok(()) => Ok(value),
+                Err(err)
+                    if isolation == Isolation::RepeatableReadOnly
+                        && err.is(ErrorCode::OutcomeUnknown) =>
+                {
+                    Ok(value)
+                }
+                Err(err) => Err(err),
+            },
             Ok(Finish::Rollback(value)) => {
                 session::rollback(&mut conn);
                 Ok(value)
@@ -292,5 +377,14 @@ impl PostgresStorage {
     pub(crate) fn require_ensured(&self) -> Result<Arc<Ensured>> {
         self.ensured()
             .ok_or_else(|| Error::new(ErrorCode::SchemaNotEnsured))
+    }
+}
+
+/// A lost connection after a write was sent: whether it committed is unknown.
+pub(crate) fn outcome_unknown_if_lost(err: Error) -> Error {
+    if err.is(ErrorCode::ConnectionLost) {
+        session::outcome_unknown(err)
+    } else {
+        err
     }
 }

@@ -32,6 +32,9 @@ pub(crate) type PgError = postgres::Error;
 /// only bounds pathological workloads).
 const STATEMENT_CACHE_LIMIT: usize = 512;
 
+/// How long [`Conn::answers`] waits for the server.
+const LIVENESS_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Prepared statements of one pooled connection, keyed by SQL text.
 #[derive(Default)]
 pub(crate) struct StatementCache {
@@ -40,6 +43,11 @@ pub(crate) struct StatementCache {
     /// (`named.rs`); never evicted (a handful, and they live as long as
     /// the session).
     named: HashSet<&'static str>,
+    /// The session's state is uncertain (a failed `ROLLBACK` whose backend
+    /// could not be terminated): before its next use the connection is
+    /// re-synchronized — rolled back, every server-side prepared statement
+    /// deallocated, both caches cleared — or dropped.
+    resync: bool,
 }
 
 /// A pooled `postgres::Client` whatever the TLS connector.
@@ -282,23 +290,60 @@ impl Conn {
         self.inner.client().is_closed()
     }
 
-    /// Makes sure the pool never hands this connection out again: the
-    /// backend is terminated and the client driven until it notices, so r2d2
-    /// sees a closed connection on return and drops it.
+    /// Whether this connection is known closed (the driver saw it end), or
+    /// its session state is uncertain ([`Conn::discard`] could not end it)
+    /// and re-synchronizing it failed.
+    pub(crate) fn known_closed(&mut self) -> bool {
+        if self.cache.resync && !self.resync() {
+            return true;
+        }
+        self.inner.client().is_closed()
+    }
+
+    /// One empty round trip: whether the server still answers on this
+    /// connection (a backend terminated or a server restarted while the
+    /// connection sat idle in the pool does not).
+    pub(crate) fn answers(&mut self) -> bool {
+        self.inner.client().is_valid(LIVENESS_TIMEOUT).is_ok()
+    }
+
+    /// Ends any transaction and deallocates every server-side prepared
+    /// statement, then forgets both caches; `false` when the session could
+    /// not be brought back to a known state.
+    fn resync(&mut self) -> bool {
+        self.cache.statements.clear();
+        self.cache.named.clear();
+        let done = self
+            .inner
+            .client()
+            .simple_query("ROLLBACK; DEALLOCATE ALL")
+            .is_ok();
+        self.cache.resync = !done;
+        done
+    }
+
+    /// Makes sure the pool never hands this connection out as it is: any
+    /// transaction (even an aborted one, in which every statement but
+    /// `ROLLBACK` fails) is rolled back, the backend is terminated and the
+    /// client driven until it notices, so r2d2 sees a closed connection on
+    /// return and drops it. Should the session survive all that, it is
+    /// marked for re-synchronization before its next use
+    /// ([`Conn::known_closed`]): the caches of prepared statements are
+    /// never trusted again as they are.
     pub(crate) fn discard(&mut self) {
         self.cache.statements.clear();
         self.cache.named.clear();
         // The server ends the session; the errors these return are expected.
-        let _ = self
-            .inner
-            .client()
-            .simple_query("SELECT pg_terminate_backend(pg_backend_pid())");
+        let client = self.inner.client();
+        let _ = client.simple_query("ROLLBACK");
+        let _ = client.simple_query("SELECT pg_terminate_backend(pg_backend_pid())");
         for _ in 0..3 {
             if self.is_closed() {
                 return;
             }
             let _ = self.inner.client().simple_query("");
         }
+        self.cache.resync = true;
     }
 }
 

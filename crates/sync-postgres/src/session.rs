@@ -3,7 +3,7 @@
 //! `ROLLBACK` that never fails (a connection whose rollback fails is
 //! discarded instead of being returned to the pool).
 
-use sync_core::Result;
+use sync_core::{Error, ErrorCode, Result};
 
 use crate::pool::Conn;
 
@@ -45,24 +45,40 @@ pub(crate) fn begin(
 }
 
 /// Commits. A failed `COMMIT` is followed by a `ROLLBACK` so nothing stays
-/// open, and its error is returned.
+/// open, and its error is returned; a connection lost at the `COMMIT` is
+/// `outcome_unknown` (the commit may have happened).
 pub(crate) fn commit(conn: &mut Conn) -> Result<()> {
     if let Err(err) = conn.simple("COMMIT") {
         rollback(conn);
-        return Err(err);
+        return Err(lost_at_commit(err));
     }
     Ok(())
 }
 
 /// Sends `statements` and `COMMIT` in one simple-query message (on any
 /// failure the server skips the rest of the message, so nothing is
-/// committed); like [`commit`], a failure is followed by a `ROLLBACK`.
+/// committed); like [`commit`], a failure is followed by a `ROLLBACK`, and
+/// a lost connection is `outcome_unknown`.
 pub(crate) fn commit_after(conn: &mut Conn, statements: &str) -> Result<()> {
     if let Err(err) = conn.simple(&format!("{statements}; COMMIT")) {
         rollback(conn);
-        return Err(err);
+        return Err(lost_at_commit(err));
     }
     Ok(())
+}
+
+fn lost_at_commit(err: Error) -> Error {
+    if err.is(ErrorCode::ConnectionLost) {
+        outcome_unknown(err)
+    } else {
+        err
+    }
+}
+
+/// `sync.storage.outcome_unknown` for a `connection_lost` error, keeping its
+/// details (the cause) and driver error.
+pub(crate) fn outcome_unknown(err: Error) -> Error {
+    err.with_code(ErrorCode::OutcomeUnknown)
 }
 
 /// Rolls back; if the rollback itself fails the connection is discarded.

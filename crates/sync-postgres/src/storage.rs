@@ -61,7 +61,7 @@ impl ServerStorage for PostgresStorage {
     ) -> Result<PartitionRegistryEntry> {
         validate::partition(partition)?;
         validate::log_epoch(initial_log_epoch)?;
-        self.with_conn(|c| registry::touch(c, partition, at_ms, initial_log_epoch))
+        self.with_conn_write(|c| registry::touch(c, partition, at_ms, initial_log_epoch))
     }
 
     fn rotate_partition_log_epoch(
@@ -107,7 +107,7 @@ impl ServerStorage for PostgresStorage {
         validate::safe_non_negative("seq", seq)?;
         match self.config().push_lock_timeout_ms {
             // One upsert takes (or waits for) the partition row lock.
-            None => self.with_conn(|c| commit_log::set_horizon_seq(c, partition, seq)),
+            None => self.with_conn_write(|c| commit_log::set_horizon_seq(c, partition, seq)),
             Some(ms) => self.with_write(|c| {
                 c.simple(&format!("SET LOCAL lock_timeout = {ms}"))?;
                 commit_log::set_horizon_seq(c, partition, seq).map(Finish::Commit)
@@ -189,8 +189,19 @@ impl ServerStorage for PostgresStorage {
         query: &IndexRowScanQuery,
     ) -> Result<Vec<StoredRow>> {
         let ensured = self.ensured();
-        let lookup = scans::plan_index_lookup(ensured.as_deref(), partition, query)?;
-        self.with_conn(|c| scans::scan_rows_by_index(c, partition, query, lookup))
+        let mut lookup = Some(scans::plan_index_lookup(
+            ensured.as_deref(),
+            partition,
+            query,
+        )?);
+        self.with_conn(|c| {
+            // A retry on a fresh connection plans the lookup again.
+            let lookup = match lookup.take() {
+                Some(lookup) => lookup,
+                None => scans::plan_index_lookup(ensured.as_deref(), partition, query)?,
+            };
+            scans::scan_rows_by_index(c, partition, query, lookup)
+        })
     }
 
     fn scan_partition_rows(
@@ -215,7 +226,7 @@ impl ServerStorage for PostgresStorage {
         if record.client_id.is_empty() {
             return Err(Error::invalid_argument("client_id", "empty"));
         }
-        self.with_conn(|c| clients::put(c, partition, record))
+        self.with_conn_write(|c| clients::put(c, partition, record))
     }
 
     fn list_client_cursors(&self, partition: &str) -> Result<Vec<ClientCursorInfo>> {
@@ -234,7 +245,7 @@ impl ServerStorage for PostgresStorage {
     ) -> Result<bool> {
         validate::partition(partition)?;
         validate::log_epoch(log_epoch)?;
-        self.with_conn(|c| {
+        self.with_conn_write(|c| {
             clients::advance(
                 c,
                 partition,
@@ -255,7 +266,7 @@ impl ServerStorage for PostgresStorage {
         updated_at_ms: i64,
     ) -> Result<bool> {
         validate::partition(partition)?;
-        self.with_conn(|c| clients::update(c, partition, client_id, cursor, updated_at_ms))
+        self.with_conn_write(|c| clients::update(c, partition, client_id, cursor, updated_at_ms))
     }
 
     fn get_active_client_cursor_floor(
@@ -276,7 +287,7 @@ impl ServerStorage for PostgresStorage {
         if query.kinds.is_empty() || query.limit <= 0 {
             return Ok(Vec::new());
         }
-        self.with_conn(|c| reactions::claim(c, partition, query))
+        self.with_conn_write(|c| reactions::claim(c, partition, query))
     }
 
     fn complete_reaction(
@@ -287,7 +298,9 @@ impl ServerStorage for PostgresStorage {
         completed_at_ms: i64,
     ) -> Result<bool> {
         validate::partition(partition)?;
-        self.with_conn(|c| reactions::complete(c, partition, key, lease_owner, completed_at_ms))
+        self.with_conn_write(|c| {
+            reactions::complete(c, partition, key, lease_owner, completed_at_ms)
+        })
     }
 
     fn extend_reaction_lease(
@@ -298,7 +311,9 @@ impl ServerStorage for PostgresStorage {
         lease_expires_at_ms: i64,
     ) -> Result<bool> {
         validate::partition(partition)?;
-        self.with_conn(|c| reactions::extend(c, partition, key, lease_owner, lease_expires_at_ms))
+        self.with_conn_write(|c| {
+            reactions::extend(c, partition, key, lease_owner, lease_expires_at_ms)
+        })
     }
 
     fn fail_reaction(
@@ -308,12 +323,12 @@ impl ServerStorage for PostgresStorage {
         update: &ReactionFailureUpdate,
     ) -> Result<bool> {
         validate::partition(partition)?;
-        self.with_conn(|c| reactions::fail(c, partition, key, update))
+        self.with_conn_write(|c| reactions::fail(c, partition, key, update))
     }
 
     fn retry_reaction(&self, partition: &str, key: &str, now_ms: i64) -> Result<bool> {
         validate::partition(partition)?;
-        self.with_conn(|c| reactions::retry(c, partition, key, now_ms))
+        self.with_conn_write(|c| reactions::retry(c, partition, key, now_ms))
     }
 
     fn get_reaction(&self, partition: &str, key: &str) -> Result<Option<StoredReaction>> {
@@ -339,7 +354,7 @@ impl ServerStorage for PostgresStorage {
         if query.limit <= 0 {
             return Ok(PrunedReactionCounts::default());
         }
-        self.with_conn(|c| reactions::prune(c, partition, query))
+        self.with_conn_write(|c| reactions::prune(c, partition, query))
     }
 
     fn list_rows_referencing_blob(
@@ -472,7 +487,7 @@ impl ServerStorage for PostgresStorage {
         validate::partition(partition)?;
         validate::checkpoint_name(name)?;
         validate::schema_version(schema_version)?;
-        self.with_conn(|c| checkpoints::claim(c, partition, name, schema_version, now_ms))
+        self.with_conn_write(|c| checkpoints::claim(c, partition, name, schema_version, now_ms))
     }
 
     fn advance_checkpoint(

@@ -110,8 +110,38 @@ impl<'s> PgTransaction<'s> {
         })
     }
 
-    /// Runs one method body; an error after a statement poisons the transaction.
-    fn run<T>(&mut self, f: impl FnOnce(&mut Ctx<'_>) -> Result<T>) -> Result<T> {
+    /// Runs one method body; an error after a statement poisons the
+    /// transaction. When the body is the first to send anything (the
+    /// transaction's `BEGIN` travels with it) and the connection is lost
+    /// under it, nothing of the transaction can have persisted: the dead
+    /// connection is discarded and the body runs again, `BEGIN` and
+    /// deferred writes included, on another connection (at most
+    /// `lost_retries` times: after a restart every idle one is dead).
+    fn run<T>(&mut self, mut f: impl FnMut(&mut Ctx<'_>) -> Result<T>) -> Result<T> {
+        let first = self.conn.as_ref().is_some_and(|c| c.statements() == 0);
+        let deferred = (self.pending_begin.clone(), self.pending_writes.clone());
+        let mut attempt = 0;
+        loop {
+            match self.run_once(&mut f) {
+                Err(err)
+                    if first
+                        && err.is(ErrorCode::ConnectionLost)
+                        && attempt < self.storage.lost_retries() =>
+                {
+                    attempt += 1;
+                    if let Some(mut dead) = self.conn.take() {
+                        dead.discard();
+                    }
+                    self.conn = Some(self.storage.checkout()?);
+                    (self.pending_begin, self.pending_writes) = deferred.clone();
+                    self.poison = None;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    fn run_once<T>(&mut self, f: &mut impl FnMut(&mut Ctx<'_>) -> Result<T>) -> Result<T> {
         if self.poison.is_some() {
             return Err(Error::new(ErrorCode::TransactionAborted));
         }
@@ -452,10 +482,10 @@ impl StorageTransaction for PgTransaction<'_> {
     }
 
     fn read_serve_gate(&mut self, running: i32) -> Result<ServeGate> {
-        let prefetched = self.prefetched.take();
+        let mut prefetched = self.prefetched.take();
         self.run(|c| {
             gate::validate_args(c.partition, running)?;
-            match prefetched {
+            match prefetched.take() {
                 Some(p) if p.running == running && p.statements == c.conn.statements() => {
                     Ok(p.gate)
                 }

@@ -8,7 +8,7 @@
 //! `busy`; everything else is `backend`.
 
 use rusqlite::ffi;
-use sync_core::{Error, ErrorCode};
+use sync_core::{BackendCause, Error, ErrorCode};
 
 /// The message the writer-fence trigger raises.
 pub(crate) const FENCE_MESSAGE: &str = "sync.storage.writer_fence_rejected";
@@ -47,7 +47,28 @@ pub(crate) fn classify(error: rusqlite::Error, context: Context) -> Error {
         {
             Error::new(ErrorCode::DuplicateReaction).source_error(error)
         }
-        _ => Error::backend(error),
+        _ => {
+            let cause = cause_of(code, extended);
+            Error::backend_with_cause(cause, error)
+        }
+    }
+}
+
+/// The cause vocabulary (`details.cause`) of an SQLite result code. An
+/// unopenable file is `other` here; opening refines it from the path
+/// (missing or read-only directory).
+pub(crate) fn cause_of(code: Option<ffi::ErrorCode>, extended: i32) -> BackendCause {
+    if extended == ffi::SQLITE_READONLY_DBMOVED {
+        return BackendCause::Moved;
+    }
+    match code {
+        Some(ffi::ErrorCode::ReadOnly) => BackendCause::ReadOnly,
+        Some(ffi::ErrorCode::DiskFull) => BackendCause::DiskFull,
+        Some(ffi::ErrorCode::DatabaseCorrupt | ffi::ErrorCode::NotADatabase) => {
+            BackendCause::Corrupt
+        }
+        Some(ffi::ErrorCode::TooBig) => BackendCause::TooLarge,
+        _ => BackendCause::Other,
     }
 }
 
@@ -128,6 +149,23 @@ mod tests {
             classify(other_trigger, Context::Statement).code(),
             ErrorCode::Backend
         );
+    }
+
+    #[test]
+    fn backend_errors_carry_their_cause() {
+        for (code, cause) in [
+            (ffi::SQLITE_READONLY, "read_only"),
+            (ffi::SQLITE_READONLY_DBMOVED, "moved"),
+            (ffi::SQLITE_FULL, "disk_full"),
+            (ffi::SQLITE_CORRUPT, "corrupt"),
+            (ffi::SQLITE_NOTADB, "corrupt"),
+            (ffi::SQLITE_TOOBIG, "too_large"),
+            (ffi::SQLITE_IOERR, "other"),
+        ] {
+            let coded = classify(failure(code, "x"), Context::Statement);
+            assert_eq!(coded.code(), ErrorCode::Backend);
+            assert_eq!(coded.get_detail("cause"), Some(cause), "code {code}");
+        }
     }
 
     #[test]

@@ -40,6 +40,7 @@ mod ensure;
 mod errors;
 #[cfg(feature = "fault-injection")]
 mod faults;
+mod file_state;
 mod gate;
 mod inspect;
 mod introspect;

@@ -12,11 +12,12 @@ use std::time::Duration;
 use r2d2::{ManageConnection, Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags};
-use sync_core::{Error, ErrorCode, Result};
+use sync_core::{BackendCause, Error, ErrorCode, Result};
 
 use crate::bootstrap;
 use crate::config::SqliteConfig;
 use crate::errors::{pool_error, DbResultExt};
+use crate::file_state;
 use crate::seam;
 
 /// Capacity of each connection's prepared-statement cache.
@@ -64,18 +65,35 @@ pub(crate) struct Pools {
     writer: Pool<Manager>,
     readers: Pool<Manager>,
     path: PathBuf,
+    /// The database file as SQLite resolved it (differs from `path` for a
+    /// URI file name).
+    file: PathBuf,
 }
 
 impl Pools {
     /// Opens both pools on `path`: checks the SQLite version and runs the
     /// base DDL on a writer-configured connection first, so a bad path or
     /// an old library fails immediately instead of after the pool timeout.
+    ///
+    /// Only this first connection may create the file; every later one
+    /// opens it without `CREATE`, so a file unlinked under the storage is
+    /// never silently replaced by an empty one. A file that cannot be
+    /// opened says why in `details.cause` (`directory_missing`,
+    /// `read_only`, `corrupt`, …).
     pub(crate) fn open(path: &Path, config: &SqliteConfig) -> Result<Self> {
-        let writer_manager = writer_manager(path, config);
-        let first = writer_manager.connect().db()?;
+        let first = writer_manager(path, config, true)
+            .connect()
+            .db()
+            .map_err(|e| file_open_error(path, e))?;
         check_version(&first)?;
-        bootstrap::run(&first)?;
+        bootstrap::run(&first).map_err(|e| file_open_error(path, e))?;
+        // The file itself (a URI file name resolved by SQLite).
+        let file = first
+            .path()
+            .filter(|p| !p.is_empty())
+            .map_or_else(|| path.to_path_buf(), PathBuf::from);
         drop(first);
+        let writer_manager = writer_manager(path, config, false);
 
         let writer = Pool::builder()
             .max_size(1)
@@ -94,6 +112,7 @@ impl Pools {
             writer,
             readers,
             path: path.to_path_buf(),
+            file,
         })
     }
 
@@ -150,13 +169,23 @@ impl Pools {
     }
 
     /// Checks out the writer (waits up to `writer_wait_ms`, then `busy`).
+    /// Refuses with `cause = moved` when the database file was moved or
+    /// unlinked, and with `cause = read_only` when it cannot be written.
     pub(crate) fn writer(&self) -> Result<Conn> {
-        self.writer.get().map_err(pool_error)
+        file_state::refuse_if_missing(&self.file)?;
+        let conn = self.writer.get().map_err(pool_error)?;
+        file_state::refuse_if_moved(&conn)?;
+        file_state::refuse_if_read_only(&conn)?;
+        Ok(conn)
     }
 
-    /// Checks out a reader.
+    /// Checks out a reader; refuses with `cause = moved` like
+    /// [`Pools::writer`] rather than read a file nobody writes any more.
     pub(crate) fn reader(&self) -> Result<Conn> {
-        self.readers.get().map_err(pool_error)
+        file_state::refuse_if_missing(&self.file)?;
+        let conn = self.readers.get().map_err(pool_error)?;
+        file_state::refuse_if_moved(&conn)?;
+        Ok(conn)
     }
 
     /// Runs `f` on a reader connection (committed state only).
@@ -232,8 +261,15 @@ pub(crate) fn begin_immediate(conn: &Connection) -> Result<()> {
 }
 
 /// `COMMIT`; on failure the transaction is rolled back (its own error is
-/// ignored) and the `COMMIT` error returned.
+/// ignored) and the `COMMIT` error returned. A database file moved or
+/// unlinked since the transaction began is refused (`cause = moved`) and
+/// rolled back instead: nothing is acknowledged into a file nobody will
+/// open again.
 pub(crate) fn commit(conn: &Connection) -> Result<()> {
+    if let Err(error) = file_state::refuse_if_moved(conn) {
+        rollback(conn);
+        return Err(error);
+    }
     match exec(conn, "COMMIT") {
         Ok(()) => Ok(()),
         Err(error) => {
@@ -255,29 +291,64 @@ fn positive(ms: u64) -> Duration {
     Duration::from_millis(ms.max(1))
 }
 
-fn writer_manager(path: &Path, config: &SqliteConfig) -> Manager {
+/// Open flags: read-write, URI file names, and `CREATE` only when asked.
+fn open_flags(create: bool) -> OpenFlags {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags | OpenFlags::SQLITE_OPEN_CREATE
+    } else {
+        flags
+    }
+}
+
+/// Refines the cause of an error opening the file at `path`: a missing
+/// directory, or a directory or file that cannot be written.
+fn file_open_error(path: &Path, error: Error) -> Error {
+    if !error.is(ErrorCode::Backend) {
+        return error;
+    }
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match std::fs::metadata(parent) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            error.with_cause(BackendCause::DirectoryMissing)
+        }
+        Ok(meta) if meta.permissions().readonly() => error.with_cause(BackendCause::ReadOnly),
+        _ => error,
+    }
+}
+
+fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
     let busy = Duration::from_millis(config.busy_timeout_ms);
     let synchronous = config.synchronous.as_pragma();
-    let inner = SqliteConnectionManager::file(path).with_init(move |conn| {
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-        conn.busy_timeout(busy)?;
-        let _mode: String =
-            conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
-        conn.pragma_update(None, "synchronous", synchronous)?;
-        conn.pragma_update(None, "foreign_keys", "OFF")?;
-        Ok(())
-    });
+    let inner = SqliteConnectionManager::file(path)
+        .with_flags(open_flags(create))
+        .with_init(move |conn| {
+            conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+            conn.busy_timeout(busy)?;
+            let _mode: String =
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+            conn.pragma_update(None, "synchronous", synchronous)?;
+            conn.pragma_update(None, "foreign_keys", "OFF")?;
+            Ok(())
+        });
     Manager { inner }
 }
 
 fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
     let busy = Duration::from_millis(config.busy_timeout_ms);
-    let inner = SqliteConnectionManager::file(path).with_init(move |conn| {
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-        conn.busy_timeout(busy)?;
-        conn.pragma_update(None, "query_only", "ON")?;
-        Ok(())
-    });
+    let inner = SqliteConnectionManager::file(path)
+        .with_flags(open_flags(false))
+        .with_init(move |conn| {
+            conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+            conn.busy_timeout(busy)?;
+            conn.pragma_update(None, "query_only", "ON")?;
+            Ok(())
+        });
     Manager { inner }
 }
 

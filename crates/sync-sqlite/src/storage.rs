@@ -166,6 +166,9 @@ impl ServerStorage for SqliteStorage {
         {
             return Ok(EnsureOutcome::Verified);
         }
+        // A storage that cannot write (read-only file or mount, `mode=ro`,
+        // moved file) says so now, not at the first push.
+        drop(self.pools.writer()?);
         let outcome = ensure::run(&self.pools, schema, opts, || self.clock.now_ms())?;
         let ensured = Arc::new(Ensured::new(Arc::new(schema.clone())));
         *self.ensured.write().unwrap_or_else(PoisonError::into_inner) = Some(ensured);
