@@ -87,11 +87,7 @@ impl Pools {
             .map_err(|e| file_open_error(path, e))?;
         check_version(&first)?;
         bootstrap::run(&first).map_err(|e| file_open_error(path, e))?;
-        // The file itself (a URI file name resolved by SQLite).
-        let file = first
-            .path()
-            .filter(|p| !p.is_empty())
-            .map_or_else(|| path.to_path_buf(), PathBuf::from);
+        let file = resolved_file(&first, path);
         drop(first);
         let writer_manager = writer_manager(path, config, false);
 
@@ -145,6 +141,7 @@ impl Pools {
             return Err(Error::new(ErrorCode::NotASyncDatabase).detail("reason", "no_tables"));
         }
         let overlay = bootstrap::read_only_overlay(&first)?;
+        let file = resolved_file(&first, path);
         drop(first);
         let manager = || read_only_manager(path, config, overlay.clone());
         let build = |size: u32| {
@@ -160,6 +157,7 @@ impl Pools {
             writer: build(1)?,
             readers: build(config.readers.max(1))?,
             path: path.to_path_buf(),
+            file,
         })
     }
 
@@ -289,6 +287,14 @@ pub(crate) fn rollback(conn: &Connection) {
 
 fn positive(ms: u64) -> Duration {
     Duration::from_millis(ms.max(1))
+}
+
+/// The database file itself as SQLite resolved it (a URI file name
+/// differs from the path it was opened with).
+fn resolved_file(conn: &Connection, path: &Path) -> PathBuf {
+    conn.path()
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| path.to_path_buf(), PathBuf::from)
 }
 
 /// Open flags: read-write, URI file names, and `CREATE` only when asked.
