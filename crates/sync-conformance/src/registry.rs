@@ -5,7 +5,7 @@ use crate::checks::*;
 
 /// Every registered check, ordered by ID.
 pub fn registry() -> Vec<&'static CheckDef> {
-    let groups: [&'static [CheckDef]; 22] = [
+    let groups: [&'static [CheckDef]; 23] = [
         schema_lifecycle::CHECKS,
         schema_compile::CHECKS,
         codec::CHECKS,
@@ -28,6 +28,7 @@ pub fn registry() -> Vec<&'static CheckDef> {
         concurrency::CHECKS,
         bad_input::CHECKS,
         plans::CHECKS,
+        mixed_fleet::CHECKS,
     ];
     let mut all: Vec<&'static CheckDef> = groups.iter().flat_map(|g| g.iter()).collect();
     all.sort_by_key(|c| c.id);
@@ -73,10 +74,10 @@ mod tests {
     #[test]
     fn every_checklist_id_has_exactly_one_check() {
         let ids: Vec<&str> = registry().iter().map(|c| c.id).collect();
-        let expected: Vec<String> = (1..=329).map(|n| format!("C-{n:03}")).collect();
+        let expected: Vec<String> = (1..=334).map(|n| format!("C-{n:03}")).collect();
         assert_eq!(
             ids, expected,
-            "the registry must hold C-001…C-329 exactly once each"
+            "the registry must hold C-001…C-334 exactly once each"
         );
     }
 
@@ -95,7 +96,10 @@ mod tests {
         );
         assert_eq!(
             only(Applies::Postgres),
-            ["C-033", "C-037", "C-118", "C-186", "C-302", "C-310", "C-328", "C-329"]
+            [
+                "C-033", "C-037", "C-118", "C-186", "C-302", "C-310", "C-328", "C-329", "C-330",
+                "C-331", "C-332", "C-333", "C-334"
+            ]
         );
     }
 

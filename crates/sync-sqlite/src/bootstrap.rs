@@ -3,7 +3,7 @@
 //! one `BEGIN IMMEDIATE`.
 
 use rusqlite::Connection;
-use sync_core::Result;
+use sync_core::{FenceTriggerState, Result};
 
 use crate::errors::DbResultExt;
 use crate::pools::{begin_immediate, commit, rollback};
@@ -228,4 +228,20 @@ pub(crate) fn stored_fence_trigger(conn: &Connection) -> Result<Option<String>> 
         Some(row) => row.get(0).db(),
         None => Ok(None),
     }
+}
+
+/// The state of the writer-fence trigger (`tables.md` §4.1): enforced only
+/// when `sqlite_master` holds exactly the current text.
+pub(crate) fn fence_trigger_state(conn: &Connection) -> Result<FenceTriggerState> {
+    let commits = conn
+        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_commits'")
+        .db()?
+        .exists([])
+        .db()?;
+    Ok(match stored_fence_trigger(conn)? {
+        _ if !commits => FenceTriggerState::NoCommitTable,
+        None => FenceTriggerState::Missing,
+        Some(text) if text == FENCE_TRIGGER_SQL => FenceTriggerState::Enforced,
+        Some(_) => FenceTriggerState::Foreign,
+    })
 }

@@ -32,12 +32,15 @@ pub enum CliCode {
     DemoFailed,
     /// A local file operation (temporary directory, output) failed.
     Io,
+    /// The database does not enforce the writer fence: its fence trigger
+    /// is missing, disabled or runs something else (`details.cause`).
+    FenceNotEnforced,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
     #[cfg(test)]
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -48,6 +51,7 @@ impl CliCode {
         Self::DatabaseNotEmpty,
         Self::DemoFailed,
         Self::Io,
+        Self::FenceNotEnforced,
     ];
 
     /// The stable code string.
@@ -63,6 +67,7 @@ impl CliCode {
             Self::DatabaseNotEmpty => "sync.cli.database_not_empty",
             Self::DemoFailed => "sync.cli.demo_failed",
             Self::Io => "sync.cli.io",
+            Self::FenceNotEnforced => "sync.cli.fence_not_enforced",
         }
     }
 
@@ -83,6 +88,7 @@ impl CliCode {
             Self::DatabaseNotEmpty => "the demo needs a fresh database",
             Self::DemoFailed => "a demo step did not behave as described",
             Self::Io => "a local file operation failed",
+            Self::FenceNotEnforced => "the database does not enforce the writer fence",
         }
     }
 }

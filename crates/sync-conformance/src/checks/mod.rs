@@ -8,6 +8,7 @@ pub(crate) mod commit_log;
 pub(crate) mod concurrency;
 pub(crate) mod idempotency;
 pub(crate) mod lookups;
+pub(crate) mod mixed_fleet;
 pub(crate) mod plans;
 pub(crate) mod pruning;
 pub(crate) mod reactions;
