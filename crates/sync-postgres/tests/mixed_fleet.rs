@@ -262,6 +262,17 @@ fn an_outdated_function_is_reported_and_replaced() {
     );
 }
 
+fn reference_trigger_oid(db: &TestDb) -> u32 {
+    db.raw()
+        .query_one(
+            "SELECT oid FROM pg_trigger WHERE tgname = 'sync_commits_writer_fence' \
+             AND tgrelid = 'sync_commits'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
 #[test]
 fn the_references_trigger_under_the_old_name_is_never_touched() {
     let db = TestDb::new();
@@ -269,15 +280,7 @@ fn the_references_trigger_under_the_old_name_is_never_touched() {
     install_legacy_fence(&db);
     // A reference process starts: the old name now runs its function.
     db.raw().batch_execute(REFERENCE_0_23_START_SQL).unwrap();
-    let oid_before: u32 = db
-        .raw()
-        .query_one(
-            "SELECT oid FROM pg_trigger WHERE tgname = 'sync_commits_writer_fence' \
-             AND tgrelid = 'sync_commits'::regclass",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let oid_before = reference_trigger_oid(&db);
     ensured(&db);
     assert_eq!(
         triggers(&db),
@@ -289,15 +292,7 @@ fn the_references_trigger_under_the_old_name_is_never_touched() {
             trigger("sync_commits_writer_fence", "syncular_writer_fence"),
         ]
     );
-    let oid_after: u32 = db
-        .raw()
-        .query_one(
-            "SELECT oid FROM pg_trigger WHERE tgname = 'sync_commits_writer_fence' \
-             AND tgrelid = 'sync_commits'::regclass",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let oid_after = reference_trigger_oid(&db);
     assert_eq!(
         oid_before, oid_after,
         "the reference's trigger was not re-created"
