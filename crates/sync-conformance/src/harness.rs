@@ -253,6 +253,48 @@ pub trait RawAccess: Send {
     fn fence_trigger_definition(&self) -> Result<Option<String>>;
     /// Runs dialect SQL (dialect-only checks and diagnostics).
     fn exec(&self, dialect_sql: &str) -> Result<()>;
+    /// Replays what a reference process at the RFC 0007 release runs on
+    /// every start against a shared database (`tables.md` §4.2a): it stands
+    /// in for a reference process starting or restarting in a mixed fleet.
+    /// The statements live in the dialect crate; the default body returns
+    /// `capability_unsupported`.
+    fn replay_reference_start(&self) -> Result<()> {
+        Err(unsupported("replay_reference_start"))
+    }
+    /// Breaks the storage's fence trigger behind its back (C-332); a way a
+    /// dialect has no notion of returns `capability_unsupported`.
+    fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
+        let _ = tamper;
+        Err(unsupported("tamper_fence_trigger"))
+    }
+    /// Inserts a bare commit (like [`RawAccess::insert_commit`]) as a
+    /// hostile database role that shadows the fence tables with its own
+    /// (C-334: a schema named after the role holding its own
+    /// `sync_writer_fence` and `sync_schema_meta`). The role exists only for
+    /// the call. The default body returns `capability_unsupported`.
+    fn insert_commit_as_shadowing_role(
+        &self,
+        partition: &str,
+        commit_seq: i64,
+        writer_version: Option<i32>,
+    ) -> Result<()> {
+        let _ = (partition, commit_seq, writer_version);
+        Err(unsupported("insert_commit_as_shadowing_role"))
+    }
+}
+
+/// How [`RawAccess::tamper_fence_trigger`] breaks the fence trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceTamper {
+    /// The trigger is dropped.
+    Drop,
+    /// The trigger stays but is disabled.
+    Disable,
+}
+
+fn unsupported(capability: &str) -> sync_core::Error {
+    sync_core::Error::new(sync_core::ErrorCode::CapabilityUnsupported)
+        .detail("capability", capability)
 }
 
 /// A pre-RFC-0007 push: each step is one statement.

@@ -13,3 +13,46 @@ pub fn effective_fence(partition: Option<i32>, database: Option<i32>) -> Option<
         (a, b) => a.or(b),
     }
 }
+
+/// Whether the database enforces the writer fence for every writer: the
+/// state of the storage's fence trigger on the commit table (`tables.md`
+/// §4.2a). Read by operator tools next to the fence numbers; only
+/// [`FenceTriggerState::Enforced`] means a fence number is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceTriggerState {
+    /// The commit table does not exist yet: there is nothing to fence.
+    NoCommitTable,
+    /// The storage's trigger is installed, enabled and runs the storage's check.
+    Enforced,
+    /// The commit table carries no trigger of the storage's name.
+    Missing,
+    /// The storage's trigger exists but does not fire (disabled).
+    Disabled,
+    /// A trigger of the storage's name runs something other than the
+    /// storage's check (another function, or another definition).
+    Foreign,
+    /// The storage's trigger fires, but its check is not the current text
+    /// (an older one that resolves names through the inserting session).
+    Outdated,
+}
+
+impl FenceTriggerState {
+    /// Whether a writer fence stored in the database is enforced on insert.
+    pub fn is_enforced(self) -> bool {
+        self == Self::Enforced
+    }
+
+    /// The stable cause of a trigger that does not enforce the fence:
+    /// `trigger_missing`, `trigger_disabled`, `trigger_foreign` or
+    /// `function_outdated`; `None`
+    /// when enforced or when there is no commit table.
+    pub fn cause(self) -> Option<&'static str> {
+        match self {
+            Self::NoCommitTable | Self::Enforced => None,
+            Self::Missing => Some("trigger_missing"),
+            Self::Disabled => Some("trigger_disabled"),
+            Self::Foreign => Some("trigger_foreign"),
+            Self::Outdated => Some("function_outdated"),
+        }
+    }
+}

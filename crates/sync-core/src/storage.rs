@@ -15,6 +15,7 @@ use crate::checkpoints::{
 };
 use crate::clients::{ClientCursorInfo, ClientRecord, PartitionRegistryEntry};
 use crate::error::Result;
+use crate::fence::FenceTriggerState;
 use crate::gate::{ServeContext, ServeGate};
 use crate::push_result::StoredPushResult;
 use crate::queries::{
@@ -494,4 +495,15 @@ pub trait ServerStorage: Send + Sync {
     ) -> Result<Vec<SourceChange>>;
     /// The effective writer fence of the partition.
     fn required_writer_version(&self, partition: &str) -> Result<Option<i32>>;
+    /// Whether the database enforces the writer fence for every writer
+    /// (`tables.md` §4.2a): the state of the storage's fence trigger, read
+    /// from the catalog without installing or repairing anything. An
+    /// operator read: a storage that cannot tell returns
+    /// `sync.storage.capability_unsupported`.
+    fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {
+        Err(
+            crate::error::Error::new(crate::error::ErrorCode::CapabilityUnsupported)
+                .detail("capability", "writer_fence_trigger"),
+        )
+    }
 }

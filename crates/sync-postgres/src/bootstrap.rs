@@ -7,6 +7,7 @@
 
 use sync_core::{Error, ErrorCode, Result};
 
+use crate::fence_trigger;
 use crate::pool::{col, Conn};
 use crate::session::{self, Isolation};
 
@@ -173,64 +174,24 @@ const LEGACY_COLUMNS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Body (`prosrc`) of the writer-fence function, exactly as installed.
-pub(crate) const FENCE_FUNCTION_BODY: &str = "
-DECLARE
-  fence integer;
-BEGIN
-  SELECT max(v) INTO fence FROM (
-    SELECT required_writer_version AS v FROM sync_writer_fence WHERE partition = NEW.partition
-    UNION ALL
-    SELECT required_writer_version FROM sync_schema_meta WHERE id = 1) AS f;
-  IF fence IS NOT NULL AND (NEW.writer_version IS NULL OR NEW.writer_version < fence) THEN
-    RAISE EXCEPTION 'sync.storage.writer_fence_rejected';
-  END IF;
-  RETURN NEW;
-END
-";
-
-/// The trigger on `sync_commits` (`tables.md` §4.2).
-pub(crate) const FENCE_TRIGGER_SQL: &str =
-    "CREATE TRIGGER sync_commits_writer_fence BEFORE INSERT ON sync_commits
-FOR EACH ROW EXECUTE FUNCTION sync_writer_fence_check()";
-
-/// `CREATE OR REPLACE FUNCTION sync_writer_fence_check()` (`tables.md` §4.2).
-pub(crate) fn fence_function_sql() -> String {
-    let mut sql = String::from(
-        "CREATE OR REPLACE FUNCTION sync_writer_fence_check() RETURNS trigger\n\
-         LANGUAGE plpgsql SET search_path FROM CURRENT AS $$",
-    );
-    sql.push_str(FENCE_FUNCTION_BODY);
-    sql.push_str("$$");
-    sql
-}
-
 const ADVISORY_LOCK_SQL: &str =
     "SELECT pg_advisory_xact_lock(hashtext('sync-bootstrap:' || current_schema()))";
 
 /// One catalog probe: encoding, absent relations (in creation order), absent
-/// legacy columns of existing tables, whether the fence function matches and
-/// whether the trigger exists.
+/// legacy columns of existing tables. The writer fence is probed and
+/// installed by [`fence_trigger::install`] once the tables exist.
 const PROBE_SQL: &str = "SELECT current_setting('server_encoding'), \
     ARRAY(SELECT r.n FROM unnest($1::text[]) WITH ORDINALITY AS r(n, i) \
           WHERE to_regclass(r.n) IS NULL ORDER BY r.i), \
     ARRAY(SELECT x.t || '.' || x.c FROM unnest($2::text[], $3::text[]) AS x(t, c) \
           WHERE to_regclass(x.t) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute a \
             WHERE a.attrelid = to_regclass(x.t) AND a.attname = x.c AND a.attnum > 0 \
-              AND NOT a.attisdropped)), \
-    EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace \
-            WHERE p.proname = 'sync_writer_fence_check' AND s.nspname = current_schema() \
-              AND p.prosrc = $4 \
-              AND p.proconfig = ARRAY['search_path=' || current_setting('search_path')]), \
-    EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgname = 'sync_commits_writer_fence' \
-            AND g.tgrelid = to_regclass('sync_commits'))";
+              AND NOT a.attisdropped))";
 
 /// What the catalog probe found missing.
 struct Missing {
     relations: Vec<String>,
     columns: Vec<String>,
-    function: bool,
-    trigger: bool,
 }
 
 /// Runs the bootstrap transaction on `conn`.
@@ -258,35 +219,22 @@ fn create_missing(conn: &mut Conn) -> Result<()> {
             conn.simple(ddl)?;
         }
     }
-    if missing.function {
-        conn.simple(&fence_function_sql())?;
-    }
-    if missing.trigger {
-        conn.simple(FENCE_TRIGGER_SQL)?;
-    }
-    Ok(())
+    fence_trigger::install(conn)
 }
 
 fn probe(conn: &mut Conn) -> Result<Missing> {
     let names: Vec<&str> = RELATIONS.iter().map(|r| r.name).collect();
     let tables: Vec<&str> = LEGACY_COLUMNS.iter().map(|c| c.0).collect();
     let columns: Vec<&str> = LEGACY_COLUMNS.iter().map(|c| c.1).collect();
-    let row = conn.query_one(
-        PROBE_SQL,
-        &[&names, &tables, &columns, &FENCE_FUNCTION_BODY],
-    )?;
+    let row = conn.query_one(PROBE_SQL, &[&names, &tables, &columns])?;
     let encoding: String = col(&row, 0)?;
     if !encoding.eq_ignore_ascii_case("UTF8") {
         return Err(Error::new(ErrorCode::Backend)
             .detail("reason", "server_encoding_not_utf8")
             .detail("encoding", encoding));
     }
-    let function_ok: bool = col(&row, 3)?;
-    let trigger_ok: bool = col(&row, 4)?;
     Ok(Missing {
         relations: col(&row, 1)?,
         columns: col(&row, 2)?,
-        function: !function_ok,
-        trigger: !trigger_ok,
     })
 }

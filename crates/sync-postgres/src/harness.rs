@@ -7,6 +7,7 @@
 //! access is a plain `postgres::Client` with the same `search_path`.
 
 mod explain;
+pub mod mixed_fleet;
 mod old_writer;
 mod raw;
 

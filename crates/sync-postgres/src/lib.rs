@@ -59,6 +59,7 @@ mod ensure;
 mod errors;
 #[cfg(feature = "fault-injection")]
 mod faults;
+mod fence_trigger;
 mod gate;
 mod inspect;
 mod instance;

@@ -8,10 +8,10 @@ use sync_core::{
     BlobReferencingRow, Capabilities, CheckpointDeclaration, CheckpointKey, ClientCursorInfo,
     ClientRecord, CommitMetadata, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult,
     CommitRecord, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, Error,
-    IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery,
-    ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery,
-    SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate,
-    ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
+    FenceTriggerState, IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts,
+    ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result,
+    RowScanQuery, SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext,
+    ServeGate, ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
     StoredPushResult, StoredReaction, StoredRow, StoredScopes,
 };
 
@@ -19,9 +19,9 @@ use crate::instance::{Finish, PostgresStorage};
 use crate::state::{require_tables, resolve};
 use crate::transaction::PgTransaction;
 use crate::{
-    admin, blobs, checkpoints, clients, commit_log, coverage, ensure, gate, inspect, marker,
-    partition_lock, pruning, push_results, query, reactions, registry, rows, scans, validation,
-    window,
+    admin, blobs, checkpoints, clients, commit_log, coverage, ensure, fence_trigger, gate, inspect,
+    marker, partition_lock, pruning, push_results, query, reactions, registry, rows, scans,
+    validation, window,
 };
 
 impl ServerStorage for PostgresStorage {
@@ -581,5 +581,12 @@ impl ServerStorage for PostgresStorage {
     fn required_writer_version(&self, partition: &str) -> Result<Option<i32>> {
         validate::partition(partition)?;
         self.with_conn(|c| checkpoints::required_writer_version(c, partition))
+    }
+
+    fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {
+        // Catalog only, without the lazy bootstrap: an operator read reports
+        // the fence as the database holds it, never after repairing it.
+        let mut conn = self.checkout_raw()?;
+        fence_trigger::state(&mut conn)
     }
 }

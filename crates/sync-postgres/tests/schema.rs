@@ -150,7 +150,7 @@ fn warm_restart_issues_no_ddl_and_takes_no_table_lock() {
             .query_one(
                 "SELECT (SELECT xmin::text FROM pg_proc WHERE proname = 'sync_writer_fence_check' \
                    AND pronamespace = current_schema()::regnamespace), \
-                 (SELECT xmin::text FROM pg_trigger WHERE tgname = 'sync_commits_writer_fence' \
+                 (SELECT xmin::text FROM pg_trigger WHERE tgname = 'sync_commits_effective_writer_fence' \
                    AND tgrelid = 'sync_commits'::regclass)",
                 &[],
             )

@@ -3,7 +3,7 @@
 //! one `BEGIN IMMEDIATE`.
 
 use rusqlite::Connection;
-use sync_core::Result;
+use sync_core::{FenceTriggerState, Result};
 
 use crate::errors::DbResultExt;
 use crate::pools::{begin_immediate, commit, rollback};
@@ -278,4 +278,20 @@ fn has_table(conn: &Connection, table: &str) -> Result<bool> {
         .prepare("SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?1")
         .db()?;
     stmt.exists([table]).db()
+}
+
+/// The state of the writer-fence trigger (`tables.md` §4.1): enforced only
+/// when `sqlite_master` holds exactly the current text.
+pub(crate) fn fence_trigger_state(conn: &Connection) -> Result<FenceTriggerState> {
+    let commits = conn
+        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_commits'")
+        .db()?
+        .exists([])
+        .db()?;
+    Ok(match stored_fence_trigger(conn)? {
+        _ if !commits => FenceTriggerState::NoCommitTable,
+        None => FenceTriggerState::Missing,
+        Some(text) if text == FENCE_TRIGGER_SQL => FenceTriggerState::Enforced,
+        Some(_) => FenceTriggerState::Foreign,
+    })
 }

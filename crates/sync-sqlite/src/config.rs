@@ -6,15 +6,24 @@ use std::sync::Arc;
 use sync_core::limits::{DEFAULT_BUSY_TIMEOUT_MS, DEFAULT_POOL_WAIT_MS, DEFAULT_SQLITE_READERS};
 use sync_core::{Clock, SystemClock};
 
-/// `PRAGMA synchronous` of the writer connection.
+/// `PRAGMA synchronous` of the writer connection: what an acknowledged
+/// commit survives. In WAL mode (always used here) both levels survive a
+/// crash of the application process; they differ on an operating-system
+/// crash or a power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Synchronous {
-    /// `NORMAL`: durable across application crashes; in WAL mode the last
-    /// commits may be lost on power failure.
+    /// `FULL` (the default): the WAL is synced to disk before a commit
+    /// returns, so an acknowledged push survives a process crash, an
+    /// operating-system crash and a power loss.
     #[default]
-    Normal,
-    /// `FULL`: every commit is synced to disk.
     Full,
+    /// `NORMAL` (opt-in, for speed): the WAL is synced only at checkpoints.
+    /// An acknowledged push survives a process crash, but the pushes
+    /// acknowledged in the last moments before an operating-system crash or
+    /// a power loss can be lost — and a sync client has already dropped
+    /// them from its outbox, so nothing ever re-sends them. The database
+    /// itself stays consistent.
+    Normal,
 }
 
 impl Synchronous {
@@ -23,6 +32,27 @@ impl Synchronous {
         match self {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",
+        }
+    }
+
+    /// The level for a `PRAGMA synchronous` read-back (1 `NORMAL`, 2 `FULL`);
+    /// `None` for the levels this storage never sets.
+    pub fn from_level(level: i64) -> Option<Self> {
+        match level {
+            1 => Some(Synchronous::Normal),
+            2 => Some(Synchronous::Full),
+            _ => None,
+        }
+    }
+
+    /// Parses `full` / `normal` (any case), as written in a database URL.
+    pub fn parse(text: &str) -> Option<Self> {
+        if text.eq_ignore_ascii_case("full") {
+            Some(Synchronous::Full)
+        } else if text.eq_ignore_ascii_case("normal") {
+            Some(Synchronous::Normal)
+        } else {
+            None
         }
     }
 }
@@ -38,7 +68,9 @@ pub struct SqliteConfig {
     /// How long `begin` and pool writes wait for the single writer connection
     /// held by another thread of this process, in ms (default 30 000).
     pub writer_wait_ms: u64,
-    /// `PRAGMA synchronous` (default `NORMAL`).
+    /// `PRAGMA synchronous` of the writer (default [`Synchronous::Full`]:
+    /// acknowledged pushes survive a power loss; `Normal` is the documented
+    /// opt-in that trades that for speed).
     pub synchronous: Synchronous,
     /// Source of installation timestamps (checkpoints declared by `ensure_schema`).
     pub clock: Arc<dyn Clock>,
@@ -50,7 +82,7 @@ impl Default for SqliteConfig {
             readers: DEFAULT_SQLITE_READERS,
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
             writer_wait_ms: DEFAULT_POOL_WAIT_MS,
-            synchronous: Synchronous::Normal,
+            synchronous: Synchronous::Full,
             clock: Arc::new(SystemClock),
         }
     }

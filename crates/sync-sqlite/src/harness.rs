@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use sync_conformance::{
-    DbHandle, Harness, HotPath, OldWriter, PlanSummary, PoolLimits, RawAccess, RawColumn,
-    RawFilter, RawIndex,
+    DbHandle, FenceTamper, Harness, HotPath, OldWriter, PlanSummary, PoolLimits, RawAccess,
+    RawColumn, RawFilter, RawIndex,
 };
 use sync_core::{Clock, Error, ErrorCode, Result, ServerStorage};
 use tempfile::TempDir;
@@ -27,6 +27,18 @@ const RAW_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
 /// A pre-RFC-0007 trigger definition: no NULL test, partition fence only.
 const OUTDATED_FENCE_TRIGGER: &str = "CREATE TRIGGER sync_commits_writer_fence BEFORE INSERT ON sync_commits FOR EACH ROW
 WHEN NEW.writer_version < (SELECT required_writer_version FROM sync_writer_fence WHERE partition = NEW.partition)
+BEGIN SELECT RAISE(ABORT, 'sync.storage.writer_fence_rejected'); END";
+
+/// What the reference server's SQLite storage at the RFC 0007 release
+/// (0.23) runs on every start against an existing database
+/// (`tables.md` §4.2a): `writer_version` added when absent, and its own
+/// partition-only fence trigger installed with `IF NOT EXISTS` under the
+/// name our trigger has on SQLite — so it never replaces ours.
+pub const REFERENCE_0_23_SQLITE_TRIGGER: &str =
+    "CREATE TRIGGER IF NOT EXISTS sync_commits_writer_fence
+BEFORE INSERT ON sync_commits FOR EACH ROW
+WHEN EXISTS (SELECT 1 FROM sync_writer_fence WHERE partition = NEW.partition
+  AND (NEW.writer_version IS NULL OR NEW.writer_version < required_writer_version))
 BEGIN SELECT RAISE(ABORT, 'sync.storage.writer_fence_rejected'); END";
 
 /// The SQLite harness.
@@ -548,6 +560,29 @@ impl RawAccess for SqliteRaw {
 
     fn exec(&self, dialect_sql: &str) -> Result<()> {
         self.batch(dialect_sql)
+    }
+
+    fn replay_reference_start(&self) -> Result<()> {
+        let has_column = self
+            .conn
+            .prepare(
+                "SELECT 1 FROM pragma_table_info('sync_commits') WHERE name = 'writer_version'",
+            )
+            .db()?
+            .exists([])
+            .db()?;
+        if !has_column {
+            self.batch("ALTER TABLE sync_commits ADD COLUMN writer_version INTEGER")?;
+        }
+        self.batch(REFERENCE_0_23_SQLITE_TRIGGER)
+    }
+
+    fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
+        match tamper {
+            FenceTamper::Drop => self.batch(&format!("DROP TRIGGER {FENCE_TRIGGER_NAME}")),
+            FenceTamper::Disable => Err(Error::new(ErrorCode::CapabilityUnsupported)
+                .detail("capability", "disabled_trigger")),
+        }
     }
 }
 

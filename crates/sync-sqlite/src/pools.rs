@@ -68,6 +68,8 @@ pub(crate) struct Pools {
     /// The database file as SQLite resolved it (differs from `path` for a
     /// URI file name).
     file: PathBuf,
+    /// Opened by [`Pools::open_read_only`]: every connection is `query_only`.
+    read_only: bool,
 }
 
 impl Pools {
@@ -109,6 +111,7 @@ impl Pools {
             readers,
             path: path.to_path_buf(),
             file,
+            read_only: false,
         })
     }
 
@@ -158,7 +161,13 @@ impl Pools {
             readers: build(config.readers.max(1))?,
             path: path.to_path_buf(),
             file,
+            read_only: true,
         })
+    }
+
+    /// Whether the pools were opened read-only, for inspection.
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The database file.

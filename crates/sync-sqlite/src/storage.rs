@@ -9,22 +9,23 @@ use sync_core::{
     validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
     BlobReferencingRow, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord, Clock,
     CommitMetadata, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult, CommitRecord,
-    CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, Error,
-    IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery,
-    ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result, RowScanQuery,
-    SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate,
-    ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
+    CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, Error, ErrorCode,
+    FenceTriggerState, IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts,
+    ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result,
+    RowScanQuery, SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext,
+    ServeGate, ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
     StoredPushResult, StoredReaction, StoredRow, StoredScopes,
 };
 use sync_schema::ObservedTables;
 
-use crate::config::SqliteConfig;
+use crate::config::{SqliteConfig, Synchronous};
+use crate::errors::DbResultExt;
 use crate::pools::{begin_immediate, Finish, Pools};
 use crate::state::{fingerprint, require_table, Ensured};
 use crate::transaction::SqliteTransaction;
 use crate::{
-    admin, blobs, checkpoints, clients, commit_log, ensure, gate, inspect, pruning, push_results,
-    query, reactions, reads, registry, rows,
+    admin, blobs, bootstrap, checkpoints, clients, commit_log, ensure, gate, inspect, pruning,
+    push_results, query, reactions, reads, registry, rows,
 };
 
 /// Server storage on one SQLite database file: a single writer connection
@@ -109,6 +110,28 @@ impl SqliteStorage {
             .read(|conn| Ok(conn.path().unwrap_or_default().to_owned()))?;
         crate::faults::install(&file, plan);
         Ok(())
+    }
+
+    /// Whether this storage was opened by [`SqliteStorage::open_read_only`]
+    /// (inspection only: every write is refused).
+    pub fn is_read_only(&self) -> bool {
+        self.pools.is_read_only()
+    }
+
+    /// The `PRAGMA synchronous` in force on the writer connection (every
+    /// commit goes through it), read back from SQLite: what an
+    /// acknowledged commit survives (`SqliteConfig::synchronous`). Waits for
+    /// the writer like any write.
+    pub fn synchronous(&self) -> Result<Synchronous> {
+        let level: i64 = self.pools.write_once(|conn| {
+            conn.query_row("PRAGMA synchronous", [], |row| row.get(0))
+                .db()
+        })?;
+        Synchronous::from_level(level).ok_or_else(|| {
+            Error::new(ErrorCode::Backend)
+                .detail("reason", "unexpected_synchronous")
+                .detail("level", level)
+        })
     }
 
     /// Read-only introspection of the named application tables (absent ones
@@ -777,5 +800,9 @@ impl ServerStorage for SqliteStorage {
         validate::partition(partition)?;
         self.pools
             .read_snapshot(|conn| checkpoints::required_writer_version(conn, partition))
+    }
+
+    fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {
+        self.pools.read_snapshot(bootstrap::fence_trigger_state)
     }
 }

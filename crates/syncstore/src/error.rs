@@ -34,11 +34,14 @@ pub enum CliCode {
     Io,
     /// After `migrate`, a requested declaration does not exist.
     DeclarationMissing,
+    /// The database does not enforce the writer fence: its fence trigger
+    /// is missing, disabled or runs something else (`details.cause`).
+    FenceNotEnforced,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -50,6 +53,7 @@ impl CliCode {
         Self::DemoFailed,
         Self::Io,
         Self::DeclarationMissing,
+        Self::FenceNotEnforced,
     ];
 
     /// The stable code string.
@@ -66,6 +70,7 @@ impl CliCode {
             Self::DemoFailed => "sync.cli.demo_failed",
             Self::Io => "sync.cli.io",
             Self::DeclarationMissing => "sync.cli.declaration_missing",
+            Self::FenceNotEnforced => "sync.cli.fence_not_enforced",
         }
     }
 
@@ -89,6 +94,7 @@ impl CliCode {
             Self::DeclarationMissing => {
                 "a requested checkpoint declaration does not exist after the migration"
             }
+            Self::FenceNotEnforced => "the database does not enforce the writer fence",
         }
     }
 }

@@ -1,7 +1,12 @@
 //! Database URLs and opening a storage from one.
 //!
 //! - `sqlite:PATH` (also `sqlite://PATH`): the SQLite file at `PATH`,
-//!   created when absent (its directory must exist).
+//!   created when absent (its directory must exist). An optional query
+//!   parameter `synchronous=full|normal` sets the writer's
+//!   `PRAGMA synchronous`: `full` (the default) makes an acknowledged push
+//!   survive a power loss; `normal` is faster but may lose the pushes of the
+//!   last moments before an OS crash or power loss. A path holding `?` is
+//!   written with the parameter after it (`sqlite:a?b.db?synchronous=full`).
 //! - `postgres://…` / `postgresql://…`: a Postgres database. An optional
 //!   query parameter `schema=NAME` selects the schema every connection works
 //!   in (`SET search_path`); the schema is created when absent, as SQLite
@@ -15,7 +20,7 @@ use std::sync::Arc;
 use sync_core::ServerStorage;
 use sync_postgres::{PostgresConfig, PostgresStorage};
 use sync_schema::{Dialect, ObservedTables};
-use sync_sqlite::{SqliteConfig, SqliteStorage};
+use sync_sqlite::{SqliteConfig, SqliteStorage, Synchronous};
 
 use crate::error::{root_cause, CliCode, CliError, CliResult};
 use crate::secrets;
@@ -31,7 +36,12 @@ const DEFAULT_CONNECT_TIMEOUT_S: u32 = 10;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatabaseUrl {
     /// A SQLite database file.
-    Sqlite(PathBuf),
+    Sqlite {
+        /// The file.
+        path: PathBuf,
+        /// `PRAGMA synchronous` of the writer (`synchronous` parameter).
+        synchronous: Synchronous,
+    },
     /// A Postgres database, optionally one schema of it.
     Postgres {
         /// The driver URL (without the `schema` parameter).
@@ -46,11 +56,15 @@ impl DatabaseUrl {
     pub fn parse(text: &str) -> CliResult<Self> {
         let invalid = |reason: &str| CliError::new(CliCode::InvalidUrl).detail("reason", reason);
         if let Some(rest) = text.strip_prefix("sqlite:") {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
+            let rest = rest.strip_prefix("//").unwrap_or(rest);
+            let (path, synchronous) = sqlite_parameters(rest).map_err(&invalid)?;
             if path.is_empty() {
                 return Err(invalid("empty_path"));
             }
-            return Ok(Self::Sqlite(PathBuf::from(path)));
+            return Ok(Self::Sqlite {
+                path: PathBuf::from(path),
+                synchronous,
+            });
         }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             return postgres_url(text).map_err(&invalid);
@@ -72,7 +86,7 @@ impl DatabaseUrl {
     /// Where the database is, for people (never shows a password).
     pub fn describe(&self) -> String {
         match self {
-            Self::Sqlite(path) => format!("sqlite:{}", path.display()),
+            Self::Sqlite { path, .. } => format!("sqlite:{}", path.display()),
             Self::Postgres { url, schema } => {
                 let shown = secrets::mask(url);
                 match schema {
@@ -86,7 +100,7 @@ impl DatabaseUrl {
     /// The SQL dialect of this database.
     pub fn dialect(&self) -> Dialect {
         match self {
-            Self::Sqlite(_) => Dialect::Sqlite,
+            Self::Sqlite { .. } => Dialect::Sqlite,
             Self::Postgres { .. } => Dialect::Postgres,
         }
     }
@@ -96,7 +110,9 @@ impl DatabaseUrl {
     /// are `sync.cli.unreachable` with the driver's reason in `details`.
     pub fn open(&self) -> CliResult<Database> {
         let backend = match self {
-            Self::Sqlite(path) => Backend::Sqlite(Arc::new(open_sqlite(path)?)),
+            Self::Sqlite { path, synchronous } => {
+                Backend::Sqlite(Arc::new(open_sqlite(path, *synchronous)?))
+            }
             Self::Postgres { url, schema } => {
                 Backend::Postgres(Arc::new(open_postgres(url, schema.as_deref())?))
             }
@@ -114,7 +130,7 @@ impl DatabaseUrl {
     /// storage tables is `sync.storage.not_a_sync_database`.
     pub fn open_read_only(&self) -> CliResult<Database> {
         let backend = match self {
-            Self::Sqlite(path) => Backend::Sqlite(Arc::new(
+            Self::Sqlite { path, .. } => Backend::Sqlite(Arc::new(
                 SqliteStorage::open_read_only(path, SqliteConfig::default()).map_err(opening)?,
             )),
             Self::Postgres { url, schema } => {
@@ -167,6 +183,22 @@ impl Database {
         self.url.dialect()
     }
 
+    /// The `PRAGMA synchronous` a SQLite writer opened with this URL runs
+    /// under; `None` on Postgres (which acknowledges a commit only after its
+    /// WAL flush under the default `synchronous_commit = on`). SQLite keeps
+    /// the setting per connection, not in the file, so every process states
+    /// its own: a storage opened for writing reads it back from its writer,
+    /// and a read-only inspection reports what this URL configures.
+    pub fn sqlite_synchronous(&self) -> sync_core::Result<Option<Synchronous>> {
+        match (&self.backend, &self.url) {
+            (Backend::Sqlite(storage), _) if !storage.is_read_only() => {
+                storage.synchronous().map(Some)
+            }
+            (_, DatabaseUrl::Sqlite { synchronous, .. }) => Ok(Some(*synchronous)),
+            (_, DatabaseUrl::Postgres { .. }) => Ok(None),
+        }
+    }
+
     /// Read-only introspection of the named tables (absent ones included),
     /// as `ensure_schema` would observe them (`schema-and-migrations.md` §7.1).
     pub fn observe_tables(&self, tables: &[String]) -> sync_core::Result<ObservedTables> {
@@ -177,8 +209,12 @@ impl Database {
     }
 }
 
-fn open_sqlite(path: &Path) -> CliResult<SqliteStorage> {
-    SqliteStorage::open(path, SqliteConfig::default()).map_err(opening)
+fn open_sqlite(path: &Path, synchronous: Synchronous) -> CliResult<SqliteStorage> {
+    let config = SqliteConfig {
+        synchronous,
+        ..SqliteConfig::default()
+    };
+    SqliteStorage::open(path, config).map_err(opening)
 }
 
 /// An error of opening a storage: "not a syncstore database" keeps its
@@ -189,6 +225,24 @@ fn opening(error: sync_core::Error) -> CliError {
     } else {
         unreachable(&error)
     }
+}
+
+/// Splits the `synchronous` parameter off a SQLite path (after its last
+/// `?`); no other parameter is known.
+fn sqlite_parameters(text: &str) -> Result<(&str, Synchronous), &'static str> {
+    let Some((path, query)) = text.rsplit_once('?') else {
+        return Ok((text, Synchronous::default()));
+    };
+    let mut synchronous = Synchronous::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("synchronous", value)) => {
+                synchronous = Synchronous::parse(value).ok_or("bad_synchronous")?;
+            }
+            _ => return Err("unknown_parameter"),
+        }
+    }
+    Ok((path, synchronous))
 }
 
 fn open_postgres(url: &str, schema: Option<&str>) -> CliResult<PostgresStorage> {
@@ -304,18 +358,54 @@ fn percent_decode(text: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn sqlite(path: &str, synchronous: Synchronous) -> DatabaseUrl {
+        DatabaseUrl::Sqlite {
+            path: PathBuf::from(path),
+            synchronous,
+        }
+    }
+
     #[test]
     fn sqlite_urls_name_a_path() {
         assert_eq!(
             DatabaseUrl::parse("sqlite:data/x.db").unwrap(),
-            DatabaseUrl::Sqlite(PathBuf::from("data/x.db"))
+            sqlite("data/x.db", Synchronous::Full)
         );
         assert_eq!(
             DatabaseUrl::parse("sqlite:///tmp/x.db").unwrap(),
-            DatabaseUrl::Sqlite(PathBuf::from("/tmp/x.db"))
+            sqlite("/tmp/x.db", Synchronous::Full)
         );
         let error = DatabaseUrl::parse("sqlite:").unwrap_err();
         assert_eq!(error.code(), "sync.cli.invalid_url");
+    }
+
+    #[test]
+    fn sqlite_synchronous_is_full_unless_normal_is_asked_for() {
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:x.db?synchronous=normal").unwrap(),
+            sqlite("x.db", Synchronous::Normal)
+        );
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:x.db?synchronous=FULL").unwrap(),
+            sqlite("x.db", Synchronous::Full)
+        );
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:a?b.db?synchronous=normal").unwrap(),
+            sqlite("a?b.db", Synchronous::Normal)
+        );
+        for (url, reason) in [
+            ("sqlite:x.db?synchronous=off", "bad_synchronous"),
+            ("sqlite:x.db?mode=ro", "unknown_parameter"),
+            ("sqlite:?synchronous=normal", "empty_path"),
+        ] {
+            let error = DatabaseUrl::parse(url).unwrap_err();
+            assert_eq!(error.code(), "sync.cli.invalid_url", "{url}");
+            assert_eq!(
+                error.details().get("reason").map(String::as_str),
+                Some(reason),
+                "{url}"
+            );
+        }
     }
 
     #[test]

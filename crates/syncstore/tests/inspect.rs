@@ -71,9 +71,14 @@ fn status_has_the_pinned_shape(db: Db) {
     // An application process bootstraps the storage tables.
     db.storage().list_partitions().expect("bootstrap");
     let empty = db.json(&["status"]);
+    let synchronous = match db {
+        Db::Sqlite { .. } => json!("FULL"),
+        Db::Postgres { .. } => Value::Null,
+    };
     assert_eq!(
         empty,
-        json!({"schema_version": null, "required_writer_version": null, "tables": [], "partitions": []})
+        json!({"schema_version": null, "required_writer_version": null, "tables": [], "partitions": [],
+               "synchronous": synchronous})
     );
     let _app = seed_todos(&db, "acme", 5, 5);
     let status = db.json(&["status"]);
@@ -83,6 +88,7 @@ fn status_has_the_pinned_shape(db: Db) {
             "partitions",
             "required_writer_version",
             "schema_version",
+            "synchronous",
             "tables"
         ]
     );

@@ -110,7 +110,7 @@ pub fn run(args: &ChildArgs) -> Result<()> {
         },
         _ => bail!("bench-child needs --sqlite PATH or --pg-url URL --schema NAME"),
     };
-    let db = Db::at(location, Synchronous::Normal);
+    let db = Db::at(location, Synchronous::default());
     let start_kb = peak_rss_kb()?;
     let (rows, seconds) = backfill(&db, args.implementation, args.batch)?;
     if rows != args.rows {

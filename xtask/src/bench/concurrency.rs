@@ -60,7 +60,7 @@ fn run_variant(
     let plan = plan(scale, threads, partitions)?;
     let per_thread = scale.conc_commits / threads;
     let commits = commits_of(threads, per_thread, if raw { "cr" } else { "co" })?;
-    let db = env.fresh(Synchronous::Normal)?;
+    let db = env.fresh(Synchronous::default())?;
     let storage = db.storage(false)?;
     let mut raws = Vec::new();
     if raw {

@@ -95,7 +95,7 @@ pub fn describe(profile: &str, quick: bool, rounds: usize, postgres: Option<Valu
             "version": rusqlite::version(),
             "settings": {
                 "journal_mode": "WAL",
-                "synchronous": "NORMAL (W1 also FULL)",
+                "synchronous": "FULL (the default; W1 also NORMAL)",
                 "busy_timeout_ms": 5000,
                 "cache_size": "default (-2000, 2 MB per connection)",
                 "foreign_keys": "OFF",

@@ -75,7 +75,7 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,FULL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,NORMAL,CONC,RT;
     /// W3G is the W3 growth of scan pages with the table size).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -90,8 +90,8 @@ pub struct Scale {
     pub quick: bool,
     pub rounds: usize,
     pub w1_commits: usize,
-    pub w1_full_commits: usize,
-    pub full_rounds: usize,
+    pub w1_normal_commits: usize,
+    pub normal_rounds: usize,
     pub w2_commits: usize,
     /// W1 and W2 commits of the W3/W4 fixture (the pinned 20 000 + 5 000).
     pub fixture_w1: usize,
@@ -124,8 +124,8 @@ impl Scale {
             quick: false,
             rounds,
             w1_commits: 20_000,
-            w1_full_commits: 20_000,
-            full_rounds: rounds,
+            w1_normal_commits: 20_000,
+            normal_rounds: rounds,
             w2_commits: 5_000,
             fixture_w1: 20_000,
             fixture_w2: 5_000,
@@ -154,8 +154,8 @@ impl Scale {
             quick: true,
             rounds,
             w1_commits: 1_000,
-            w1_full_commits: 200,
-            full_rounds: rounds,
+            w1_normal_commits: 1_000,
+            normal_rounds: rounds,
             w2_commits: 250,
             fixture_w1: 1_000,
             fixture_w2: 250,
@@ -272,8 +272,8 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
             out.extend(w4_pull::run(&fixture, scale)?);
         }
     }
-    if env.dialect == Dialect::Sqlite && only.has("FULL") {
-        out.extend(w1_push::run_full(env, scale)?);
+    if env.dialect == Dialect::Sqlite && only.has("NORMAL") {
+        out.extend(w1_push::run_normal(env, scale)?);
     }
     if env.dialect == Dialect::Postgres && only.has("RT") {
         out.extend(round_trips::run(env, scale)?);
@@ -365,7 +365,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         scale.rounds
     );
     println!(
-        "SQLite: file database, WAL, synchronous=NORMAL (W1 also FULL). Postgres: see the machine section of the JSON. \
+        "SQLite: file database, WAL, synchronous=FULL (the default; W1 also NORMAL). Postgres: see the machine section of the JSON. \
          The machine is shared: ratios are the robust figures."
     );
     if let Some(path) = &args.json {

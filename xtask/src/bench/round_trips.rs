@@ -30,7 +30,7 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     let url = proxy.url(env.pg_url())?;
     let n = scale.rt_pushes.max(1) as f64;
 
-    let db = env.fresh(Synchronous::Normal)?;
+    let db = env.fresh(Synchronous::default())?;
     let storage = db.storage_via(&url)?;
     let (warm, measured) = split(scale, "rto")?;
     run_ours(storage.as_ref(), PARTITION, &warm, true)?;
@@ -40,7 +40,7 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     drop(storage);
     drop(db);
 
-    let db = env.fresh(Synchronous::Normal)?;
+    let db = env.fresh(Synchronous::default())?;
     drop(db.storage(false)?);
     let mut raw = db.raw_via(&url)?;
     let (warm, measured) = split(scale, "rtr")?;

@@ -18,8 +18,8 @@ fn tiny() -> Scale {
         quick: true,
         rounds: 1,
         w1_commits: 40,
-        w1_full_commits: 10,
-        full_rounds: 1,
+        w1_normal_commits: 10,
+        normal_rounds: 1,
         w2_commits: 10,
         fixture_w1: 40,
         fixture_w2: 10,
@@ -94,13 +94,13 @@ fn raw_w1_leaves_the_same_database_state_as_ours() {
     let commits = Prepared::new(w1_push::commits(30, "w1").unwrap());
     let w2 = Prepared::new(w2_push10::commits(5).unwrap());
 
-    let ours = env.fresh(Synchronous::Normal).unwrap();
+    let ours = env.fresh(Synchronous::default()).unwrap();
     let storage = ours.storage(false).unwrap();
     run_ours(storage.as_ref(), PARTITION, &commits, true).unwrap();
     run_ours(storage.as_ref(), PARTITION, &w2, true).unwrap();
     drop(storage);
 
-    let raw = env.fresh(Synchronous::Normal).unwrap();
+    let raw = env.fresh(Synchronous::default()).unwrap();
     drop(raw.storage(false).unwrap());
     let mut client = raw.raw().unwrap();
     run_raw(client.as_mut(), PARTITION, &commits, true).unwrap();
@@ -145,7 +145,7 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
     check(&scans, "W3", 2);
     let pulls = w4_pull::run(&fixture, &scale).unwrap();
     check(&pulls, "W4", 1);
-    check(&w1_push::run_full(&env, &scale).unwrap(), "W1", 3);
+    check(&w1_push::run_normal(&env, &scale).unwrap(), "W1", 3);
     check(&w6_fence_gate::run(&env, &scale).unwrap(), "W6", 4);
     check(&w7_growth::run(&env, &scale).unwrap(), "W7", 9);
     check(&w3_growth::run(&env, &scale).unwrap(), "W3", 6);
@@ -156,7 +156,7 @@ fn both_backfills_derive_every_row() {
     let env = Env::sqlite(None).unwrap();
     let rows = 1_200;
     for implementation in [Implementation::Ours, Implementation::Raw] {
-        let db = env.fresh(Synchronous::Normal).unwrap();
+        let db = env.fresh(Synchronous::default()).unwrap();
         w5_backfill::seed(&db, rows).unwrap();
         let (done, _seconds) = backfill(&db, implementation, 500).unwrap();
         assert_eq!(done, rows as u64, "{implementation:?}");

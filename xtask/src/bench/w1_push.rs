@@ -1,6 +1,6 @@
 //! W1 push-1: single-row commits through the full push sequence, each its
-//! own transaction. Commits/s and p50/p99 latency; on SQLite also with
-//! `synchronous=FULL`. Every round pushes W1 and then W2 (`w2_push10.rs`) on
+//! own transaction. Commits/s and p50/p99 latency. SQLite runs with the
+//! storage's default `synchronous=FULL`, and also with the `NORMAL` opt-in. Every round pushes W1 and then W2 (`w2_push10.rs`) on
 //! the same fresh database, ours and raw on separate databases, so the
 //! reads of W3/W4 find the 70 000 rows of W1+W2.
 
@@ -33,7 +33,7 @@ pub struct RoundRuns {
 
 /// Pushes W1 then W2 through ours on a fresh database; returns the runs and the database.
 pub fn ours_round(env: &Env, w1: &Prepared, w2: &Prepared) -> Result<(RoundRuns, Db)> {
-    let db = env.fresh(Synchronous::Normal)?;
+    let db = env.fresh(Synchronous::default())?;
     let storage = db.storage(false)?;
     let r1 = run_ours(storage.as_ref(), PARTITION, w1, true)?;
     let r2 = run_ours(storage.as_ref(), PARTITION, w2, true)?;
@@ -43,7 +43,7 @@ pub fn ours_round(env: &Env, w1: &Prepared, w2: &Prepared) -> Result<(RoundRuns,
 
 /// Pushes W1 then W2 through the raw baseline on a fresh database.
 pub fn raw_round(env: &Env, w1: &Prepared, w2: &Prepared) -> Result<(RoundRuns, Db)> {
-    let db = env.fresh(Synchronous::Normal)?;
+    let db = env.fresh(Synchronous::default())?;
     drop(db.storage(false)?);
     let mut raw = db.raw()?;
     let r1 = run_raw(raw.as_mut(), PARTITION, w1, true)?;
@@ -127,7 +127,7 @@ pub fn run(env: &Env, scale: &Scale) -> Result<(Vec<Measure>, Db)> {
 /// commits pushed by the raw client in chunked transactions (the same rows,
 /// log and scope entries as pushing them one by one).
 pub fn build_fixture(env: &Env, scale: &Scale) -> Result<Db> {
-    let db = env.fresh(Synchronous::Normal)?;
+    let db = env.fresh(Synchronous::default())?;
     drop(db.storage(false)?);
     let mut raw = db.raw()?;
     raw.push_batch(PARTITION, &commits(scale.fixture_w1, "w1")?)?;
@@ -140,30 +140,31 @@ pub fn build_fixture(env: &Env, scale: &Scale) -> Result<Db> {
     Ok(db)
 }
 
-/// W1 with `synchronous=FULL` (SQLite only): every commit is synced.
-pub fn run_full(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
+/// W1 with `synchronous=NORMAL` (SQLite only): the opt-in that syncs the
+/// WAL only at checkpoints (the default runs above use `FULL`).
+pub fn run_normal(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     if env.dialect != Dialect::Sqlite {
         return Ok(Vec::new());
     }
-    let w1 = Prepared::new(commits(scale.w1_full_commits, "w1")?);
+    let w1 = Prepared::new(commits(scale.w1_normal_commits, "w1")?);
     let mut rate = Vec::new();
     let mut p50 = Vec::new();
     let mut p99 = Vec::new();
-    for round in 0..scale.full_rounds {
-        let ours_db = env.fresh(Synchronous::Full)?;
+    for round in 0..scale.normal_rounds {
+        let ours_db = env.fresh(Synchronous::Normal)?;
         let storage = ours_db.storage(false)?;
         let ours = run_ours(storage.as_ref(), PARTITION, &w1, true)?;
         drop(storage);
         drop(ours_db);
-        let raw_db = env.fresh(Synchronous::Full)?;
+        let raw_db = env.fresh(Synchronous::Normal)?;
         drop(raw_db.storage(false)?);
         let raw = run_raw(raw_db.raw()?.as_mut(), PARTITION, &w1, true)?;
         progress(
             env.dialect,
             &format!(
-                "W1 synchronous=FULL round {}/{}",
+                "W1 synchronous=NORMAL round {}/{}",
                 round + 1,
-                scale.full_rounds
+                scale.normal_rounds
             ),
             &format!(
                 "ours {:.0} raw {:.0} commits/s",
@@ -188,7 +189,7 @@ pub fn run_full(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     Ok(vec![
         Measure::from_samples(
             "W1",
-            "synchronous=FULL",
+            "synchronous=NORMAL",
             d,
             "commits/s",
             Better::Higher,
@@ -196,7 +197,7 @@ pub fn run_full(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
         ),
         Measure::from_samples(
             "W1",
-            "synchronous=FULL,latency=p50",
+            "synchronous=NORMAL,latency=p50",
             d,
             "µs",
             Better::Lower,
@@ -204,7 +205,7 @@ pub fn run_full(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
         ),
         Measure::from_samples(
             "W1",
-            "synchronous=FULL,latency=p99",
+            "synchronous=NORMAL,latency=p99",
             d,
             "µs",
             Better::Lower,

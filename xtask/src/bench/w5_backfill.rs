@@ -89,7 +89,7 @@ pub fn child(db: &Db, implementation: &str, rows: usize, batch: i64) -> Result<C
 }
 
 fn prepared(env: &Env, template: Option<&Db>, rows: usize) -> Result<Db> {
-    let db = env.fresh(Synchronous::Normal)?;
+    let db = env.fresh(Synchronous::default())?;
     match template {
         Some(template) => {
             template.copy_sqlite_to(&db)?;
@@ -119,7 +119,7 @@ pub fn measure(
 ) -> Result<Vec<Measure>> {
     let template = match env.dialect {
         Dialect::Sqlite => {
-            let template = env.fresh(Synchronous::Normal)?;
+            let template = env.fresh(Synchronous::default())?;
             seed(&template, rows)?;
             Some(template)
         }

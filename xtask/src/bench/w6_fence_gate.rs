@@ -46,7 +46,7 @@ struct Side {
 
 impl Side {
     fn new(env: &Env, raw: bool) -> Result<Self> {
-        let db = env.fresh(Synchronous::Normal)?;
+        let db = env.fresh(Synchronous::default())?;
         let storage = db.storage(false)?;
         let admin = db.raw()?;
         let (storage, pusher) = if raw {

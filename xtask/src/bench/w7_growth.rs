@@ -31,7 +31,7 @@ struct Seeded {
 }
 
 fn seed(env: &Env, size: u64, rows: &[BenchRow]) -> Result<Seeded> {
-    let db = env.fresh(Synchronous::Normal)?;
+    let db = env.fresh(Synchronous::default())?;
     drop(db.storage(false)?);
     db.raw()?.seed_log(PARTITION, size, rows)?;
     Ok(Seeded { size, db })

@@ -20,6 +20,7 @@ pub(crate) mod engine_round;
 pub(crate) mod engine_validators;
 pub(crate) mod idempotency;
 pub(crate) mod lookups;
+pub(crate) mod mixed_fleet;
 pub(crate) mod plans;
 pub(crate) mod pruning;
 pub(crate) mod reactions;

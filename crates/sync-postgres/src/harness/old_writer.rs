@@ -16,7 +16,7 @@ const NEXT_SEQ_SQL: &str = "UPDATE sync_partitions SET max_commit_seq = max_comm
     WHERE partition = $1 RETURNING max_commit_seq";
 const INSERT_COMMIT_SQL: &str = "INSERT INTO sync_commits \
     (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version) \
-    VALUES ($1, $2::int8, 'old-writer', 'old-' || ($2::int8)::text, 'old-actor', 0, $3)";
+    VALUES ($1, $2::int8, 'old-writer', 'old-' || ($2::int8)::text, 'old-actor', 0, $3::int4)";
 
 /// One old writer's open transaction.
 #[derive(Debug)]

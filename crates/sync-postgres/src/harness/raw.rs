@@ -5,12 +5,12 @@ use std::sync::Mutex;
 
 use postgres::types::ToSql;
 use sync_conformance::{
-    HotPath, OldWriter, PlanSummary, RawAccess, RawColumn, RawFilter, RawIndex,
+    FenceTamper, HotPath, OldWriter, PlanSummary, RawAccess, RawColumn, RawFilter, RawIndex,
 };
 use sync_core::{Error, ErrorCode, Result};
 use sync_schema::ObservedTable;
 
-use super::{explain, old_writer::PgOldWriter, schema_client};
+use super::{explain, mixed_fleet, old_writer::PgOldWriter, schema_client};
 use crate::introspect;
 use crate::pool::{col, Conn};
 use crate::sql::quote_ident;
@@ -25,7 +25,7 @@ pub(crate) struct PgRaw {
 
 const INSERT_COMMIT_SQL: &str = "INSERT INTO sync_commits \
     (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version) \
-    VALUES ($1, $2::int8, 'raw-client', 'raw-' || ($2::int8)::text, 'raw-actor', 0, $3)";
+    VALUES ($1, $2::int8, 'raw-client', 'raw-' || ($2::int8)::text, 'raw-actor', 0, $3::int4)";
 
 impl PgRaw {
     pub(crate) fn new(url: &str, schema: &str) -> Result<Self> {
@@ -70,7 +70,7 @@ impl PgRaw {
 
 const FENCE_DEFINITION_SQL: &str = "SELECT pg_get_triggerdef(t.oid) || E'\\n' || \
     pg_get_functiondef(t.tgfoid) FROM pg_trigger t \
-    WHERE t.tgname = 'sync_commits_writer_fence' AND t.tgrelid = to_regclass('sync_commits')";
+    WHERE t.tgname = 'sync_commits_effective_writer_fence' AND t.tgrelid = to_regclass('sync_commits')";
 
 impl RawAccess for PgRaw {
     fn insert_commit(
@@ -265,7 +265,9 @@ impl RawAccess for PgRaw {
 
     fn legacy_drop_column(&self, table: &str, column: &str) -> Result<()> {
         if table == "sync_commits" && column == "writer_version" {
-            self.batch("DROP TRIGGER IF EXISTS sync_commits_writer_fence ON sync_commits")?;
+            self.batch(
+                "DROP TRIGGER IF EXISTS sync_commits_effective_writer_fence ON sync_commits",
+            )?;
         }
         self.drop_column(table, column)
     }
@@ -324,5 +326,28 @@ impl RawAccess for PgRaw {
 
     fn exec(&self, dialect_sql: &str) -> Result<()> {
         self.batch(dialect_sql)
+    }
+
+    fn replay_reference_start(&self) -> Result<()> {
+        self.batch(mixed_fleet::REFERENCE_0_23_START_SQL)
+    }
+
+    fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
+        self.batch(&mixed_fleet::tamper_sql(tamper))
+    }
+
+    fn insert_commit_as_shadowing_role(
+        &self,
+        partition: &str,
+        commit_seq: i64,
+        writer_version: Option<i32>,
+    ) -> Result<()> {
+        mixed_fleet::insert_as_shadowing_role(
+            &self.url,
+            &self.schema,
+            partition,
+            commit_seq,
+            writer_version,
+        )
     }
 }

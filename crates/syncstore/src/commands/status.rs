@@ -4,12 +4,17 @@
 //!
 //! The gate is evaluated for a process running the stored version with no
 //! declarations (what an undeclared, up-to-date server would be told).
+//!
+//! A fence number is only reported when the database enforces it: the
+//! state of the fence trigger is read first, before anything else touches
+//! the database, and a trigger that is missing, disabled or runs something
+//! else is the error `sync.cli.fence_not_enforced` with its `cause`.
 
 use serde_json::{json, Value};
 use sync_core::{serve_gate_refusal, ServeContext, ServerStorage};
 
 use crate::cli::PartitionFilter;
-use crate::error::CliResult;
+use crate::error::{CliCode, CliError, CliResult};
 use crate::output::{safe, Report};
 use crate::stored::{
     checkpoint_json, checkpoint_text, layout_json, listed_partitions, require_known_partition,
@@ -20,12 +25,17 @@ use crate::url::Database;
 /// Runs `status`.
 pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
     let storage = db.storage();
+    require_enforced_fence(storage)?;
     let (marker, layouts) = stored_schema(storage)?;
     let running = stored_version(marker.as_ref());
     let names: Vec<String> = layouts.iter().map(|(name, _)| name.to_owned()).collect();
     let observed = db.observe_tables(&names)?;
 
+    let synchronous = db.sqlite_synchronous()?.map(|s| s.as_pragma());
     let mut text = format!("database: {}\n", safe(&db.url().describe()));
+    if let Some(level) = synchronous {
+        text.push_str(&format!("durability: synchronous={level}\n"));
+    }
     match &marker {
         Some(m) => text.push_str(&format!(
             "schema version {}, database-wide writer fence {}\n",
@@ -78,8 +88,18 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
         "required_writer_version": marker.as_ref().and_then(|m| m.required_writer_version),
         "tables": tables,
         "partitions": listed,
+        "synchronous": synchronous,
     });
     Ok(Report::new(json, text))
+}
+
+/// Fails with `sync.cli.fence_not_enforced` unless the fence trigger
+/// enforces the stored fences (or there is no commit table yet).
+fn require_enforced_fence(storage: &dyn ServerStorage) -> CliResult<()> {
+    match storage.writer_fence_trigger()?.cause() {
+        None => Ok(()),
+        Some(cause) => Err(CliError::new(CliCode::FenceNotEnforced).detail("cause", cause)),
+    }
 }
 
 fn partition_status(

@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use sync_sqlite::Synchronous;
+
 use crate::error::{CliCode, CliError, CliResult};
 use crate::secrets;
 use crate::url::DatabaseUrl;
@@ -26,7 +28,7 @@ pub struct Fresh {
 pub fn prepare(explicit: Option<&str>) -> CliResult<Fresh> {
     match explicit.map(DatabaseUrl::parse).transpose()? {
         None => temporary_sqlite(),
-        Some(DatabaseUrl::Sqlite(path)) => given_sqlite(path),
+        Some(DatabaseUrl::Sqlite { path, synchronous }) => given_sqlite(path, synchronous),
         Some(DatabaseUrl::Postgres { url, schema: None }) => Ok(new_postgres_schema(url)),
         Some(DatabaseUrl::Postgres {
             url,
@@ -71,25 +73,29 @@ fn temporary_sqlite() -> CliResult<Fresh> {
     let path = dir.join("demo.sqlite");
     Ok(sqlite(
         path,
+        Synchronous::default(),
         "a new SQLite file in a new temporary directory",
     ))
 }
 
-fn given_sqlite(path: PathBuf) -> CliResult<Fresh> {
+fn given_sqlite(path: PathBuf, synchronous: Synchronous) -> CliResult<Fresh> {
     let used = std::fs::metadata(&path)
         .map(|m| m.len() > 0)
         .unwrap_or(false);
     if used {
         return Err(CliError::new(CliCode::DatabaseNotEmpty).detail("path", path.display()));
     }
-    Ok(sqlite(path, "the SQLite file you named"))
+    Ok(sqlite(path, synchronous, "the SQLite file you named"))
 }
 
-fn sqlite(path: PathBuf, what: &str) -> Fresh {
-    let reopen = format!("sqlite:{}", path.display());
+fn sqlite(path: PathBuf, synchronous: Synchronous, what: &str) -> Fresh {
+    let reopen = match synchronous {
+        Synchronous::Full => format!("sqlite:{}", path.display()),
+        Synchronous::Normal => format!("sqlite:{}?synchronous=normal", path.display()),
+    };
     Fresh {
         description: format!("{what}: {}", path.display()),
-        url: DatabaseUrl::Sqlite(path),
+        url: DatabaseUrl::Sqlite { path, synchronous },
         reopen,
     }
 }

@@ -1,0 +1,72 @@
+//! `status` reports a writer fence only when the database enforces it, and
+//! shows the SQLite durability setting in force (`sqlite:PATH?synchronous=`).
+
+mod common;
+
+use common::{seed_todos, todos_schema, write_file, Db};
+use serde_json::json;
+
+fn pg_raw(db: &Db) -> postgres::Client {
+    let Db::Postgres { server, schema } = db else {
+        unreachable!("a Postgres database")
+    };
+    let mut client = postgres::Client::connect(server, postgres::NoTls).expect("connect");
+    client
+        .batch_execute(&format!("SET search_path TO \"{schema}\""))
+        .expect("search_path");
+    client
+}
+
+#[test]
+fn status_refuses_to_report_a_fence_the_database_does_not_enforce() {
+    let db = Db::postgres();
+    let _app = seed_todos(&db, "acme", 2, 1);
+    assert_eq!(db.json(&["status"])["partitions"][0]["writer_fence"], 1);
+
+    for (statement, cause) in [
+        (
+            "ALTER TABLE sync_commits DISABLE TRIGGER sync_commits_effective_writer_fence",
+            "trigger_disabled",
+        ),
+        (
+            "DROP TRIGGER sync_commits_effective_writer_fence ON sync_commits",
+            "trigger_missing",
+        ),
+    ] {
+        pg_raw(&db).batch_execute(statement).unwrap();
+        let details = db.json_error(&["status"], "sync.cli.fence_not_enforced");
+        assert_eq!(details, json!({ "cause": cause }));
+        let text = db.run(&["status"]);
+        text.text_error("sync.cli.fence_not_enforced");
+        assert!(text.stderr.contains(cause), "{}", text.stderr);
+        assert!(!text.stderr.contains("writer fence 1"), "{}", text.stderr);
+
+        // `migrate` at the stored version re-installs it.
+        let dir = db.scratch();
+        let v1 = write_file(&dir, "v1.json", &todos_schema(1, false, ""));
+        db.json(&["migrate", "--schema", &v1]);
+        assert_eq!(db.json(&["status"])["partitions"][0]["writer_fence"], 1);
+    }
+}
+
+#[test]
+fn status_shows_the_sqlite_synchronous_setting_in_force() {
+    let db = Db::sqlite();
+    let _app = seed_todos(&db, "acme", 1, 1);
+    assert_eq!(db.json(&["status"])["synchronous"], "FULL");
+    let text = db.run(&["status"]);
+    assert!(
+        text.stdout.contains("durability: synchronous=FULL"),
+        "{}",
+        text.stdout
+    );
+
+    let normal = format!("{}?synchronous=normal", db.url());
+    let run = common::syncstore(&["--db", &normal, "status", "--json"]);
+    assert_eq!(run.ok_json()["synchronous"], "NORMAL");
+
+    let bad = format!("{}?synchronous=off", db.url());
+    let details =
+        common::syncstore(&["--db", &bad, "status", "--json"]).json_error("sync.cli.invalid_url");
+    assert_eq!(details["reason"], "bad_synchronous");
+}
