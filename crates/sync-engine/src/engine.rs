@@ -1,0 +1,131 @@
+//! The engine: construction checks and the public entry points.
+
+use std::fmt;
+use std::sync::Arc;
+
+use sync_core::{CommitPruneResult, CompiledSchema, ServerStorage};
+
+use crate::config::EngineConfig;
+use crate::context::RequestContext;
+use crate::error::EngineError;
+use crate::outcome::RoundOutcome;
+use crate::round::{self, abort::Abort};
+use crate::sink::Sink;
+use crate::wire::request::SyncRequest;
+use crate::wire::wire_error::WireError;
+
+/// Largest integer exchanged with clients (2^53 − 1).
+pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// Push and pull over a [`ServerStorage`]: one sync round per
+/// [`handle`](Engine::handle) call. `Send + Sync`; share it behind `Arc`.
+pub struct Engine {
+    pub(crate) storage: Arc<dyn ServerStorage>,
+    pub(crate) schema: Arc<CompiledSchema>,
+    pub(crate) config: EngineConfig,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("schema_version", &self.schema.version)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Builds an engine over an ensured storage (`engine.md` §1.5).
+    ///
+    /// Fails with [`EngineError::Config`] when the storage is not ensured at
+    /// `schema.version` (`schema_not_ensured`) or a reaction planner is
+    /// configured on a storage without the `Reactions` capability
+    /// (`reactions_unsupported`).
+    pub fn new(
+        storage: Arc<dyn ServerStorage>,
+        schema: Arc<CompiledSchema>,
+        config: EngineConfig,
+    ) -> Result<Self, EngineError> {
+        if storage.ensured_version() != Some(schema.version) {
+            return Err(EngineError::Config {
+                reason: "schema_not_ensured",
+            });
+        }
+        if config.reaction_planner.is_some() && !storage.capabilities().reactions {
+            return Err(EngineError::Config {
+                reason: "reactions_unsupported",
+            });
+        }
+        Ok(Self {
+            storage,
+            schema,
+            config,
+        })
+    }
+
+    /// The running schema.
+    pub fn schema(&self) -> &Arc<CompiledSchema> {
+        &self.schema
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> &Arc<dyn ServerStorage> {
+        &self.storage
+    }
+
+    /// Runs one sync round (`engine.md` §3): items go to `sink` as they are
+    /// produced.
+    ///
+    /// - `Err(Request)`: a request-level error before the first item.
+    /// - `Ok(outcome)` with `outcome.error` set: the round emitted an
+    ///   `Error` item and `End` after the header.
+    /// - `Err(Internal)`: an internal failure (no `End` was emitted).
+    /// - `Err(Sink)`: the sink failed; committed work stays committed.
+    pub fn handle(
+        &self,
+        ctx: &RequestContext,
+        request: &SyncRequest,
+        sink: &mut dyn Sink,
+    ) -> Result<RoundOutcome, EngineError> {
+        round::run(self, ctx, request, sink)
+    }
+
+    /// The storage half of a realtime acknowledgement (`engine.md` §5.9):
+    /// advances the client's cursor monotonically if the record belongs to
+    /// `ctx.actor_id` and `log_epoch` still matches. Never creates a record.
+    pub fn acknowledge(
+        &self,
+        ctx: &RequestContext,
+        client_id: &str,
+        log_epoch: &str,
+        cursor: i64,
+    ) -> Result<bool, EngineError> {
+        if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&cursor) {
+            return Err(EngineError::Request(WireError::invalid_request(
+                "cursor_out_of_range",
+            )));
+        }
+        let now = self.config.clock.now_ms();
+        self.storage
+            .advance_client_cursor(
+                &ctx.partition,
+                client_id,
+                &ctx.actor_id,
+                log_epoch,
+                cursor,
+                now,
+            )
+            .map_err(|e| Abort::storage(e).into_engine_error())
+    }
+
+    /// One retention pass over `partition` (`engine.md` §6) with the
+    /// configured [`RetentionPolicy`](sync_core::RetentionPolicy).
+    pub fn prune(&self, partition: &str, now_ms: i64) -> sync_core::Result<CommitPruneResult> {
+        sync_core::prune_commit_log(
+            self.storage.as_ref(),
+            partition,
+            now_ms,
+            &self.config.retention,
+        )
+    }
+}

@@ -1,0 +1,127 @@
+//! Finalization of one push (`engine.md` §4.10): applied (P12–P15) or
+//! rejected (R1–R4).
+
+use sync_core::{
+    NewChange, NewCommit, PushOperationResult, PushStatus, StorageTransaction, StoredPushResult,
+};
+
+use super::reaction_plan::{self, Source};
+use super::{records, CommitKey};
+use crate::hooks::reactions::ReactionPlan;
+use crate::outcome::AppliedCommit;
+use crate::round::abort::{Abort, InternalFailure};
+use crate::round::Round;
+use crate::wire::response::PushResult;
+
+/// The state of a commit whose operations all applied.
+pub(crate) struct Applied {
+    pub(crate) now: i64,
+    pub(crate) op_count: usize,
+    pub(crate) changes: Vec<NewChange>,
+    pub(crate) reactions: Vec<ReactionPlan>,
+}
+
+/// P12–P15: append, enqueue, record, commit.
+pub(crate) fn applied(
+    round: &mut Round<'_>,
+    key: &CommitKey<'_>,
+    mut tx: Box<dyn StorageTransaction + '_>,
+    applied: Applied,
+) -> Result<PushResult, Abort> {
+    match write_applied(round, key, tx.as_mut(), &applied) {
+        Ok((seq, stored)) => {
+            tx.commit().map_err(Abort::storage)?; // P15
+            round.outcome.applied.push(AppliedCommit {
+                commit_seq: seq,
+                created_at_ms: applied.now,
+                actor_id: round.ctx.actor_id.clone(),
+                changes: applied.changes,
+            });
+            Ok(records::from_stored(key.client_commit_id, stored, true))
+        }
+        Err(abort) => {
+            let _ = tx.rollback();
+            Err(abort)
+        }
+    }
+}
+
+fn write_applied(
+    round: &Round<'_>,
+    key: &CommitKey<'_>,
+    tx: &mut (dyn StorageTransaction + '_),
+    applied: &Applied,
+) -> Result<(i64, StoredPushResult), Abort> {
+    let seq = tx
+        .append_commit(&NewCommit {
+            client_id: key.client_id.to_owned(),
+            client_commit_id: key.client_commit_id.to_owned(),
+            actor_id: round.ctx.actor_id.clone(),
+            created_at_ms: applied.now,
+            changes: applied.changes.clone(),
+        })
+        .map_err(Abort::storage)?; // P12
+    if !applied.reactions.is_empty() {
+        let records = reaction_plan::to_records(
+            &applied.reactions,
+            &Source {
+                partition: &round.ctx.partition,
+                client_id: key.client_id,
+                client_commit_id: key.client_commit_id,
+                commit_seq: seq,
+                now: applied.now,
+            },
+        );
+        tx.enqueue_reactions(&records).map_err(Abort::storage)?; // P13
+    }
+    let results = (0..applied.op_count)
+        .map(|i| PushOperationResult::Applied {
+            op_index: u32::try_from(i).unwrap_or(u32::MAX),
+        })
+        .collect();
+    let stored = StoredPushResult {
+        status: PushStatus::Applied,
+        commit_seq: Some(seq),
+        recorded_at_ms: Some(applied.now),
+        cache_identity: Some(round.engine.config.ids.new_id()),
+        results,
+    };
+    tx.put_push_result(key.client_id, key.client_commit_id, &stored)
+        .map_err(Abort::storage)?; // P14
+    Ok((seq, stored))
+}
+
+/// R1–R4: persist the rejection under the lock, then answer with the
+/// canonical stored result.
+pub(crate) fn rejected(
+    round: &Round<'_>,
+    key: &CommitKey<'_>,
+    tx: Box<dyn StorageTransaction + '_>,
+    record: PushOperationResult,
+    now: i64,
+) -> Result<PushResult, Abort> {
+    let result = StoredPushResult {
+        status: PushStatus::Rejected,
+        commit_seq: None,
+        recorded_at_ms: Some(now),
+        cache_identity: Some(round.engine.config.ids.new_id()),
+        results: vec![record],
+    }; // R1
+    tx.commit_rejected_push_result(key.client_id, key.client_commit_id, &result)
+        .map_err(Abort::storage)?; // R2
+    let canonical = round.engine.storage.get_push_result(
+        &round.ctx.partition,
+        key.client_id,
+        key.client_commit_id,
+    ); // R3
+    match canonical {
+        Ok(Some(stored)) => Ok(records::from_stored(key.client_commit_id, stored, true)), // R4
+        Ok(None) => Err(Abort::internal(InternalFailure(
+            "rejected push result vanished",
+        ))),
+        Err(e) if e.is(sync_core::ErrorCode::IdempotencyCacheMiss) => {
+            Ok(records::cache_miss(key.client_commit_id))
+        }
+        Err(e) => Err(Abort::storage(e)),
+    }
+}

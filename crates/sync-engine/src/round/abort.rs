@@ -1,0 +1,72 @@
+//! How a round stops early, and how storage errors map onto the error
+//! surfaces (`engine.md` §1.6 item 4).
+
+use sync_core::{Error, ErrorCode};
+
+use crate::error::EngineError;
+use crate::sink::SinkError;
+use crate::wire::wire_error::WireError;
+
+/// Why the round stops.
+#[derive(Debug)]
+pub(crate) enum Abort {
+    /// Request-level error (returned or emitted as an `Error` item).
+    Request(WireError),
+    /// Internal failure (HTTP 500 / aborted stream).
+    Internal(Box<dyn std::error::Error + Send + Sync>),
+    /// The sink is gone.
+    Sink(SinkError),
+}
+
+impl Abort {
+    /// Storage error mapping: `busy` and `schema_not_ready` are request-level
+    /// with their own codes; a writer fence refusal (from whichever call
+    /// reports it: the append, a deferred flush, the commit) is request-level
+    /// `sync.schema_not_ready` with `reason = writer_fenced` and is never
+    /// persisted (`engine.md` §4.10); everything else is internal.
+    pub(crate) fn storage(error: Error) -> Self {
+        match error.code() {
+            ErrorCode::Busy | ErrorCode::SchemaNotReady => {
+                Abort::Request(WireError::from_storage(&error))
+            }
+            ErrorCode::WriterFenceRejected => Abort::Request(
+                WireError::new(
+                    "sync.schema_not_ready",
+                    "server schema is not ready for this request",
+                )
+                .with_detail("reason", "writer_fenced"),
+            ),
+            _ => Abort::Internal(Box::new(error)),
+        }
+    }
+
+    pub(crate) fn internal(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Abort::Internal(error.into())
+    }
+
+    pub(crate) fn into_engine_error(self) -> EngineError {
+        match self {
+            Abort::Request(e) => EngineError::Request(e),
+            Abort::Internal(source) => EngineError::Internal { source },
+            Abort::Sink(e) => EngineError::Sink(e),
+        }
+    }
+}
+
+impl From<SinkError> for Abort {
+    fn from(e: SinkError) -> Self {
+        Abort::Sink(e)
+    }
+}
+
+/// A plain internal failure message.
+#[derive(Debug)]
+pub(crate) struct InternalFailure(pub &'static str);
+
+impl std::fmt::Display for InternalFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for InternalFailure {}

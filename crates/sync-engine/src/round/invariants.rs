@@ -1,0 +1,152 @@
+//! Single-frame invariants re-checked at entry (`engine.md` §2.4, step E1).
+
+use crate::engine::MAX_SAFE_INTEGER;
+use crate::wire::request::{OpKind, SyncRequest};
+use crate::wire::wire_error::WireError;
+
+fn safe(value: i64) -> bool {
+    (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&value)
+}
+
+/// The first violated invariant, as its wire error.
+pub(crate) fn check(req: &SyncRequest) -> Result<(), WireError> {
+    let bad = |reason: &str| Err(WireError::invalid_request(reason));
+    if !matches!(req.wire_version, 1 | 2) {
+        return bad("wire_version");
+    }
+    if req.header.client_id.is_empty() {
+        return bad("client_id_empty");
+    }
+    if req.header.schema_version < 1 {
+        return bad("schema_version");
+    }
+    match (&req.header.log_epoch, req.wire_version) {
+        (Some(_), 1) => return bad("log_epoch_on_wire_1"),
+        (Some(epoch), _) if epoch.is_empty() => return bad("log_epoch_empty"),
+        _ => {}
+    }
+    for commit in &req.pushes {
+        if commit.client_commit_id.is_empty() {
+            return bad("client_commit_id_empty");
+        }
+        if commit.operations.is_empty() {
+            return Err(WireError::new(
+                "sync.empty_commit",
+                "commit has no operations",
+            ));
+        }
+        for op in &commit.operations {
+            match (op.op, op.payload.is_some()) {
+                (OpKind::Upsert, false) => return bad("upsert_without_payload"),
+                (OpKind::Delete, true) => return bad("delete_with_payload"),
+                _ => {}
+            }
+            if op.base_version.is_some_and(|v| !safe(v)) {
+                return bad("base_version_out_of_range");
+            }
+        }
+    }
+    if let Some(pull) = &req.pull {
+        if pull.accept & 0xF0 != 0 {
+            return bad("accept_reserved_bits");
+        }
+    }
+    if req.pushes.is_empty() && req.pull.is_none() {
+        return bad("nothing_to_do");
+    }
+    if req.pull.is_none() && !req.subscriptions.is_empty() {
+        return bad("subscriptions_without_pull");
+    }
+    if req.subscriptions.iter().any(|s| !safe(s.cursor)) {
+        return bad("cursor_out_of_range");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::request::{Operation, PullHeader, PushCommit, ReqHeader, Subscription};
+
+    fn request() -> SyncRequest {
+        SyncRequest {
+            wire_version: 2,
+            header: ReqHeader {
+                client_id: "c".into(),
+                schema_version: 1,
+                log_epoch: Some("e".into()),
+            },
+            pushes: vec![PushCommit {
+                client_commit_id: "k".into(),
+                operations: vec![Operation::delete("tasks", "t1")],
+            }],
+            pull: None,
+            subscriptions: vec![],
+        }
+    }
+
+    fn code(req: &SyncRequest) -> Option<(String, Option<String>)> {
+        check(req).err().map(|e| {
+            let reason = e
+                .details
+                .and_then(|d| d.get("reason").and_then(|r| r.as_str().map(str::to_owned)));
+            (e.code, reason)
+        })
+    }
+
+    #[test]
+    fn valid_request_passes() {
+        assert_eq!(code(&request()), None);
+    }
+
+    #[test]
+    fn each_invariant_has_its_code() {
+        let mut r = request();
+        r.pushes[0].operations.clear();
+        assert_eq!(code(&r).unwrap().0, "sync.empty_commit");
+
+        let mut r = request();
+        r.pushes[0].operations[0].payload = Some(vec![1]);
+        assert_eq!(code(&r).unwrap().1.as_deref(), Some("delete_with_payload"));
+
+        let mut r = request();
+        r.pushes[0].operations[0] = Operation {
+            payload: None,
+            ..Operation::upsert("tasks", "t1", None, vec![])
+        };
+        assert_eq!(
+            code(&r).unwrap().1.as_deref(),
+            Some("upsert_without_payload")
+        );
+
+        let mut r = request();
+        r.wire_version = 1;
+        assert_eq!(code(&r).unwrap().1.as_deref(), Some("log_epoch_on_wire_1"));
+
+        let mut r = request();
+        r.pushes.clear();
+        assert_eq!(code(&r).unwrap().1.as_deref(), Some("nothing_to_do"));
+
+        let mut r = request();
+        r.subscriptions
+            .push(Subscription::new("a", "tasks", Default::default(), -1));
+        assert_eq!(
+            code(&r).unwrap().1.as_deref(),
+            Some("subscriptions_without_pull")
+        );
+
+        let mut r = request();
+        r.pull = Some(PullHeader {
+            accept: 0b1_0001,
+            ..PullHeader::default()
+        });
+        assert_eq!(code(&r).unwrap().1.as_deref(), Some("accept_reserved_bits"));
+
+        let mut r = request();
+        r.pushes[0].operations[0].base_version = Some(MAX_SAFE_INTEGER + 1);
+        assert_eq!(
+            code(&r).unwrap().1.as_deref(),
+            Some("base_version_out_of_range")
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! One sync round (`engine.md` §3): the entry sequence E1–E19.
+
+pub(crate) mod abort;
+pub(crate) mod emitter;
+pub(crate) mod entry;
+pub(crate) mod invariants;
+
+use sync_core::{ClientRecord, PartitionRegistryEntry, ServeContext};
+
+use crate::context::RequestContext;
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::outcome::RoundOutcome;
+use crate::scopes::Resolved;
+use crate::sink::Sink;
+use crate::wire::request::SyncRequest;
+use crate::wire::response::{RespHeader, ResponseItem};
+
+use abort::Abort;
+use emitter::Emitter;
+
+/// State of one round after the entry checks.
+pub(crate) struct Round<'a> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) ctx: &'a RequestContext,
+    pub(crate) req: &'a SyncRequest,
+    pub(crate) reg: PartitionRegistryEntry,
+    pub(crate) record: Option<ClientRecord>,
+    pub(crate) resolved: Resolved,
+    pub(crate) outcome: RoundOutcome,
+}
+
+impl Round<'_> {
+    /// The running schema version.
+    pub(crate) fn running(&self) -> i32 {
+        self.engine.schema.version
+    }
+
+    /// The serve context of every gate of this round: the configured
+    /// declarations and the epoch read at entry.
+    pub(crate) fn serve_context(&self) -> ServeContext {
+        serve_context(self.engine, &self.reg)
+    }
+}
+
+pub(crate) fn serve_context(engine: &Engine, reg: &PartitionRegistryEntry) -> ServeContext {
+    ServeContext {
+        declarations: engine.config.declarations.clone(),
+        expected_log_epoch: Some(reg.log_epoch.clone()),
+    }
+}
+
+/// Runs the round and maps its stop reason onto the error surfaces
+/// (`engine.md` §1.6).
+pub(crate) fn run(
+    engine: &Engine,
+    ctx: &RequestContext,
+    req: &SyncRequest,
+    sink: &mut dyn Sink,
+) -> Result<RoundOutcome, EngineError> {
+    let mut out = Emitter::new(sink);
+    let mut outcome = RoundOutcome::default();
+    match run_steps(engine, ctx, req, &mut out, &mut outcome) {
+        Ok(()) => Ok(outcome),
+        Err(Abort::Request(error)) if out.has_emitted() => {
+            out.emit(ResponseItem::Error(error.clone()))?;
+            out.emit(ResponseItem::End)?;
+            outcome.error = Some(error);
+            Ok(outcome)
+        }
+        Err(abort) => Err(abort.into_engine_error()),
+    }
+}
+
+fn run_steps(
+    engine: &Engine,
+    ctx: &RequestContext,
+    req: &SyncRequest,
+    out: &mut Emitter<'_>,
+    outcome: &mut RoundOutcome,
+) -> Result<(), Abort> {
+    let Some(mut round) = entry::enter(engine, ctx, req, out)? else {
+        return Ok(());
+    };
+    out.emit(ResponseItem::Header(RespHeader {
+        required_schema_version: None,
+        latest_schema_version: Some(round.running()),
+        log_epoch: (req.wire_version >= 2).then(|| round.reg.log_epoch.clone()),
+        reset_required: false,
+    }))?;
+    let result = run_body(&mut round, out);
+    *outcome = std::mem::take(&mut round.outcome);
+    result
+}
+
+/// E16–E19: pushes, pull, client record, `End`.
+fn run_body(round: &mut Round<'_>, out: &mut Emitter<'_>) -> Result<(), Abort> {
+    for commit in &round.req.pushes {
+        let result = crate::push::push_commit(round, commit)?;
+        out.emit(ResponseItem::PushResult(result))?;
+    }
+    let cursors = match &round.req.pull {
+        Some(pull) => Some(crate::pull::run_pull(round, pull, out)?),
+        None => None,
+    };
+    crate::pull::client_record::write(round, cursors.as_deref())?;
+    out.emit(ResponseItem::End)?;
+    Ok(())
+}
