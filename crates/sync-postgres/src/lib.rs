@@ -53,7 +53,7 @@
 //! (its sequence known from the locked counter) and the push-result insert
 //! travel with the `COMMIT`.
 //!
-//! With the `conformance` feature, [`harness::PostgresHarness`] runs the
+//! With the `conformance` feature, `harness::PostgresHarness` runs the
 //! dialect-agnostic conformance suite against a live server. With the
 //! `fault-injection` feature (tests only, never in a shipped binary),
 //! `PostgresStorage::set_fault_plan` makes a chosen statement fail or
