@@ -154,7 +154,7 @@ impl AllowedScopes {
     fn from_args(args: &SyncArgs) -> Self {
         let mut allowed = ScopeMap::new();
         for scope in &args.allow {
-            let values = allowed.entry(scope.key.clone()).or_insert_with(Vec::new);
+            let values = allowed.entry(scope.key.clone()).or_default();
             for value in &scope.values {
                 if !values.contains(value) {
                     values.push(value.clone());
