@@ -11,6 +11,7 @@
 pub mod child;
 mod concurrency;
 mod db;
+mod engine;
 mod fixture;
 mod machine;
 mod proxy;
@@ -27,6 +28,8 @@ mod w4_pull;
 mod w5_backfill;
 mod w6_fence_gate;
 mod w7_growth;
+mod w8_engine_push;
+mod w9_engine_pull;
 
 #[cfg(test)]
 mod tests;
@@ -74,7 +77,7 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,FULL,CONC,RT).
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W8,W9,FULL,CONC,RT).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Directory for the SQLite files (default: the system temporary directory).
@@ -262,6 +265,15 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
         if only.has("W4") {
             out.extend(w4_pull::run(&fixture, scale)?);
         }
+        if only.has("W9") {
+            out.extend(w9_engine_pull::run(&fixture, scale)?);
+        }
+    } else if only.has("W9") {
+        let fixture = w1_push::build_fixture(env, scale)?;
+        out.extend(w9_engine_pull::run(&fixture, scale)?);
+    }
+    if only.has("W8") {
+        out.extend(w8_engine_push::run(env, scale)?);
     }
     if env.dialect == Dialect::Sqlite && only.has("FULL") {
         out.extend(w1_push::run_full(env, scale)?);
