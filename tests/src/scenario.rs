@@ -1,5 +1,5 @@
 //! The deterministic workload of the fault sweeps and the process kills,
-//! on the [`fixture`](crate::fixture) schema family plus a unique index
+//! on the [`crate::fixture`] schema family plus a unique index
 //! (see [`schema`]): a base state with commits, a tombstone and client
 //! records; the standard push sequence (`storage-contract.md` §6.3) with
 //! reactions and a tombstone cleared; a rejected push, by the caller or by

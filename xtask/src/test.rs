@@ -1,4 +1,5 @@
-//! `cargo xtask test`: every test of the workspace, on both dialects.
+//! `cargo xtask test`: every test of the workspace, on both dialects, then
+//! the engine's examples.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -87,6 +88,27 @@ pub fn run(args: &TestArgs) -> Result<()> {
     if totals.passed == 0 {
         bail!("cargo test ran no test");
     }
+    run_examples(&url)
+}
+
+/// The engine's examples, each run to completion: a failing story step
+/// exits non-zero and fails the run.
+const EXAMPLES: [&str; 2] = ["todos_sqlite", "todos_postgres"];
+
+fn run_examples(url: &str) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    for example in EXAMPLES {
+        println!("xtask: example {example}");
+        let status = Command::new(&cargo)
+            .args(["run", "--quiet", "-p", "sync-engine", "--example", example])
+            .env(postgres_server::PG_URL_ENV, url)
+            .status()
+            .with_context(|| format!("running example {example}"))?;
+        if !status.success() {
+            bail!("example {example} failed ({status})");
+        }
+    }
+    println!("examples: {} ran", EXAMPLES.len());
     Ok(())
 }
 

@@ -4,23 +4,6 @@
 //! row's other columns, e.g. `search_text = lower(title)`. The projector
 //! re-derives it for each source row and writes the row back (version + 1)
 //! only when the stored value differs, so re-running a batch is a no-op.
-//!
-//! ```no_run
-//! # use std::sync::Arc;
-//! # use sync_backfill::{DerivedColumn, CheckpointRunner};
-//! # use sync_core::{RowValue, ServerStorage};
-//! # fn demo(storage: &dyn ServerStorage) -> sync_core::Result<()> {
-//! let schema = storage.ensured_schema().expect("ensured");
-//! let projector = DerivedColumn::new(schema, "tasks", "search_text", Arc::new(|table, values| {
-//!     let title = table.column_index.get("title").and_then(|&i| values.get(i));
-//!     Ok(match title {
-//!         Some(RowValue::String(t)) => RowValue::String(t.to_lowercase()),
-//!         _ => RowValue::Null,
-//!     })
-//! }))?;
-//! let outcome = CheckpointRunner::new(storage, "acme", "search_v2", 2, &projector).run()?;
-//! # Ok(()) }
-//! ```
 
 use std::collections::HashSet;
 use std::fmt;
@@ -37,6 +20,23 @@ use crate::projector::{distinct_ids, projection_row, Projector, SourceRowRef};
 pub type DeriveValue = Arc<dyn Fn(&CompiledTable, &[RowValue]) -> Result<RowValue> + Send + Sync>;
 
 /// Maintains one derived column of a table.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use sync_backfill::{DerivedColumn, CheckpointRunner};
+/// # use sync_core::{RowValue, ServerStorage};
+/// # fn demo(storage: &dyn ServerStorage) -> sync_core::Result<()> {
+/// let schema = storage.ensured_schema().expect("ensured");
+/// let projector = DerivedColumn::new(schema, "tasks", "search_text", Arc::new(|table, values| {
+///     let title = table.column_index.get("title").and_then(|&i| values.get(i));
+///     Ok(match title {
+///         Some(RowValue::String(t)) => RowValue::String(t.to_lowercase()),
+///         _ => RowValue::Null,
+///     })
+/// }))?;
+/// let outcome = CheckpointRunner::new(storage, "acme", "search_v2", 2, &projector).run()?;
+/// # Ok(()) }
+/// ```
 pub struct DerivedColumn {
     table: CompiledTable,
     column_index: usize,

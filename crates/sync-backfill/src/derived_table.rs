@@ -4,25 +4,6 @@
 //! The projection row has the source row's id and stored scopes, so clients
 //! pull it with the same filters. A deleted source row, or one the derive
 //! function maps to `None`, removes its projection row.
-//!
-//! ```no_run
-//! # use std::sync::Arc;
-//! # use sync_backfill::{DerivedTable, CheckpointRunner};
-//! # use sync_core::{RowValue, ServerStorage};
-//! # fn demo(storage: &dyn ServerStorage) -> sync_core::Result<()> {
-//! let schema = storage.ensured_schema().expect("ensured");
-//! // task_search(id, project_id, terms): one row per task.
-//! let projector = DerivedTable::new(schema, "tasks", "task_search", Arc::new(|source, values| {
-//!     let get = |name: &str| source.column_index.get(name).and_then(|&i| values.get(i)).cloned();
-//!     let terms = match get("title") {
-//!         Some(RowValue::String(t)) => RowValue::String(t.to_lowercase()),
-//!         _ => RowValue::Null,
-//!     };
-//!     Ok(Some(vec![get("id").unwrap_or(RowValue::Null), get("project_id").unwrap_or(RowValue::Null), terms]))
-//! }))?;
-//! let outcome = CheckpointRunner::new(storage, "acme", "task_search_v2", 2, &projector).run()?;
-//! # Ok(()) }
-//! ```
 
 use std::fmt;
 use std::sync::Arc;
@@ -39,6 +20,25 @@ pub type DeriveRow =
     Arc<dyn Fn(&CompiledTable, &[RowValue]) -> Result<Option<Vec<RowValue>>> + Send + Sync>;
 
 /// Maintains a projection table derived from one source table.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use sync_backfill::{DerivedTable, CheckpointRunner};
+/// # use sync_core::{RowValue, ServerStorage};
+/// # fn demo(storage: &dyn ServerStorage) -> sync_core::Result<()> {
+/// let schema = storage.ensured_schema().expect("ensured");
+/// // task_search(id, project_id, terms): one row per task.
+/// let projector = DerivedTable::new(schema, "tasks", "task_search", Arc::new(|source, values| {
+///     let get = |name: &str| source.column_index.get(name).and_then(|&i| values.get(i)).cloned();
+///     let terms = match get("title") {
+///         Some(RowValue::String(t)) => RowValue::String(t.to_lowercase()),
+///         _ => RowValue::Null,
+///     };
+///     Ok(Some(vec![get("id").unwrap_or(RowValue::Null), get("project_id").unwrap_or(RowValue::Null), terms]))
+/// }))?;
+/// let outcome = CheckpointRunner::new(storage, "acme", "task_search_v2", 2, &projector).run()?;
+/// # Ok(()) }
+/// ```
 pub struct DerivedTable {
     source: CompiledTable,
     target: CompiledTable,

@@ -9,6 +9,46 @@
 //! `sync-postgres`) implement the traits; `sync-schema` compiles schema input
 //! into [`CompiledSchema`]; the conformance suite and the backfill runner
 //! work over the traits only.
+//!
+//! The row codec and the serve-gate rules are plain functions, usable
+//! without a database:
+//!
+//! ```
+//! use sync_core::codec::{self, ColumnShape};
+//! use sync_core::{serve_gate_refusal, ColumnType, RowValue, ServeContext, ServeGate};
+//!
+//! # fn main() -> sync_core::Result<()> {
+//! // A row (id, title, done) as the bytes a client pushes and pulls.
+//! let columns = [
+//!     ColumnShape::required(ColumnType::String),
+//!     ColumnShape::required(ColumnType::String),
+//!     ColumnShape::optional(ColumnType::Boolean),
+//! ];
+//! let values = vec![
+//!     RowValue::String("t1".into()),
+//!     RowValue::String("Buy milk".into()),
+//!     RowValue::Null,
+//! ];
+//! let payload = codec::encode(&columns, &values)?;
+//! assert_eq!(codec::decode(&columns, &payload)?, values);
+//!
+//! // A v2 process must not serve a partition whose v2 backfill checkpoint
+//! // is still pending unless it declared that checkpoint.
+//! let gate = ServeGate {
+//!     partition: "acme".into(),
+//!     stored_schema_version: 2,
+//!     log_epoch: Some("epoch-1".into()),
+//!     pending: vec!["search_v2".into()],
+//! };
+//! let refusal = serve_gate_refusal(&gate, 2, &ServeContext::default());
+//! assert_eq!(refusal.map(|r| r.reason()), Some("checkpoint_pending"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Errors carry stable codes ([`ErrorCode`]); [`Error::retryable`] tells
+//! which ones a caller may retry (`sync.storage.busy`,
+//! `sync.schema_not_ready`, …).
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 

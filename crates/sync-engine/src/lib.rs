@@ -12,6 +12,54 @@
 //! [`Engine::acknowledge`] and [`Engine::prune`] cover realtime
 //! acknowledgements and retention.
 //!
+//! ```
+//! use std::sync::Arc;
+//! use sync_core::{EnsureOptions, ServerStorage};
+//! use sync_engine::{
+//!     Engine, EngineConfig, RequestContext, ResolveError, ResponseItem, ScopeMap, SyncRequest,
+//! };
+//! use sync_sqlite::{SqliteConfig, SqliteStorage};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Startup: compile the schema, open and ensure the storage, build the engine.
+//! let schema = Arc::new(sync_schema::compile(&sync_schema::parse_schema_json(
+//!     r#"{"version": 1, "tables": [{"name": "todos", "primaryKey": "id",
+//!         "columns": [{"name": "id", "type": "string"}, {"name": "list_id", "type": "string"},
+//!                     {"name": "title", "type": "string"}],
+//!         "scopes": ["list:{list_id}"]}]}"#,
+//! )?)?);
+//! let dir = tempfile::tempdir()?;
+//! let storage = Arc::new(SqliteStorage::open(dir.path().join("app.db"), SqliteConfig::default())?);
+//! storage.ensure_schema(&schema, &EnsureOptions::default())?;
+//! // Which scopes an authenticated actor may read and write.
+//! let resolver = |_partition: &str, actor: &str, _client: &str| -> Result<ScopeMap, ResolveError> {
+//!     let lists = if actor == "alice" { vec!["l1".to_owned()] } else { vec![] };
+//!     Ok(ScopeMap::from([("list_id".to_owned(), lists)]))
+//! };
+//! let engine = Engine::new(storage, schema, EngineConfig::new(Arc::new(resolver)))?;
+//!
+//! // One request: the transport authenticated alice in partition acme.
+//! let ctx = RequestContext::new("acme", "alice");
+//! let request = SyncRequest::from_json_lines(concat!(
+//!     r#"{"type":"REQ_HEADER","clientId":"phone-1","schemaVersion":1}"#, "\n",
+//!     r#"{"type":"PULL_HEADER","limitCommits":100,"limitSnapshotRows":100,"maxSnapshotPages":4}"#, "\n",
+//!     r#"{"type":"SUBSCRIPTION","id":"s1","table":"todos","scopes":{"list_id":["l1"]},"cursor":-1}"#,
+//! ))?;
+//! let mut items: Vec<ResponseItem> = Vec::new();
+//! engine.handle(&ctx, &request, &mut items)?;
+//! // A client without the partition's log epoch is told it (and to reset) first.
+//! assert!(matches!(&items[0], ResponseItem::Header(h) if h.reset_required && h.log_epoch.is_some()));
+//! assert_eq!(items.last(), Some(&ResponseItem::End));
+//! print!("{}", items.iter().map(ResponseItem::to_json_lines).collect::<String>());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `examples/todos_sqlite.rs` and `examples/todos_postgres.rs` tell a whole
+//! story (conflict, idempotent retry, bootstrap, incremental pull, pruning
+//! and the reset of a client behind the horizon); `docs/library.md` is the
+//! guide.
+//!
 //! The engine is not a transport or a codec: it consumes a typed
 //! [`SyncRequest`] and hands typed [`ResponseItem`]s to a [`Sink`]. The
 //! SSP2 debug JSON rendering of those frames (one frame per line, a

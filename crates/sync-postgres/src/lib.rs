@@ -7,6 +7,27 @@
 //! synchronous `postgres` clients. It is not a general database toolkit, it
 //! is not async, and it shares no dialect code with `sync-sqlite`.
 //!
+//! ```no_run
+//! use sync_core::{EnsureOptions, ServerStorage};
+//! use sync_postgres::{PostgresConfig, PostgresStorage};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let schema = sync_schema::compile(&sync_schema::parse_schema_json(
+//!     r#"{"version": 1, "tables": [{"name": "todos", "primaryKey": "id",
+//!         "columns": [{"name": "id", "type": "string"}, {"name": "list_id", "type": "string"}],
+//!         "scopes": ["list:{list_id}"]}]}"#,
+//! )?)?;
+//! let config = PostgresConfig {
+//!     schema: Some("app".into()), // every pooled connection uses `SET search_path TO "app"`
+//!     ..PostgresConfig::default()
+//! };
+//! let storage = PostgresStorage::connect("postgres://app@db.internal:5432/app", config)?;
+//! storage.ensure_schema(&schema, &EnsureOptions::default())?;
+//! assert_eq!(storage.ensured_version(), Some(1));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! How it maps the contract onto Postgres (`dialects.md`):
 //!
 //! - one pooled connection per transaction, `BEGIN ISOLATION LEVEL READ
@@ -32,7 +53,7 @@
 //! (its sequence known from the locked counter) and the push-result insert
 //! travel with the `COMMIT`.
 //!
-//! With the `conformance` feature, [`harness::PostgresHarness`] runs the
+//! With the `conformance` feature, `harness::PostgresHarness` runs the
 //! dialect-agnostic conformance suite against a live server. With the
 //! `fault-injection` feature (tests only, never in a shipped binary),
 //! `PostgresStorage::set_fault_plan` makes a chosen statement fail or

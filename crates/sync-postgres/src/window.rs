@@ -62,7 +62,7 @@ static MERGED_PAGE_SQL: [OnceLock<String>; MERGED_WINDOW_VALUES + 1] =
     [const { OnceLock::new() }; MERGED_WINDOW_VALUES + 1];
 
 /// The window page for `values` values, with the parameters of
-/// [`WINDOW_PAGE_SQL`].
+/// `WINDOW_PAGE_SQL`.
 ///
 /// For 2 to [`MERGED_WINDOW_VALUES`] values the candidates come from one
 /// ordered primary-key range per value (`s.value = ($4)[k]`), combined by
@@ -72,7 +72,7 @@ static MERGED_PAGE_SQL: [OnceLock<String>; MERGED_WINDOW_VALUES + 1] =
 /// and sort every matching entry above the cursor, so its page time grows
 /// with the log; this one does not. Both return the same candidates
 /// (`docs/decisions.md`). One value, or more than [`MERGED_WINDOW_VALUES`],
-/// use [`WINDOW_PAGE_SQL`].
+/// use `WINDOW_PAGE_SQL`.
 pub fn window_page_sql(values: usize) -> &'static str {
     match MERGED_PAGE_SQL.get(values) {
         Some(cell) if values >= 2 => cell.get_or_init(|| merged_page_sql(values)),

@@ -2,6 +2,26 @@
 //! complete implementation of [`sync_core::ServerStorage`] and
 //! [`sync_core::StorageTransaction`] on one SQLite database file.
 //!
+//! ```
+//! use sync_core::{EnsureOptions, ServerStorage};
+//! use sync_sqlite::{SqliteConfig, SqliteStorage};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let schema = sync_schema::compile(&sync_schema::parse_schema_json(
+//!     r#"{"version": 1, "tables": [{"name": "todos", "primaryKey": "id",
+//!         "columns": [{"name": "id", "type": "string"}, {"name": "list_id", "type": "string"}],
+//!         "scopes": ["list:{list_id}"]}]}"#,
+//! )?)?;
+//! let dir = tempfile::tempdir()?;
+//! let storage = SqliteStorage::open(dir.path().join("app.db"), SqliteConfig::default())?;
+//! // Creates the tables at a fresh file, verifies (or migrates) otherwise.
+//! storage.ensure_schema(&schema, &EnsureOptions::default())?;
+//! assert_eq!(storage.ensured_version(), Some(1));
+//! assert!(storage.capabilities().reactions);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! It is for embedding the server storage in a single process (or a few
 //! processes sharing one file): every write of every partition is
 //! serialized through one writer connection under `BEGIN IMMEDIATE`, reads
@@ -14,17 +34,6 @@
 //! With the `fault-injection` feature (tests only, never in a shipped
 //! binary), `SqliteStorage::set_fault_plan` makes a chosen statement fail
 //! (`sync_core::fault`); every statement passes through one seam for it.
-//!
-//! ```no_run
-//! use sync_sqlite::{SqliteConfig, SqliteStorage};
-//! use sync_core::ServerStorage;
-//!
-//! # fn main() -> sync_core::Result<()> {
-//! let storage = SqliteStorage::open("app.db", SqliteConfig::default())?;
-//! assert!(storage.capabilities().reactions);
-//! # Ok(())
-//! # }
-//! ```
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 

@@ -53,6 +53,8 @@ pub enum Command {
     Commits(CommitsArgs),
     /// Tell and show the whole story on a fresh database.
     Demo(DemoArgs),
+    /// Run one sync round (push and pull) from a JSON-lines request.
+    Sync(SyncArgs),
     /// Every error code this command can print, with its message.
     Errors(ErrorsArgs),
 }
@@ -327,6 +329,64 @@ pub struct DemoArgs {
     pub rows: u32,
 }
 
+/// `sync`.
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// Schema file; the database must already be at its version.
+    #[arg(long, value_name = "FILE")]
+    pub schema: PathBuf,
+
+    /// Partition of the request (what authentication would set).
+    #[arg(long, value_name = "P")]
+    pub partition: String,
+
+    /// Actor of the request (what authentication would set).
+    #[arg(long, value_name = "A")]
+    pub actor: String,
+
+    /// An allowed scope `KEY=V1,V2` of the actor (repeatable); `KEY=*`
+    /// allows any value. Without `--allow` nothing is allowed.
+    #[arg(long = "allow", value_name = "KEY=V1,V2", value_parser = parse_allow)]
+    pub allow: Vec<AllowedScope>,
+
+    /// Declare a backfill checkpoint `PARTITION:NAME` as this process
+    /// (repeatable), as a server started with that declaration would.
+    #[arg(long = "declare", value_name = "P:NAME", value_parser = parse_declaration)]
+    pub declare: Vec<Declaration>,
+
+    /// The request as JSON lines; `-` (the default) reads stdin.
+    #[arg(long, value_name = "FILE|-", default_value = "-")]
+    pub request: String,
+
+    /// Write rows and `serverRow` as base64 row-codec bytes instead of
+    /// decoded JSON objects.
+    #[arg(long)]
+    pub raw_bytes: bool,
+}
+
+/// An `--allow KEY=V1,V2` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedScope {
+    /// Scope variable.
+    pub key: String,
+    /// Allowed values (`*` = any).
+    pub values: Vec<String>,
+}
+
+fn parse_allow(text: &str) -> Result<AllowedScope, String> {
+    let (key, values) = text
+        .split_once('=')
+        .ok_or_else(|| "expected KEY=V1,V2 (or KEY=*)".to_owned())?;
+    let values: Vec<String> = values.split(',').map(str::to_owned).collect();
+    if key.is_empty() || values.iter().any(String::is_empty) {
+        return Err("expected KEY=V1,V2 with a non-empty key and non-empty values".to_owned());
+    }
+    Ok(AllowedScope {
+        key: key.to_owned(),
+        values,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -350,6 +410,22 @@ mod tests {
         assert!(parse_declaration("acme").is_err());
         assert!(parse_declaration(":x").is_err());
         assert!(parse_declaration("x:").is_err());
+    }
+
+    #[test]
+    fn allowed_scopes_split_key_and_values() {
+        assert_eq!(
+            parse_allow("list=l1,l2").unwrap(),
+            AllowedScope {
+                key: "list".into(),
+                values: vec!["l1".into(), "l2".into()]
+            }
+        );
+        assert_eq!(parse_allow("list=*").unwrap().values, ["*"]);
+        assert!(parse_allow("list").is_err());
+        assert!(parse_allow("=l1").is_err());
+        assert!(parse_allow("list=").is_err());
+        assert!(parse_allow("list=a,,b").is_err());
     }
 
     #[test]

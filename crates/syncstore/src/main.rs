@@ -39,6 +39,9 @@ fn main() -> ExitCode {
     }
     output::init_logs(cli.verbose);
     let format = if cli.json { Format::Json } else { Format::Text };
+    if let Command::Sync(args) = &cli.command {
+        return sync_exit(commands::sync::run(cli.db.as_deref(), args), format);
+    }
     match commands::run(&cli, format) {
         Ok(report) => {
             output::print_report(&report, format);
@@ -49,6 +52,25 @@ fn main() -> ExitCode {
             output::log_chain(&error);
             output::print_error(&error, format);
             ExitCode::from(1)
+        }
+    }
+}
+
+/// `sync` exit statuses: 0 the round ended with `END` and no `ERROR`; 1 a
+/// request-level `ERROR` (on stdout) or a failure without a wire code (on
+/// stderr); 2 no round ran (usage, database, files, schema version).
+fn sync_exit(end: commands::sync::SyncEnd, format: Format) -> ExitCode {
+    use commands::sync::SyncEnd;
+    match end {
+        SyncEnd::Completed => ExitCode::SUCCESS,
+        SyncEnd::Refused => ExitCode::from(1),
+        SyncEnd::Failed(error) => {
+            output::print_error(&error, format);
+            ExitCode::from(1)
+        }
+        SyncEnd::NotStarted(error) => {
+            output::print_error(&error, format);
+            ExitCode::from(2)
         }
     }
 }

@@ -173,6 +173,14 @@ impl Database {
         }
     }
 
+    /// The storage as a shared handle (what the engine holds).
+    pub fn shared_storage(&self) -> Arc<dyn ServerStorage> {
+        match &self.backend {
+            Backend::Sqlite(storage) => storage.clone(),
+            Backend::Postgres(storage) => storage.clone(),
+        }
+    }
+
     /// The URL this instance was opened from.
     pub fn url(&self) -> &DatabaseUrl {
         &self.url

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Number, Value};
 use sync_core::codec::{self, ColumnSpec};
-use sync_core::{LayoutColumn, RowValue, StoredScopes};
+use sync_core::{ColumnType, LayoutColumn, RowValue, StoredScopes};
 
 /// One value as JSON.
 pub fn value_to_json(value: &RowValue) -> Value {
@@ -68,10 +68,60 @@ pub fn decode_payload(layout: &[LayoutColumn], payload: &[u8]) -> Option<Map<Str
     })
 }
 
+/// The inverse of [`value_to_json`] for a column of `column_type`: how
+/// `sync` reads a JSON-object payload. `null` is NULL; `json` and
+/// `blob_ref` take their document as a string (or any other JSON value,
+/// written as compact text); `bytes` and `crdt` take lowercase or uppercase
+/// hex; a float also takes `"NaN"`, `"inf"` and `"-inf"`. `Err` names what
+/// was expected.
+pub fn value_from_json(column_type: ColumnType, value: &Value) -> Result<RowValue, &'static str> {
+    if value.is_null() {
+        return Ok(RowValue::Null);
+    }
+    match column_type {
+        ColumnType::String => value
+            .as_str()
+            .map(|t| RowValue::String(t.to_owned()))
+            .ok_or("a string"),
+        ColumnType::Integer => value.as_i64().map(RowValue::Integer).ok_or("an integer"),
+        ColumnType::Float => match value {
+            Value::Number(n) => n.as_f64().map(RowValue::Float).ok_or("a number"),
+            Value::String(t) => match t.as_str() {
+                "NaN" => Ok(RowValue::Float(f64::NAN)),
+                "inf" => Ok(RowValue::Float(f64::INFINITY)),
+                "-inf" => Ok(RowValue::Float(f64::NEG_INFINITY)),
+                _ => Err("a number, \"NaN\", \"inf\" or \"-inf\""),
+            },
+            _ => Err("a number"),
+        },
+        ColumnType::Boolean => value
+            .as_bool()
+            .map(RowValue::Boolean)
+            .ok_or("true or false"),
+        ColumnType::Json => Ok(RowValue::Json(document_text(value))),
+        ColumnType::BlobRef => Ok(RowValue::BlobRef(document_text(value))),
+        ColumnType::Bytes => hex_bytes(value).map(RowValue::Bytes),
+        ColumnType::Crdt => hex_bytes(value).map(RowValue::Crdt),
+    }
+}
+
+fn document_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn hex_bytes(value: &Value) -> Result<Vec<u8>, &'static str> {
+    value
+        .as_str()
+        .and_then(|t| hex::decode(t).ok())
+        .ok_or("hex text")
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use sync_core::ColumnType;
 
     use super::*;
 
@@ -108,6 +158,38 @@ mod tests {
             value_to_json(&RowValue::BlobRef("{\"blobId\":\"x\"}".into())),
             json!("{\"blobId\":\"x\"}")
         );
+    }
+
+    #[test]
+    fn json_values_read_back_as_the_values_they_render() {
+        let samples = [
+            (ColumnType::String, RowValue::String("a".into())),
+            (ColumnType::Integer, RowValue::Integer(-7)),
+            (ColumnType::Float, RowValue::Float(1.5)),
+            (ColumnType::Float, RowValue::Float(f64::NEG_INFINITY)),
+            (ColumnType::Boolean, RowValue::Boolean(true)),
+            (
+                ColumnType::Json,
+                RowValue::Json("{\"b\":2, \"a\":1}".into()),
+            ),
+            (ColumnType::Bytes, RowValue::Bytes(vec![0, 0xAB])),
+            (ColumnType::Crdt, RowValue::Crdt(vec![1])),
+            (ColumnType::String, RowValue::Null),
+        ];
+        for (column_type, value) in samples {
+            assert_eq!(
+                value_from_json(column_type, &value_to_json(&value)),
+                Ok(value)
+            );
+        }
+        assert_eq!(
+            value_from_json(ColumnType::Json, &json!({"a": [1]})),
+            Ok(RowValue::Json("{\"a\":[1]}".into()))
+        );
+        assert!(value_from_json(ColumnType::Integer, &json!("7")).is_err());
+        assert!(value_from_json(ColumnType::Integer, &json!(1.5)).is_err());
+        assert!(value_from_json(ColumnType::Bytes, &json!("xyz")).is_err());
+        assert!(value_from_json(ColumnType::Boolean, &json!(1)).is_err());
     }
 
     #[test]

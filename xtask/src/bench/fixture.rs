@@ -9,7 +9,7 @@ use sync_core::{codec, CompiledSchema, CompiledTable, RowValue, StoredScopes};
 /// The benchmarked table.
 pub const TABLE: &str = "todos";
 /// The scope variable.
-pub const SCOPE_VAR: &str = "list";
+pub const SCOPE_VAR: &str = "list_id";
 /// Lists the row ids cycle over.
 pub const LISTS: u64 = 100;
 /// The derived column of W5.
@@ -69,7 +69,7 @@ pub struct BenchRow {
     pub server_version: i64,
     pub payload: Vec<u8>,
     pub scopes: StoredScopes,
-    /// The scopes exactly as the dialects store them (`{"list":"list-007"}`).
+    /// The scopes exactly as the dialects store them (`{"list_id":"list-007"}`).
     pub scopes_json: String,
 }
 

@@ -11,6 +11,7 @@
 pub mod child;
 mod concurrency;
 mod db;
+mod engine;
 mod fixture;
 mod machine;
 mod proxy;
@@ -28,6 +29,8 @@ mod w4_pull;
 mod w5_backfill;
 mod w6_fence_gate;
 mod w7_growth;
+mod w8_engine_push;
+mod w9_engine_pull;
 
 #[cfg(test)]
 mod tests;
@@ -75,7 +78,7 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,NORMAL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,NORMAL,CONC,RT;
     /// W3G is the W3 growth of scan pages with the table size).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -271,6 +274,15 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
         if only.has("W4") {
             out.extend(w4_pull::run(&fixture, scale)?);
         }
+        if only.has("W9") {
+            out.extend(w9_engine_pull::run(&fixture, scale)?);
+        }
+    } else if only.has("W9") {
+        let fixture = w1_push::build_fixture(env, scale)?;
+        out.extend(w9_engine_pull::run(&fixture, scale)?);
+    }
+    if only.has("W8") {
+        out.extend(w8_engine_push::run(env, scale)?);
     }
     if env.dialect == Dialect::Sqlite && only.has("NORMAL") {
         out.extend(w1_push::run_normal(env, scale)?);

@@ -140,7 +140,7 @@ impl PushRun {
     }
 }
 
-fn timed(
+pub fn timed(
     commits: usize,
     rows: usize,
     mut push: impl FnMut(usize) -> Result<()>,

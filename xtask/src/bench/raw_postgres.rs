@@ -129,7 +129,7 @@ u.scopes::jsonb, u.payload FROM unnest($2::text[], $3::text[], $4::text[], $5::b
 $6::int8[], $7::int8[], $8::int8[], $9::text[], $10::bytea[]) \
 AS u(id, list_id, title, done, position, updated, version, scopes, payload)";
 const SEED_ROW_SCOPES: &str = "INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
-SELECT $1, 'todos', 'list', u.list_id, u.id FROM unnest($2::text[], $3::text[]) AS u(id, list_id)";
+SELECT $1, 'todos', 'list_id', u.list_id, u.id FROM unnest($2::text[], $3::text[]) AS u(id, list_id)";
 const SEED_COMMITS: &str = "INSERT INTO sync_commits (partition, commit_seq, client_id, \
 client_commit_id, actor_id, created_at_ms, writer_version) \
 SELECT $1, u.seq, u.client, u.commit_id, 'seed-user', u.seq + $2, $3 \
@@ -140,7 +140,7 @@ row_version, scopes, payload) SELECT $1, u.seq, 0, 'todos', u.row_id, 1, u.versi
 u.scopes::jsonb, u.payload FROM unnest($2::int8[], $3::text[], $4::int8[], $5::text[], \
 $6::bytea[]) AS u(seq, row_id, version, scopes, payload)";
 const SEED_CHANGE_SCOPES: &str = "INSERT INTO sync_change_scopes (partition, tbl, var, value, \
-commit_seq) SELECT $1, 'todos', 'list', u.value, u.seq FROM unnest($2::int8[], $3::text[]) \
+commit_seq) SELECT $1, 'todos', 'list_id', u.value, u.seq FROM unnest($2::int8[], $3::text[]) \
 AS u(seq, value)";
 const SEED_RESULTS: &str = "INSERT INTO sync_push_results (partition, client_id, \
 client_commit_id, result) SELECT $1, u.client, u.commit_id, \

@@ -19,16 +19,20 @@ pub(crate) enum Abort {
 }
 
 impl Abort {
-    /// Storage error mapping: `busy` and `schema_not_ready` are request-level
-    /// with their own codes; a writer fence refusal (from whichever call
+    /// Storage error mapping: `busy`, `connection_lost`, `outcome_unknown`
+    /// and `schema_not_ready` are request-level and retryable with their own
+    /// codes (a client retries the same commit id; after `outcome_unknown`
+    /// the first-writer-wins push result answers `cached` if the commit had
+    /// landed — `docs/decisions.md`); a writer fence refusal (from whichever call
     /// reports it: the append, a deferred flush, the commit) is request-level
     /// `sync.schema_not_ready` with `reason = writer_fenced` and is never
     /// persisted (`engine.md` §4.10); everything else is internal.
     pub(crate) fn storage(error: Error) -> Self {
         match error.code() {
-            ErrorCode::Busy | ErrorCode::SchemaNotReady => {
-                Abort::Request(WireError::from_storage(&error))
-            }
+            ErrorCode::Busy
+            | ErrorCode::ConnectionLost
+            | ErrorCode::OutcomeUnknown
+            | ErrorCode::SchemaNotReady => Abort::Request(WireError::from_storage(&error)),
             ErrorCode::WriterFenceRejected => Abort::Request(
                 WireError::new(
                     "sync.schema_not_ready",
@@ -70,3 +74,36 @@ impl std::fmt::Display for InternalFailure {
 }
 
 impl std::error::Error for InternalFailure {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_storage_failures_are_request_level_with_their_own_codes() {
+        for code in [
+            ErrorCode::Busy,
+            ErrorCode::ConnectionLost,
+            ErrorCode::OutcomeUnknown,
+            ErrorCode::SchemaNotReady,
+        ] {
+            match Abort::storage(Error::new(code)) {
+                Abort::Request(wire) => {
+                    assert_eq!(wire.code, code.as_str());
+                    assert!(wire.retryable, "{code} must be retryable on the wire");
+                }
+                other => panic!("{code} mapped to {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn other_storage_failures_are_internal() {
+        for code in [ErrorCode::Backend, ErrorCode::TransactionAborted] {
+            assert!(matches!(
+                Abort::storage(Error::new(code)),
+                Abort::Internal(_)
+            ));
+        }
+    }
+}

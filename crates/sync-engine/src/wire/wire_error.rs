@@ -169,6 +169,20 @@ const CATALOG: &[Entry] = &[
         503,
     ),
     ("sync.storage.busy", "unavailable", true, "retryLater", 503),
+    (
+        "sync.storage.connection_lost",
+        "unavailable",
+        true,
+        "retryLater",
+        503,
+    ),
+    (
+        "sync.storage.outcome_unknown",
+        "unavailable",
+        true,
+        "retryLater",
+        503,
+    ),
     ("blob.not_found", "not-found", false, "fixRequest", 404),
     (
         "operation.unknown",
@@ -258,8 +272,9 @@ impl WireError {
     }
 
     /// The wire form of a storage or gate error whose code is itself a wire
-    /// code (`sync.schema_not_ready`, `sync.storage.busy`), carrying the
-    /// error's details.
+    /// code (`sync.schema_not_ready`, `sync.storage.busy`,
+    /// `sync.storage.connection_lost`, `sync.storage.outcome_unknown`),
+    /// carrying the error's details.
     pub fn from_storage(error: &sync_core::Error) -> Self {
         let mut wire = Self::new(error.code().as_str(), error.message());
         for (key, value) in error.details() {

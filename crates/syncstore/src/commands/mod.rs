@@ -9,6 +9,7 @@ mod migrate;
 mod prune;
 mod rows;
 mod status;
+pub mod sync;
 
 use crate::cli::{Cli, Command};
 use crate::error::CliResult;
@@ -38,5 +39,7 @@ pub fn run(cli: &Cli, format: Format) -> CliResult<Report> {
         Command::Prune(args) => prune::run(&open()?, args),
         Command::Rows(args) => rows::run(&inspect()?, args),
         Command::Commits(args) => commits::run(&inspect()?, args),
+        // Streams JSON lines and has its own exit statuses: `main` runs it.
+        Command::Sync(_) => unreachable!("`sync` is dispatched by main"),
     }
 }
