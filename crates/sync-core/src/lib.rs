@@ -113,5 +113,7 @@ pub use schema::{
 pub use scope::{candidate_variable, matches_filter, ScopeFilter, StoredScopes};
 pub use storage::{EnsureOptions, EnsureOutcome, SchemaMarker, ServerStorage};
 pub use transaction::StorageTransaction;
-pub use unfinished::{resolve_unfinished, Resolution, ResolvedCheckpoint, UnfinishedResolution};
+pub use unfinished::{
+    bump_resolutions, resolve_unfinished, Resolution, ResolvedCheckpoint, UnfinishedResolution,
+};
 pub use value::{RowValue, SqlValue};

@@ -38,10 +38,17 @@ pub struct EnsureOptions {
     /// Checkpoints this process declares (installed by a bump; matched by the startup check).
     pub declarations: Vec<CheckpointDeclaration>,
     /// How a bump resolves checkpoints of older versions that are not
-    /// activated (finish or refuse; `sync_core::resolve_unfinished`). Without
-    /// a resolution for each, the bump fails with
-    /// `sync.storage.checkpoint_unfinished`.
+    /// activated (finish or refuse; `sync_core::resolve_unfinished`): carried
+    /// to the new version or abandoned.
     pub unfinished: Vec<UnfinishedResolution>,
+    /// Finish or refuse: a bump that meets a checkpoint of an older version
+    /// that is not activated and has no resolution in
+    /// [`EnsureOptions::unfinished`] fails with
+    /// `sync.storage.checkpoint_unfinished` naming them, and changes nothing.
+    /// Off by default, as the storage contract specifies `ensure_schema`
+    /// (such checkpoints stay as they are); the operator command line always
+    /// turns it on (`docs/decisions.md`, "Finish or refuse").
+    pub refuse_unfinished: bool,
     /// Test hook called inside the migration transaction right after the
     /// migration lock is held (feature `test-hooks`).
     #[cfg(feature = "test-hooks")]
@@ -75,6 +82,7 @@ impl fmt::Debug for EnsureOptions {
         f.debug_struct("EnsureOptions")
             .field("declarations", &self.declarations)
             .field("unfinished", &self.unfinished)
+            .field("refuse_unfinished", &self.refuse_unfinished)
             .finish_non_exhaustive()
     }
 }

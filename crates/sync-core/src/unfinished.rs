@@ -113,6 +113,31 @@ pub fn resolve_unfinished(
         .detail("count", missing.len()))
 }
 
+/// The resolution plan of one bump under its options: with
+/// [`crate::EnsureOptions::refuse_unfinished`] every unfinished checkpoint
+/// needs a resolution ([`resolve_unfinished`]); without it (the storage
+/// contract's default, which C-222, C-269, C-270 and C-297 hold) the bump
+/// goes ahead and applies only the resolutions it was given, leaving the
+/// other checkpoints as they are.
+pub fn bump_resolutions(
+    unfinished: &[StoredCheckpoint],
+    opts: &crate::EnsureOptions,
+) -> Result<Vec<ResolvedCheckpoint>> {
+    if opts.refuse_unfinished {
+        return resolve_unfinished(unfinished, &opts.unfinished);
+    }
+    let resolvable: Vec<StoredCheckpoint> = unfinished
+        .iter()
+        .filter(|c| {
+            opts.unfinished
+                .iter()
+                .any(|r| r.partition == c.partition && r.name == c.name)
+        })
+        .cloned()
+        .collect();
+    resolve_unfinished(&resolvable, &opts.unfinished)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

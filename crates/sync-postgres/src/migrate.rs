@@ -5,7 +5,7 @@
 //! its first partition statement while plain reads continue.
 
 use postgres::types::ToSql;
-use sync_core::{resolve_unfinished, CompiledSchema, EnsureOptions, Resolution, Result};
+use sync_core::{bump_resolutions, CompiledSchema, EnsureOptions, Resolution, Result};
 use sync_schema::{
     layouts_json, parse_layouts, plan_legacy_upgrade, plan_migration, Dialect, Statement,
 };
@@ -70,10 +70,7 @@ pub(crate) fn bump(
             &opts.declarations,
             schema.version,
         )?;
-        let resolved = resolve_unfinished(
-            &checkpoints::unfinished(conn, schema.version)?,
-            &opts.unfinished,
-        )?;
+        let resolved = bump_resolutions(&checkpoints::unfinished(conn, schema.version)?, opts)?;
         let layouts = parse_layouts(stored.as_ref().map(|m| m.layouts.as_str()))?;
         let mut names: Vec<String> = schema.tables.iter().map(|t| t.name.clone()).collect();
         names = names_with_internal(names);

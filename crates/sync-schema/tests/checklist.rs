@@ -22,7 +22,7 @@ fn c041_not_json_is_malformed_input() {
     );
     assert!(error
         .message()
-        .starts_with("schema input is malformed at : not valid JSON"));
+        .starts_with("schema input is malformed at /: not valid JSON"));
     assert_code("tables: []", ErrorCode::SchemaMalformedInput);
 }
 

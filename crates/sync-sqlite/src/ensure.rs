@@ -5,7 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 use sync_core::{
-    resolve_unfinished, validate, CheckpointDeclaration, CheckpointKey, CompiledSchema,
+    bump_resolutions, validate, CheckpointDeclaration, CheckpointKey, CompiledSchema,
     EnsureOptions, EnsureOutcome, Error, ErrorCode, Resolution, Result,
 };
 use sync_schema::{
@@ -202,10 +202,7 @@ fn bump_locked(
         &opts.declarations,
         version,
     )?;
-    let resolved = resolve_unfinished(
-        &checkpoints::list_unfinished(conn, version)?,
-        &opts.unfinished,
-    )?;
+    let resolved = bump_resolutions(&checkpoints::list_unfinished(conn, version)?, opts)?;
     let stored = match &marker {
         Some(m) => parse_layouts(m.layouts.as_deref())?,
         None => StoredLayouts::new(),

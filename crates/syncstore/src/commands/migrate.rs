@@ -66,6 +66,7 @@ pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
         let outcome = loop {
             let opts = EnsureOptions {
                 unfinished: resolutions.clone(),
+                refuse_unfinished: true,
                 ..EnsureOptions::with_declarations(effective.clone())
             };
             match storage.ensure_schema_outcome(&schema, &opts) {

@@ -11,7 +11,7 @@
 //! else is the error `sync.cli.fence_not_enforced` with its `cause`.
 
 use serde_json::{json, Value};
-use sync_core::{serve_gate_refusal, ServeContext, ServerStorage};
+use sync_core::{serve_gate_refusal, FenceTriggerState, ServeContext, ServerStorage};
 
 use crate::cli::PartitionFilter;
 use crate::error::{CliCode, CliError, CliResult};
@@ -25,8 +25,13 @@ use crate::url::Database;
 /// Runs `status`.
 pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
     let storage = db.storage();
-    require_enforced_fence(storage)?;
+    let trigger = storage.writer_fence_trigger()?;
     let (marker, layouts) = stored_schema(storage)?;
+    let fence_raised = marker
+        .as_ref()
+        .and_then(|m| m.required_writer_version)
+        .is_some_and(|fence| fence > 0);
+    require_enforced_fence(trigger, fence_raised)?;
     let running = stored_version(marker.as_ref());
     let names: Vec<String> = layouts.iter().map(|(name, _)| name.to_owned()).collect();
     let observed = db.observe_tables(&names)?;
@@ -44,6 +49,12 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
                 .map_or_else(|| "none".to_owned(), |f| f.to_string())
         )),
         None => text.push_str("no schema yet (run `syncstore migrate --schema FILE`)\n"),
+    }
+    if trigger == FenceTriggerState::Missing {
+        text.push_str(
+            "writer-fence trigger not installed: no fence raised yet \
+             (`syncstore migrate` installs it)\n",
+        );
     }
 
     let mut tables = Vec::new();
@@ -94,10 +105,15 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
 }
 
 /// Fails with `sync.cli.fence_not_enforced` unless the fence trigger
-/// enforces the stored fences (or there is no commit table yet).
-fn require_enforced_fence(storage: &dyn ServerStorage) -> CliResult<()> {
-    match storage.writer_fence_trigger()?.cause() {
+/// enforces the stored fences (or there is no commit table yet). A database
+/// no syncstore process has set up yet (one the reference wrote before the
+/// migration barrier) has neither the trigger nor a database-wide fence:
+/// there is no fence to misreport, so a missing trigger is only an error
+/// once a fence is raised (`docs/decisions.md`).
+fn require_enforced_fence(trigger: FenceTriggerState, fence_raised: bool) -> CliResult<()> {
+    match trigger.cause() {
         None => Ok(()),
+        Some(_) if trigger == FenceTriggerState::Missing && !fence_raised => Ok(()),
         Some(cause) => Err(CliError::new(CliCode::FenceNotEnforced).detail("cause", cause)),
     }
 }
