@@ -6,7 +6,10 @@
 //! results go to `target/mutants/<crate>[-shard-K-of-N]/mutants.out/`
 //! (`caught.txt`, `missed.txt`, `unviable.txt`, `timeout.txt`,
 //! `outcomes.json`). `--summary` only prints the counts of the results
-//! already there. Slow (every mutant is a build and a test run): not part
+//! already there. The tests that read the reference fixtures find them
+//! through `SYNCSTORE_FIXTURES`, which this command sets to the absolute
+//! fixture directory of the real workspace (cargo-mutants' scratch copy of
+//! the tree has no `shared/fixtures` beside it). Slow (every mutant is a build and a test run): not part
 //! of `cargo xtask test`; figures in `docs/reliability.md`.
 
 use std::path::{Path, PathBuf};
@@ -76,6 +79,7 @@ pub fn run(args: &MutantsArgs) -> Result<()> {
     if args.dialect == MutantsDialect::All {
         postgres_server::require(&url)?;
     }
+    let fixtures = fixtures_dir(&root)?;
     for name in &crates {
         let out = out_root.join(output_name(name, shard));
         std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -83,7 +87,8 @@ pub fn run(args: &MutantsArgs) -> Result<()> {
         command
             .current_dir(&root)
             .args(mutants_args(name, shard, args, &out))
-            .env(postgres_server::PG_URL_ENV, &url);
+            .env(postgres_server::PG_URL_ENV, &url)
+            .env(FIXTURES_ENV, &fixtures);
         println!("xtask mutants: {name} -> {}", out.display());
         // cargo-mutants exits non-zero when mutants are missed or time out:
         // that is a finding, reported by the counts, not a failure to run.
@@ -93,6 +98,41 @@ pub fn run(args: &MutantsArgs) -> Result<()> {
         println!("xtask mutants: {name}: {counts}");
     }
     Ok(())
+}
+
+/// Environment variable through which the tests find the reference
+/// fixtures (read first by every test that loads them).
+const FIXTURES_ENV: &str = "SYNCSTORE_FIXTURES";
+/// The reference fixture set directory, relative to the workspace root:
+/// the tests' own fallback, resolved here from the real tree.
+const DEFAULT_FIXTURES: &str = "../../shared/fixtures/reference-0.15";
+
+/// The absolute reference fixture directory handed to the mutants' tests:
+/// `$SYNCSTORE_FIXTURES` when set (made absolute, since the tests run in the
+/// scratch copy), else the tests' default location resolved from the real
+/// workspace. A directory without `A.manifest.json` is an error here, before
+/// any baseline is built.
+fn fixtures_dir(root: &Path) -> Result<PathBuf> {
+    let given = match std::env::var_os(FIXTURES_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => root.join(DEFAULT_FIXTURES),
+    };
+    let dir = given.canonicalize().with_context(|| {
+        format!(
+            "reference fixtures not found at {} (set {FIXTURES_ENV})",
+            given.display()
+        )
+    })?;
+    // Like the tests, accept the set directory's parent too.
+    let nested = dir.join("reference-0.15");
+    let dir = if nested.is_dir() { nested } else { dir };
+    if !dir.join("A.manifest.json").is_file() {
+        bail!(
+            "{} holds no A.manifest.json; point {FIXTURES_ENV} at the reference-0.15 directory",
+            dir.display()
+        );
+    }
+    Ok(dir)
 }
 
 /// The `cargo mutants` arguments for one crate.
@@ -271,6 +311,17 @@ mod tests {
             "sync-core-shard-1-of-3"
         );
         assert_eq!(output_name("sync-core", None), "sync-core");
+    }
+
+    #[test]
+    fn the_fixture_directory_is_absolute_and_holds_a_manifest() {
+        let root = workspace_root().ok();
+        let dir = root.as_deref().map(fixtures_dir);
+        let Some(Ok(dir)) = dir else {
+            panic!("no reference fixture directory: {dir:?}")
+        };
+        assert!(dir.is_absolute(), "{}", dir.display());
+        assert!(dir.join("A.manifest.json").is_file(), "{}", dir.display());
     }
 
     #[test]

@@ -483,6 +483,18 @@ fn c292_concurrent_writer(ctx: &mut Ctx<'_>) -> CheckResult {
                     .unwrap_or(()),
             }
         }
+        // Written again with its projected values unchanged: the catch-up
+        // re-derives the same projection and must not rewrite it.
+        match task(&writer_schema, "t0004", "proj2", "Title t0004") {
+            Ok(mut row) => {
+                row.server_version = 2;
+                ops.push(Op::upsert("tasks", row));
+            }
+            Err(e) => writer_errors
+                .lock()
+                .map(|mut v| v.push(e.message))
+                .unwrap_or(()),
+        }
         ops.push(Op::delete("tasks", "t0002"));
         ops.push(Op::delete("tasks", "t0900"));
         if let Ok(row) = task(&writer_schema, "t9999", "proj1", "Brand New") {
@@ -520,6 +532,14 @@ fn c292_concurrent_writer(ctx: &mut Ctx<'_>) -> CheckResult {
         assert_table_projection(storage.as_ref(), &schema)?,
         1199,
         "final source rows"
+    );
+    let unchanged = storage
+        .get_row(PARTITION, "task_search", "t0004")?
+        .ok_or_else(|| Failure::new("projection of t0004 missing"))?;
+    check_eq!(
+        unchanged.server_version,
+        1,
+        "version of t0004's projection (its source was rewritten with the same projected values)"
     );
     check!(
         storage
