@@ -105,7 +105,7 @@ pub fn run(args: &MutantsArgs) -> Result<()> {
 const FIXTURES_ENV: &str = "SYNCSTORE_FIXTURES";
 /// The reference fixture set directory, relative to the workspace root:
 /// the tests' own fallback, resolved here from the real tree.
-const DEFAULT_FIXTURES: &str = "../../shared/fixtures/reference-0.15";
+const DEFAULT_FIXTURES: &str = "../shared/fixtures/reference-0.15";
 
 /// The absolute reference fixture directory handed to the mutants' tests:
 /// `$SYNCSTORE_FIXTURES` when set (made absolute, since the tests run in the
