@@ -61,7 +61,11 @@ impl ServerStorage for PostgresStorage {
     ) -> Result<PartitionRegistryEntry> {
         validate::partition(partition)?;
         validate::log_epoch(initial_log_epoch)?;
-        self.with_conn_write(|c| registry::touch(c, partition, at_ms, initial_log_epoch))
+        // Idempotent (insert-if-absent, then refresh the timestamp): a replay
+        // after a lost reply returns the same entry, so it takes the
+        // retry-on-a-fresh-connection path of reads instead of paying a
+        // liveness round trip before every engine round.
+        self.with_conn(|c| registry::touch(c, partition, at_ms, initial_log_epoch))
     }
 
     fn rotate_partition_log_epoch(
