@@ -634,6 +634,10 @@ impl Model {
                 if part.registry.as_ref().map(|r| r.log_epoch.as_str()) != Some(epoch.as_str()) {
                     return failed("sync.storage.prune_epoch_mismatch");
                 }
+                // C-335: never past the head of the log.
+                if through > part.counter {
+                    return failed("sync.storage.invalid_prune_cursor/beyond_head");
+                }
                 let previous = part.horizon;
                 part.horizon = previous.max(through);
                 let horizon = part.horizon;
