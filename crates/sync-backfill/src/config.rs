@@ -8,7 +8,8 @@ use sync_core::{Error, Result};
 pub struct RunnerConfig {
     /// Source rows per transaction, 1..=1000 (default 500).
     pub batch_size: i64,
-    /// Full passes plus retries after `busy` before giving up (default 10).
+    /// Full passes plus retries after `busy`, `connection_lost` or
+    /// `outcome_unknown` before giving up (default 10).
     pub max_attempts: u32,
     /// First retry delay in ms, doubled per retry and capped at 5 000 (default 100).
     pub retry_backoff_ms: u64,

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use sync_core::{
     check_serve_gate, ActivationOutcome, CheckpointDeclaration, CheckpointState, Clock, Coverage,
-    ErrorCode, NewChange, NewCommit, Result, ServeContext, ServerStorage, StorageTransaction,
-    StoredPushResult, StoredRow, SystemClock,
+    Error, ErrorCode, NewChange, NewCommit, Result, ServeContext, ServerStorage,
+    StorageTransaction, StoredPushResult, StoredRow, SystemClock,
 };
 
 use crate::config::RunnerConfig;
@@ -38,7 +38,8 @@ pub enum RunOutcome {
         /// The epoch this run held.
         owner_epoch: i64,
     },
-    /// Attempts were exhausted (retries after `busy` and full-pass restarts).
+    /// Attempts were exhausted (retries after `busy`, `connection_lost` or
+    /// `outcome_unknown`, and full-pass restarts).
     GaveUp {
         /// Attempts made.
         attempts: u32,
@@ -157,6 +158,16 @@ impl<'a> CheckpointRunner<'a> {
     }
 
     /// Runs until the checkpoint is activated, superseded, or attempts run out.
+    ///
+    /// A step failing with `sync.storage.busy`, `sync.storage.connection_lost`
+    /// or `sync.storage.outcome_unknown` is retried (with backoff, counted
+    /// against `max_attempts`): every batch is one transaction whose writes
+    /// are keyed by the run's epoch and position and whose checkpoint advance
+    /// is a compare-and-set of values the retry computes again, so running
+    /// it twice leaves the state of running it once. Before a retry the run
+    /// re-reads its checkpoint, so a batch whose commit did land (an unknown
+    /// outcome) is never repeated from a stale watermark, and an activation
+    /// that landed is reported as `Activated`.
     pub fn run(&self) -> Result<RunOutcome> {
         self.config.validate()?;
         Run::start(self)?.drive()
@@ -221,10 +232,16 @@ struct Run<'r, 'a> {
     estimated_total: Option<i64>,
     phase: Phase,
     attempts: u32,
+    /// A step failed transiently: re-read the checkpoint before the next one.
+    needs_resync: bool,
 }
 
 impl<'r, 'a> Run<'r, 'a> {
-    /// Declares and claims (retrying `busy`), capturing the expected log epoch.
+    /// Declares and claims (retrying transient failures), capturing the
+    /// expected log epoch. Both are safe to repeat after an unknown outcome:
+    /// a declaration that landed is returned as it is, and a claim that
+    /// landed is superseded by the retried claim (the next epoch), which
+    /// keeps the stored watermark and observed rows.
     fn start(runner: &'r CheckpointRunner<'a>) -> Result<RunStart<'r, 'a>> {
         let mut ctx = runner.serve_context.clone();
         ctx.declarations.push(CheckpointDeclaration::new(
@@ -234,7 +251,7 @@ impl<'r, 'a> Run<'r, 'a> {
         ));
         let mut attempts = 0;
         let storage = runner.storage;
-        let declared = retry_busy(runner, &mut attempts, || {
+        let declared = retry_transient(runner, &mut attempts, || {
             storage.declare_checkpoint(
                 &runner.partition,
                 &runner.name,
@@ -248,7 +265,7 @@ impl<'r, 'a> Run<'r, 'a> {
         if declared.state == CheckpointState::Activated {
             return Ok(RunStart::Done(RunOutcome::AlreadyActivated));
         }
-        let claimed = retry_busy(runner, &mut attempts, || {
+        let claimed = retry_transient(runner, &mut attempts, || {
             storage.claim_checkpoint(
                 &runner.partition,
                 &runner.name,
@@ -265,7 +282,13 @@ impl<'r, 'a> Run<'r, 'a> {
             }
             Err(e) => return Err(e),
         };
-        ctx.expected_log_epoch = storage.get_partition_log_epoch(&runner.partition)?;
+        let log_epoch = retry_transient(runner, &mut attempts, || {
+            storage.get_partition_log_epoch(&runner.partition)
+        })?;
+        let Some(log_epoch) = log_epoch else {
+            return Ok(RunStart::Done(RunOutcome::GaveUp { attempts }));
+        };
+        ctx.expected_log_epoch = log_epoch;
         let full_pass = (claimed.watermark == 0).then(FullPass::default);
         Ok(RunStart::Running(Box::new(Run {
             runner,
@@ -281,6 +304,7 @@ impl<'r, 'a> Run<'r, 'a> {
             estimated_total: (claimed.observed_rows > 0).then_some(claimed.observed_rows),
             phase: Phase::Claim,
             attempts,
+            needs_resync: false,
         })))
     }
 
@@ -305,7 +329,9 @@ impl<'r, 'a> Run<'r, 'a> {
                     attempts: self.attempts,
                 });
             }
-            let step = if self.full_pass.is_some() {
+            let step = if self.needs_resync {
+                self.resync()
+            } else if self.full_pass.is_some() {
                 self.full_pass_batch()
             } else {
                 self.catch_up_batch()
@@ -328,11 +354,11 @@ impl<'r, 'a> Run<'r, 'a> {
                     self.report(Phase::Done);
                     return self.superseded_outcome();
                 }
-                Err(error) if error.code() == ErrorCode::Busy => {
+                Err(error) if is_transient(&error) => {
                     self.attempts += 1;
                     let delay = self.runner.config.backoff_ms(self.attempts);
                     self.runner.pause.pause(Duration::from_millis(delay));
-                    self.resync()?;
+                    self.needs_resync = true;
                 }
                 Err(error) => return Err(error),
             }
@@ -355,19 +381,31 @@ impl<'r, 'a> Run<'r, 'a> {
         })
     }
 
-    /// After `busy` the last commit may or may not have landed: re-read the
-    /// checkpoint so the watermark never regresses.
-    fn resync(&mut self) -> Result<()> {
+    /// After a transient failure the last commit may or may not have landed
+    /// (`outcome_unknown`): re-read the checkpoint so the run continues from
+    /// what is stored. A catch-up batch that landed advanced the stored
+    /// watermark past its tail; repeating it from the old watermark would
+    /// find its idempotency key taken, skip its rows, and certify source
+    /// changes written since then that it never projected. An activation
+    /// that landed is this run's success. A checkpoint another owner claimed
+    /// is left to the next step's compare-and-set (`Superseded`).
+    fn resync(&mut self) -> Result<Step> {
         let stored = self
             .runner
             .storage
             .read_checkpoint(&self.runner.partition, &self.runner.name)?;
+        self.needs_resync = false;
         if let Some(cp) = stored {
             if cp.owner_epoch == self.epoch {
                 self.watermark = self.watermark.max(cp.watermark);
+                if cp.state == CheckpointState::Activated {
+                    self.observed = cp.observed_rows;
+                    self.batches += 1;
+                    return Ok(Step::Activated);
+                }
             }
         }
-        Ok(())
+        Ok(Step::Continue)
     }
 
     /// `begin` → lock → serve gate (refusal → rollback and the error).
@@ -662,8 +700,21 @@ impl RunStart<'_, '_> {
     }
 }
 
-/// Retries `op` after `busy` with backoff; `Ok(None)` when attempts ran out.
-fn retry_busy<T>(
+/// Whether the runner retries after `error`: `busy` (nothing was written),
+/// `connection_lost` (the connection died before anything of the
+/// transaction could persist) and `outcome_unknown` (the commit may have
+/// landed; the run re-reads its checkpoint before the retry).
+fn is_transient(error: &Error) -> bool {
+    matches!(
+        error.code(),
+        ErrorCode::Busy | ErrorCode::ConnectionLost | ErrorCode::OutcomeUnknown
+    )
+}
+
+/// Retries `op` after a transient failure ([`is_transient`]) with backoff;
+/// `Ok(None)` when attempts ran out. Only for operations that are safe to
+/// repeat whether or not the failed attempt took effect.
+fn retry_transient<T>(
     runner: &CheckpointRunner<'_>,
     attempts: &mut u32,
     mut op: impl FnMut() -> Result<T>,
@@ -671,7 +722,7 @@ fn retry_busy<T>(
     loop {
         match op() {
             Ok(value) => return Ok(Some(value)),
-            Err(e) if e.code() == ErrorCode::Busy => {
+            Err(e) if is_transient(&e) => {
                 *attempts += 1;
                 if *attempts >= runner.config.max_attempts {
                     return Ok(None);
