@@ -69,6 +69,7 @@ mod push_result;
 mod queries;
 mod reactions;
 mod retention;
+mod rewrite_progress;
 mod rows;
 mod schema;
 mod scope;
@@ -103,6 +104,7 @@ pub use reactions::{
     ReactionListQuery, ReactionPruneQuery, ReactionStatus, StoredReaction,
 };
 pub use retention::{prune_commit_log, RetentionPolicy};
+pub use rewrite_progress::{RewriteObserver, RewriteProgress, RewriteTally};
 pub use rows::{
     ChangeOp, CommitMetadata, CommitRecord, NewChange, NewCommit, SourceChange, StoredChange,
     StoredCommit, StoredRow,

@@ -26,6 +26,7 @@ use crate::reactions::{
     PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery,
     ReactionPruneQuery, StoredReaction,
 };
+use crate::rewrite_progress::{RewriteObserver, RewriteTally};
 use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, StoredRow};
 use crate::schema::CompiledSchema;
 use crate::scope::{ScopeFilter, StoredScopes};
@@ -49,6 +50,9 @@ pub struct EnsureOptions {
     /// (such checkpoints stay as they are); the operator command line always
     /// turns it on (`docs/decisions.md`, "Finish or refuse").
     pub refuse_unfinished: bool,
+    /// Told where a bump's row rewrites are (`None`, the default: nothing
+    /// is counted or reported). See [`crate::RewriteObserver`].
+    pub rewrite_progress: Option<Arc<dyn RewriteObserver>>,
     /// Test hook called inside the migration transaction right after the
     /// migration lock is held (feature `test-hooks`).
     #[cfg(feature = "test-hooks")]
@@ -64,6 +68,18 @@ impl EnsureOptions {
             declarations,
             ..Self::default()
         }
+    }
+
+    /// These options with `observer` told of the bump's row rewrites.
+    pub fn with_rewrite_progress(mut self, observer: Arc<dyn RewriteObserver>) -> Self {
+        self.rewrite_progress = Some(observer);
+        self
+    }
+
+    /// The running tally a dialect advances while rewriting `total` rows
+    /// (reports nothing without an observer).
+    pub fn rewrite_tally(&self, total: u64) -> RewriteTally<'_> {
+        RewriteTally::new(self.rewrite_progress.as_deref(), total)
     }
 
     /// Called by dialects right after taking the migration lock. Runs the
@@ -83,6 +99,7 @@ impl fmt::Debug for EnsureOptions {
             .field("declarations", &self.declarations)
             .field("unfinished", &self.unfinished)
             .field("refuse_unfinished", &self.refuse_unfinished)
+            .field("rewrite_progress", &self.rewrite_progress.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -136,16 +136,16 @@ impl PostgresStorage {
             None => "-c default_transaction_read_only=on".to_owned(),
         };
         pg_config.options(&options);
-        let mut probe = pg_config.connect(NoTls).map_err(Error::backend)?;
+        let mut probe = pg_config.connect(NoTls).map_err(connect_error)?;
         if let Some(schema) = &config.schema {
             probe
                 .batch_execute(&search_path_statement(schema))
-                .map_err(Error::backend)?;
+                .map_err(connect_error)?;
         }
         let found: bool = probe
             .query_one("SELECT to_regclass('sync_schema_meta') IS NOT NULL", &[])
             .and_then(|row| row.try_get(0))
-            .map_err(Error::backend)?;
+            .map_err(connect_error)?;
         if !found {
             return Err(Error::new(ErrorCode::NotASyncDatabase).detail("reason", "no_tables"));
         }

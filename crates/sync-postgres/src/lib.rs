@@ -117,3 +117,12 @@ pub mod reference_dump;
 
 pub use config::{PostgresConfig, DEFAULT_MIGRATION_LOCK_TIMEOUT_MS};
 pub use instance::PostgresStorage;
+
+/// A driver error of a connection a tool opened itself (beside a
+/// [`PostgresStorage`]) as the storage reports it: `sync.storage.backend`
+/// with `details.cause` classified exactly as the storage classifies its
+/// own (`unreachable`, `auth_failed`, `database_missing`, `read_only`, …),
+/// the driver error kept as the source.
+pub fn backend_error(err: postgres::Error) -> sync_core::Error {
+    errors::connect_error(err)
+}

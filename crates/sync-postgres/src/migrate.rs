@@ -14,7 +14,7 @@ use crate::ensure::check_pending;
 use crate::instance::{Finish, PostgresStorage};
 use crate::introspect::{names_with_internal, observe};
 use crate::pool::Conn;
-use crate::rewrites::rewrite_table;
+use crate::rewrites::{count_rows, rewrite_table};
 use crate::session::Isolation;
 use crate::{checkpoints, marker};
 
@@ -79,10 +79,21 @@ pub(crate) fn bump(
         for statement in plan.statements() {
             run_statement(conn, statement)?;
         }
-        for rewrite in plan.needed_rewrites() {
-            if let Some(table) = schema.table(&rewrite.table) {
-                rewrite_table(conn, table, rewrite)?;
+        let rewrites: Vec<_> = plan
+            .needed_rewrites()
+            .filter_map(|r| schema.table(&r.table).map(|t| (t, r)))
+            .collect();
+        let mut tally = opts.rewrite_tally(0);
+        if tally.observed() {
+            let mut total = 0_u64;
+            for (_, rewrite) in &rewrites {
+                total = total.saturating_add(count_rows(conn, rewrite)?);
             }
+            tally = opts.rewrite_tally(total);
+        }
+        for (table, rewrite) in rewrites {
+            tally.start(&table.name);
+            rewrite_table(conn, table, rewrite, &mut tally)?;
         }
         marker::write(conn, schema.version, &layouts_json(schema))?;
         let now = config.clock.now_ms();

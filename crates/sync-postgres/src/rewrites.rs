@@ -4,7 +4,7 @@
 //! refreshed from it.
 
 use postgres::types::ToSql;
-use sync_core::{codec, CompiledTable, Result};
+use sync_core::{codec, CompiledTable, Result, RewriteTally};
 use sync_schema::{Dialect, RewritePlan, REWRITE_PAGE_SIZE};
 
 use crate::pool::{col, Conn};
@@ -36,11 +36,19 @@ fn update_sql(table: &CompiledTable) -> String {
     )
 }
 
+/// The rows a rewrite of `plan`'s table will visit.
+pub(crate) fn count_rows(conn: &mut Conn, plan: &RewritePlan) -> Result<u64> {
+    let row = conn.query_one(&plan.count_sql(), &[])?;
+    let count: i64 = col(&row, 0)?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
 /// Rewrites every row of `table` according to `plan`.
 pub(crate) fn rewrite_table(
     conn: &mut Conn,
     table: &CompiledTable,
     plan: &RewritePlan,
+    tally: &mut RewriteTally<'_>,
 ) -> Result<()> {
     let first = plan.page_sql(Dialect::Postgres, false);
     let next = plan.page_sql(Dialect::Postgres, true);
@@ -58,6 +66,7 @@ pub(crate) fn rewrite_table(
             rewrite_row(conn, table, plan, &update, &partition, &row_id, &payload)?;
             after = Some((partition, row_id));
         }
+        tally.advance(&table.name, rows.len());
         if rows.len() < REWRITE_PAGE_SIZE {
             return Ok(());
         }

@@ -136,3 +136,31 @@ fn an_index_entry_too_large_for_its_index_is_too_large() {
         "a title too large for its index",
     );
 }
+
+#[test]
+fn read_only_connections_say_why_they_failed() {
+    let read_only = |url: &str| PostgresStorage::connect_read_only(url, PostgresConfig::default());
+    assert_cause(
+        read_only("postgres://postgres@127.0.0.1:1/test?connect_timeout=5"),
+        "unreachable",
+        "read-only connect to a closed port",
+    );
+    assert_cause(
+        read_only(&with_database("syncstore_no_such_database")),
+        "database_missing",
+        "read-only connect to a missing database",
+    );
+    let role = "syncstore_test_nologin_ro";
+    client()
+        .batch_execute(&format!(
+            "DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        ))
+        .expect("create role");
+    let url = pg_url().replacen("postgres@", &format!("{role}@"), 1);
+    assert!(url.contains(role), "the test URL names its user: {url}");
+    assert_cause(
+        read_only(&url),
+        "auth_failed",
+        "read-only connect as a role that may not log in",
+    );
+}

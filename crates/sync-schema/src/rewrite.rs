@@ -69,6 +69,12 @@ impl RewritePlan {
         )
     }
 
+    /// `SELECT count(*)` of the table: the rows a rewrite will visit (for
+    /// progress reports; identical in every dialect).
+    pub fn count_sql(&self) -> String {
+        format!("SELECT count(*) FROM {}", quote_ident(&self.table))
+    }
+
     /// The per-row update: every projection column (materialized tables, in
     /// column order) then `_sync_payload`, keyed by partition and row id —
     /// parameters in that order.

@@ -2,7 +2,7 @@
 //! (`schema-and-migrations.md` §9.1 steps 9–10, §11).
 
 use rusqlite::{params_from_iter, Connection, ToSql};
-use sync_core::{codec, CompiledTable, Result, RowValue};
+use sync_core::{codec, CompiledTable, Result, RewriteTally, RowValue};
 use sync_schema::{Dialect, RewritePlan, Statement, REWRITE_PAGE_SIZE};
 
 use crate::errors::DbResultExt;
@@ -21,6 +21,15 @@ pub(crate) fn execute(conn: &Connection, statement: &Statement) -> Result<()> {
     Ok(())
 }
 
+/// The rows a rewrite of `plan`'s table will visit.
+pub(crate) fn count_rows(conn: &Connection, plan: &RewritePlan) -> Result<u64> {
+    let count: i64 = seam::uncached(conn, &plan.count_sql())
+        .db()?
+        .query_row([], |r| r.get(0))
+        .db()?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
 /// Rewrites every row of a table (all partitions) in keyset pages of 500:
 /// re-encodes payloads when `migrate`, refreshes projections when
 /// materialized. Undecodable payloads abort with `sync.codec.decode_failed`
@@ -29,6 +38,7 @@ pub(crate) fn rewrite_rows(
     conn: &Connection,
     table: &CompiledTable,
     plan: &RewritePlan,
+    tally: &mut RewriteTally<'_>,
 ) -> Result<()> {
     let first_page = plan.page_sql(Dialect::Sqlite, false);
     let next_page = plan.page_sql(Dialect::Sqlite, true);
@@ -65,6 +75,7 @@ pub(crate) fn rewrite_rows(
             stmt.execute(params.as_slice()).db()?;
         }
         drop(stmt);
+        tally.advance(&table.name, page.len());
         match page.into_iter().last() {
             Some((p, id, _)) if !short => after = Some((p, id)),
             _ => return Ok(()),

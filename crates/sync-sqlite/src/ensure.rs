@@ -212,10 +212,21 @@ fn bump_locked(
     for statement in plan.statements() {
         ddl::execute(conn, statement)?;
     }
-    for rewrite in plan.needed_rewrites() {
-        if let Some(table) = schema.table(&rewrite.table) {
-            ddl::rewrite_rows(conn, table, rewrite)?;
+    let rewrites: Vec<_> = plan
+        .needed_rewrites()
+        .filter_map(|r| schema.table(&r.table).map(|t| (t, r)))
+        .collect();
+    let mut tally = opts.rewrite_tally(0);
+    if tally.observed() {
+        let mut total = 0_u64;
+        for (_, rewrite) in &rewrites {
+            total = total.saturating_add(ddl::count_rows(conn, rewrite)?);
         }
+        tally = opts.rewrite_tally(total);
+    }
+    for (table, rewrite) in rewrites {
+        tally.start(&table.name);
+        ddl::rewrite_rows(conn, table, rewrite, &mut tally)?;
     }
     write_marker(conn, schema)?;
     let installed_at = now_ms();

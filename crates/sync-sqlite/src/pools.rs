@@ -131,7 +131,8 @@ impl Pools {
         }
         let first = read_only_manager(path, config, String::new())
             .connect()
-            .db()?;
+            .db()
+            .map_err(|e| file_open_error(path, e))?;
         check_version(&first)?;
         let tables: i64 = first
             .query_row(

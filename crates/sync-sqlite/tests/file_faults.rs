@@ -130,3 +130,20 @@ fn a_corrupt_file_says_so_at_open() {
         "open a file that is no database",
     );
 }
+
+#[test]
+fn read_only_opening_says_why_a_file_cannot_be_opened() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    assert_cause(
+        SqliteStorage::open_read_only(dir.path().join("no/such/dir/x.db"), SqliteConfig::default()),
+        "directory_missing",
+        "read-only open in a missing directory",
+    );
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(&garbage, vec![b'x'; 4096]).expect("write a non-database");
+    assert_cause(
+        SqliteStorage::open_read_only(&garbage, SqliteConfig::default()),
+        "corrupt",
+        "read-only open of a file that is not a database",
+    );
+}

@@ -271,7 +271,19 @@ fn create_schema(url: &str, schema: &str) -> CliResult<()> {
         .map_err(|_| CliError::new(CliCode::InvalidUrl).detail("reason", "unparsable"))?;
     let mut client = config
         .connect(postgres::NoTls)
-        .map_err(|error| unreachable(&error))?;
+        .map_err(|error| unreachable(&sync_postgres::backend_error(error)))?;
+    // An existing schema needs no `CREATE`: a hot standby, a read-only
+    // session or a role without `CREATE` on the database can still use it.
+    let exists: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .and_then(|row| row.try_get(0))
+        .map_err(|error| unreachable(&sync_postgres::backend_error(error)))?;
+    if exists {
+        return Ok(());
+    }
     let statement = format!(
         "CREATE SCHEMA IF NOT EXISTS {}",
         sync_schema::quote_ident(schema)
@@ -281,7 +293,7 @@ fn create_schema(url: &str, schema: &str) -> CliResult<()> {
         // Two first uses at once: the loser of `IF NOT EXISTS` hits the
         // catalog's unique index; the schema exists, which is all we need.
         Err(error) if created_concurrently(&error) => Ok(()),
-        Err(error) => Err(unreachable(&error)),
+        Err(error) => Err(unreachable(&sync_postgres::backend_error(error))),
     }
 }
 

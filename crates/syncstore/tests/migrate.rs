@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{seed_todos, todos_schema, write_file, Db};
+use common::{seed_todos, syncstore_in, todos_schema, write_file, Db};
 use serde_json::{json, Value};
 
 macro_rules! on_both {
@@ -29,6 +29,7 @@ on_both!(
     the_same_version_verifies_and_declares_online,
     refused_migrations_change_nothing,
     schema_file_errors_keep_their_codes,
+    a_bump_that_rewrites_rows_logs_its_progress_off_a_terminal,
 );
 
 fn statements(plan: &Value, key: &str) -> Vec<String> {
@@ -305,4 +306,65 @@ fn schema_file_errors_keep_their_codes(db: Db) {
     // answers not_a_sync_database, whose document has no schema_version).
     let status = db.run(&["status", "--json"]).json();
     assert_eq!(status["schema_version"], Value::Null, "{status:#}");
+}
+
+/// 1 200 rows re-encoded by the bump to v2 (three keyset pages of 500):
+/// with `-v`, stderr not a terminal and `SYNCSTORE_PROGRESS_SECS=0` (a line
+/// per update instead of every 5 seconds), every page logs a progress line
+/// naming rows rewritten of the rows counted, percent and rate; a run that
+/// rewrites nothing logs none.
+fn a_bump_that_rewrites_rows_logs_its_progress_off_a_terminal(db: Db) {
+    let app = seed_todos(&db, "acme", 1200, 400);
+    drop(app);
+    let dir = db.scratch();
+    let v2 = write_file(&dir, "v2.json", &todos_schema(2, true, ""));
+    let url = db.url();
+    let run = syncstore_in(
+        None,
+        &["--db", &url, "-v", "migrate", "--schema", &v2],
+        &[("SYNCSTORE_PROGRESS_SECS", "0")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("migrate v2 rewrites: "))
+        .collect();
+    for expected in [
+        "migrate v2 rewrites: 0/1200 rows (0%), ",
+        "migrate v2 rewrites: 500/1200 rows (41%), ",
+        "migrate v2 rewrites: 1000/1200 rows (83%), ",
+        "migrate v2 rewrites: 1200/1200 rows (100%), ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(expected)),
+            "no line with {expected:?} in:\n{}",
+            run.stderr
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains(" rows/s") && l.contains("table todos")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.last().is_some_and(|l| l.ends_with("(done)")),
+        "{lines:#?}"
+    );
+    assert!(!run.stderr.contains('\u{1b}'), "{}", run.stderr);
+    // The rows were re-encoded: every one reads back with the new column.
+    let rows = common::all_rows(&db, "acme", "todos", 1000);
+    assert_eq!(rows.len(), 1200);
+    let again = syncstore_in(
+        None,
+        &["--db", &url, "-v", "migrate", "--schema", &v2],
+        &[("SYNCSTORE_PROGRESS_SECS", "0")],
+    );
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(
+        !again.stderr.contains("rewrites: "),
+        "verifying rewrites nothing: {}",
+        again.stderr
+    );
 }

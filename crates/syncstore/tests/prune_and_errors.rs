@@ -80,6 +80,8 @@ fn an_unopenable_sqlite_file_is_unreachable() {
     let url = format!("sqlite:{}", dir.path().join("no/such/dir/x.db").display());
     let details = syncstore(&["--db", &url, "status", "--json"]).json_error("sync.cli.unreachable");
     assert!(details["reason"].is_string(), "{details}");
+    // Inspection (read-only opening) says why, as writing commands do.
+    assert_eq!(details["cause"], "directory_missing", "{details}");
     syncstore(&["--db", &url, "status"]).text_error("sync.cli.unreachable");
 }
 
@@ -89,6 +91,18 @@ fn an_unreachable_postgres_server_is_coded() {
     let url = "postgres://postgres@127.0.0.1:1/test";
     let details = syncstore(&["--db", url, "status", "--json"]).json_error("sync.cli.unreachable");
     assert!(details["reason"].is_string(), "{details}");
+    assert_eq!(details["cause"], "unreachable", "{details}");
+    assert_eq!(details["storage_code"], "sync.storage.backend", "{details}");
+    let details = syncstore(&[
+        "--db",
+        &format!("{url}?schema=x"),
+        "migrate",
+        "--schema",
+        "x.json",
+        "--json",
+    ])
+    .json_error("sync.cli.unreachable");
+    assert_eq!(details["cause"], "unreachable", "{details}");
     let with_schema = format!("{url}?schema=x");
     syncstore(&["--db", &with_schema, "status"]).text_error("sync.cli.unreachable");
 }

@@ -24,6 +24,7 @@ use crate::cli::MigrateArgs;
 use crate::error::{CliCode, CliError, CliResult};
 use crate::output::{safe, Report};
 use crate::plan;
+use crate::progress::RewriteMeter;
 use crate::stored::{load_schema_file, partition_is_known, stored_schema};
 use crate::url::Database;
 
@@ -63,13 +64,17 @@ pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
         // meanwhile: re-read the pending ones and verify again (bounded).
         let mut effective = effective;
         let mut retries = 0;
+        let rewrites = RewriteMeter::new(&format!("migrate v{} rewrites", schema.version));
         let outcome = loop {
             let opts = EnsureOptions {
                 unfinished: resolutions.clone(),
                 refuse_unfinished: true,
                 ..EnsureOptions::with_declarations(effective.clone())
-            };
-            match storage.ensure_schema_outcome(&schema, &opts) {
+            }
+            .with_rewrite_progress(rewrites.clone());
+            let result = storage.ensure_schema_outcome(&schema, &opts);
+            rewrites.finish();
+            match result {
                 Ok(outcome) => break outcome,
                 Err(error)
                     if retries < RACE_RETRIES
