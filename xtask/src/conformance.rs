@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::Value;
 use sync_conformance::{run_suite, selected_checks, Harness, RunOptions, SuiteReport};
+use sync_postgres::harness::{CitusLayout, PostgresHarness};
 
 use crate::postgres_server;
 
@@ -17,8 +18,24 @@ pub enum DialectChoice {
     Sqlite,
     /// PostgreSQL at `--pg-url`.
     Postgres,
-    /// Both.
+    /// SQLite and PostgreSQL (not Citus).
     All,
+    /// The PostgreSQL harness on the Citus coordinator of `--citus-url` or
+    /// $SYNCSTORE_CITUS_URL, once per layout (`--citus-layout`); without a
+    /// URL nothing runs and the run says why (a skip: exit 1 unless
+    /// `--allow-skip`).
+    Citus,
+}
+
+/// Which Citus layouts run with `--dialect citus`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CitusLayoutChoice {
+    /// Schema-based sharding (each check's schema a distributed schema).
+    Schemas,
+    /// Row-based: distributed by partition.
+    Rows,
+    /// Both, schemas first.
+    Both,
 }
 
 /// Options of `cargo xtask conformance`.
@@ -30,6 +47,15 @@ pub struct ConformanceArgs {
     /// PostgreSQL server (default: $SYNCSTORE_PG_URL or the local server).
     #[arg(long)]
     pg_url: Option<String>,
+    /// Citus coordinator for `--dialect citus` (default: $SYNCSTORE_CITUS_URL).
+    #[arg(long)]
+    citus_url: Option<String>,
+    /// Layouts `--dialect citus` runs.
+    #[arg(long, value_enum, default_value = "both")]
+    citus_layout: CitusLayoutChoice,
+    /// Shards per schema in the row-based layout.
+    #[arg(long, default_value_t = 4)]
+    citus_shards: u32,
     /// Run checks whose ID or group starts with this prefix.
     #[arg(long)]
     filter: Option<String>,
@@ -56,9 +82,12 @@ pub struct ConformanceArgs {
 pub fn run(args: &ConformanceArgs) -> Result<i32> {
     let dialects: &[&str] = match args.dialect {
         DialectChoice::Sqlite => &["sqlite"],
-        DialectChoice::Postgres => &["postgres"],
+        DialectChoice::Postgres | DialectChoice::Citus => &["postgres"],
         DialectChoice::All => &["sqlite", "postgres"],
     };
+    if args.dialect == DialectChoice::Citus && !args.list {
+        return run_citus(args);
+    }
     if args.list {
         for dialect in dialects {
             for check in selected_checks(dialect, args.filter.as_deref()) {
@@ -67,13 +96,7 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
         }
         return Ok(0);
     }
-    let mut options = RunOptions {
-        filter: args.filter.clone(),
-        ..RunOptions::default()
-    };
-    if let Some(threads) = args.threads {
-        options.threads = threads.max(1);
-    }
+    let options = run_options(args);
     let mut reports = Vec::new();
     for dialect in dialects {
         let harness: Box<dyn Harness> = match *dialect {
@@ -84,20 +107,91 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
                     eprintln!("error: {error:#}");
                     return Ok(2);
                 }
-                Box::new(sync_postgres::harness::PostgresHarness::with_url(url))
+                Box::new(PostgresHarness::with_url(url))
             }
         };
-        let report = run_suite(harness.as_ref(), &options);
-        if !args.json {
-            for line in report.lines() {
-                println!("{line}");
-            }
-            println!("{}", report.summary_line());
-        }
-        reports.push(report);
+        reports.push(run_one(harness.as_ref(), &options, args.json, None));
     }
+    finish(args, &reports)
+}
+
+fn run_options(args: &ConformanceArgs) -> RunOptions {
+    let mut options = RunOptions {
+        filter: args.filter.clone(),
+        ..RunOptions::default()
+    };
+    if let Some(threads) = args.threads {
+        options.threads = threads.max(1);
+    }
+    options
+}
+
+/// Runs the suite on `harness`; `label` renames the report's dialect
+/// (`postgres+citus-rows`) so the lines say where they ran.
+fn run_one(
+    harness: &dyn Harness,
+    options: &RunOptions,
+    json: bool,
+    label: Option<String>,
+) -> SuiteReport {
+    let mut report = run_suite(harness, options);
+    if let Some(label) = label {
+        report.dialect = label;
+    }
+    if !json {
+        for line in report.lines() {
+            println!("{line}");
+        }
+        println!("{}", report.summary_line());
+    }
+    report
+}
+
+/// `--dialect citus`: the Postgres harness on the coordinator, per layout.
+fn run_citus(args: &ConformanceArgs) -> Result<i32> {
+    let url = args
+        .citus_url
+        .clone()
+        .or_else(sync_postgres::harness::citus_url_from_env);
+    let Some(url) = url else {
+        eprintln!(
+            "skipped: no Citus coordinator (set {} or pass --citus-url); \
+             see docs/scale-out.md for running one locally",
+            sync_postgres::harness::CITUS_URL_ENV
+        );
+        return Ok(if args.allow_skip { 0 } else { 1 });
+    };
+    if let Err(error) = postgres_server::require(&url) {
+        eprintln!("error: {error:#}");
+        return Ok(2);
+    }
+    let layouts = match args.citus_layout {
+        CitusLayoutChoice::Schemas => vec![CitusLayout::Schemas],
+        CitusLayoutChoice::Rows => vec![CitusLayout::Rows {
+            shard_count: args.citus_shards,
+        }],
+        CitusLayoutChoice::Both => vec![
+            CitusLayout::Schemas,
+            CitusLayout::Rows {
+                shard_count: args.citus_shards,
+            },
+        ],
+    };
+    let options = run_options(args);
+    let reports: Vec<SuiteReport> = layouts
+        .into_iter()
+        .map(|layout| {
+            let harness = PostgresHarness::citus(url.clone(), layout);
+            let label = format!("postgres+citus-{}", layout.name());
+            run_one(&harness, &options, args.json, Some(label))
+        })
+        .collect();
+    finish(args, &reports)
+}
+
+fn finish(args: &ConformanceArgs, reports: &[SuiteReport]) -> Result<i32> {
     if args.json {
-        let document = match reports.as_slice() {
+        let document = match reports {
             [single] if args.dialect != DialectChoice::All => single.to_json(),
             many => Value::Array(many.iter().map(SuiteReport::to_json).collect()),
         };
@@ -110,7 +204,7 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
         );
         std::fs::write(path, document).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(exit_code(&reports, args.allow_skip))
+    Ok(exit_code(reports, args.allow_skip))
 }
 
 /// 0 when every report passed and, unless `allow_skip`, nothing was skipped.

@@ -112,17 +112,31 @@ impl PlanSummary {
     pub fn uses_index(&self, table: &str, index: &str) -> bool {
         self.index_reads
             .iter()
-            .any(|(t, i)| t == table && i == index)
+            .any(|(t, i)| names_object(t, table) && names_object(i, index))
     }
 
     /// Whether `table` is read through any index.
     pub fn reads_by_index(&self, table: &str) -> bool {
-        self.index_reads.iter().any(|(t, _)| t == table)
+        self.index_reads.iter().any(|(t, _)| names_object(t, table))
     }
 
     /// Whether `table` is fully scanned.
     pub fn scans(&self, table: &str) -> bool {
-        self.full_scans.iter().any(|t| t == table)
+        self.full_scans.iter().any(|t| names_object(t, table))
+    }
+}
+
+/// Whether the name a plan shows, `shown`, is the relation or index
+/// `name`: the name itself, or one shard of it as a distributed database
+/// names shards (`name` + `_` + digits, e.g. `sync_row_scopes_by_row_106870`).
+/// No other suffix matches.
+fn names_object(shown: &str, name: &str) -> bool {
+    match shown.strip_prefix(name) {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('_')
+            .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
     }
 }
 
@@ -337,4 +351,42 @@ pub trait Harness: Send + Sync {
     /// (SQLite: copies the `.sqlite` file; Postgres: restores the `.sql` dump).
     fn load_reference(&self, db: &DbHandle, fixture_dir: &std::path::Path, set: &str)
         -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{names_object, PlanSummary};
+
+    #[test]
+    fn a_shard_name_is_its_relation_and_nothing_else_is() {
+        assert!(names_object("sync_row_scopes", "sync_row_scopes"));
+        assert!(names_object("sync_row_scopes_106870", "sync_row_scopes"));
+        assert!(names_object(
+            "sync_row_scopes_by_row_106870",
+            "sync_row_scopes_by_row"
+        ));
+        assert!(!names_object("sync_row_scopes_by_row", "sync_row_scopes"));
+        assert!(!names_object("sync_row_scopes_", "sync_row_scopes"));
+        assert!(!names_object("sync_row_scopes_12a", "sync_row_scopes"));
+        assert!(!names_object("sync_row_scopes106870", "sync_row_scopes"));
+        assert!(!names_object("sync_row", "sync_row_scopes"));
+    }
+
+    #[test]
+    fn plan_summaries_match_shards() {
+        let plan = PlanSummary {
+            index_reads: vec![(
+                "sync_row_scopes_106870".to_owned(),
+                "sync_row_scopes_by_row_106870".to_owned(),
+            )],
+            full_scans: vec!["tasks_102040".to_owned()],
+            ..PlanSummary::default()
+        };
+        assert!(plan.uses_index("sync_row_scopes", "sync_row_scopes_by_row"));
+        assert!(!plan.uses_index("sync_row_scopes", "sync_row_scopes_pkey"));
+        assert!(plan.reads_by_index("sync_row_scopes"));
+        assert!(!plan.reads_by_index("sync_change_scopes"));
+        assert!(plan.scans("tasks"));
+        assert!(!plan.scans("sync_changes"));
+    }
 }

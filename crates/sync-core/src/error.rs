@@ -122,6 +122,12 @@ error_codes! {
     CheckpointUnfinished => ("sync.storage.checkpoint_unfinished", false, "a checkpoint of an older schema version is not activated: finish it first, or state how the bump resolves it"),
     /// `sync.storage.not_a_sync_database` — a read-only open found none of the storage tables.
     NotASyncDatabase => ("sync.storage.not_a_sync_database", false, "not a syncstore database (yet): the storage tables are absent"),
+    /// `sync.storage.not_distributable` — `distribute` refused: not
+    /// Postgres, no Citus extension, a distributed schema (schema-based
+    /// sharding), or rows in a table to distribute (`details.reason`:
+    /// `not_postgres`, `citus_missing`, `distributed_schema`, `not_empty`
+    /// with `details.table`).
+    NotDistributable => ("sync.storage.not_distributable", false, "the database cannot be distributed by partition: it is not a Citus coordinator, is sharded by schema, or already holds data"),
     /// `sync.storage.writer_fence_rejected`
     WriterFenceRejected => ("sync.storage.writer_fence_rejected", false, "the writer version is below the partition's writer fence"),
     /// `sync.storage.constraint_violation`

@@ -7,6 +7,7 @@
 
 use sync_core::{Error, ErrorCode, Result};
 
+use crate::citus::{self, DistributeOptions};
 use crate::fence_trigger;
 use crate::pool::{col, Conn};
 use crate::session::{self, Isolation};
@@ -178,27 +179,37 @@ const ADVISORY_LOCK_SQL: &str =
     "SELECT pg_advisory_xact_lock(hashtext('sync-bootstrap:' || current_schema()))";
 
 /// One catalog probe: encoding, absent relations (in creation order), absent
-/// legacy columns of existing tables. The writer fence is probed and
-/// installed by [`fence_trigger::install`] once the tables exist.
+/// legacy columns of existing tables, whether the `citus` extension is
+/// installed. The writer fence is probed and installed by
+/// [`fence_trigger::install`] once the tables exist.
 const PROBE_SQL: &str = "SELECT current_setting('server_encoding'), \
     ARRAY(SELECT r.n FROM unnest($1::text[]) WITH ORDINALITY AS r(n, i) \
           WHERE to_regclass(r.n) IS NULL ORDER BY r.i), \
     ARRAY(SELECT x.t || '.' || x.c FROM unnest($2::text[], $3::text[]) AS x(t, c) \
           WHERE to_regclass(x.t) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute a \
             WHERE a.attrelid = to_regclass(x.t) AND a.attname = x.c AND a.attnum > 0 \
-              AND NOT a.attisdropped))";
+              AND NOT a.attisdropped)), \
+    EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')";
 
-/// What the catalog probe found missing.
+/// What the catalog probe found missing, and whether Citus is installed.
 struct Missing {
     relations: Vec<String>,
     columns: Vec<String>,
+    citus: bool,
 }
 
-/// Runs the bootstrap transaction on `conn`.
-pub(crate) fn run(conn: &mut Conn, statement_timeout_ms: Option<u64>) -> Result<()> {
+/// Runs the bootstrap transaction on `conn`; returns whether the `citus`
+/// extension is installed. With `distribution` set, on Citus, a bootstrap
+/// that creates the storage tables distributes them by partition in the same
+/// transaction.
+pub(crate) fn run(
+    conn: &mut Conn,
+    statement_timeout_ms: Option<u64>,
+    distribution: Option<&DistributeOptions>,
+) -> Result<bool> {
     session::begin(conn, Isolation::ReadCommitted, statement_timeout_ms)?;
-    match create_missing(conn) {
-        Ok(()) => session::commit(conn),
+    match create_missing(conn, distribution) {
+        Ok(citus) => session::commit(conn).map(|()| citus),
         Err(err) => {
             session::rollback(conn);
             Err(err)
@@ -206,9 +217,12 @@ pub(crate) fn run(conn: &mut Conn, statement_timeout_ms: Option<u64>) -> Result<
     }
 }
 
-fn create_missing(conn: &mut Conn) -> Result<()> {
+fn create_missing(conn: &mut Conn, distribution: Option<&DistributeOptions>) -> Result<bool> {
     conn.query(ADVISORY_LOCK_SQL, &[])?;
     let missing = probe(conn)?;
+    if missing.citus {
+        citus::apply_ddl_settings(conn)?;
+    }
     for relation in RELATIONS {
         if missing.relations.iter().any(|m| m == relation.name) {
             conn.simple(relation.ddl)?;
@@ -219,7 +233,13 @@ fn create_missing(conn: &mut Conn) -> Result<()> {
             conn.simple(ddl)?;
         }
     }
-    fence_trigger::install(conn)
+    fence_trigger::install(conn)?;
+    if let Some(options) = distribution.filter(|_| missing.citus) {
+        if missing.relations.iter().any(|m| m == "sync_partitions") {
+            citus::distribute_schema(conn, options)?;
+        }
+    }
+    Ok(missing.citus)
 }
 
 fn probe(conn: &mut Conn) -> Result<Missing> {
@@ -236,5 +256,6 @@ fn probe(conn: &mut Conn) -> Result<Missing> {
     Ok(Missing {
         relations: col(&row, 1)?,
         columns: col(&row, 2)?,
+        citus: col(&row, 3)?,
     })
 }

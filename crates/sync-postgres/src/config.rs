@@ -6,6 +6,8 @@ use std::sync::Arc;
 use sync_core::limits::{DEFAULT_POOL_WAIT_MS, DEFAULT_POSTGRES_POOL_SIZE};
 use sync_core::{Clock, SystemClock};
 
+use crate::citus::DistributeOptions;
+
 /// Default `SET LOCAL lock_timeout` of the migration transaction.
 pub const DEFAULT_MIGRATION_LOCK_TIMEOUT_MS: u64 = 60_000;
 
@@ -36,6 +38,13 @@ pub struct PostgresConfig {
     pub pool_wait_ms: u64,
     /// Source of installation timestamps of checkpoints declared through `ensure_schema`.
     pub clock: Arc<dyn Clock>,
+    /// On a Citus coordinator, a bootstrap that creates the storage tables
+    /// distributes them by partition in the same transaction, as
+    /// [`PostgresStorage::distribute`](crate::PostgresStorage::distribute)
+    /// does afterwards. `None` (the default) leaves a new schema local (or
+    /// to schema-based sharding); ignored on plain Postgres and when the
+    /// tables exist already.
+    pub citus_distribution: Option<DistributeOptions>,
 }
 
 impl Default for PostgresConfig {
@@ -48,6 +57,7 @@ impl Default for PostgresConfig {
             pool_size: DEFAULT_POSTGRES_POOL_SIZE,
             pool_wait_ms: DEFAULT_POOL_WAIT_MS,
             clock: Arc::new(SystemClock),
+            citus_distribution: None,
         }
     }
 }

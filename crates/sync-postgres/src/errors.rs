@@ -6,6 +6,13 @@
 //! `duplicate_reaction` only in `enqueue_reactions`; everywhere else a
 //! constraint error is `backend`. Lock, statement and serialization timeouts
 //! and pool checkout timeouts are `busy`.
+//!
+//! Constraint errors are recognised by what they say, not by one exact
+//! spelling: a distributed Postgres (Citus) names the shard's constraint
+//! (`sync_reactions_pkey_102046`: the base name plus `_<digits>`), and when a
+//! statement runs as a pull to the coordinator plus `COPY` it re-raises the
+//! worker's `duplicate key …` as `XX000` with no constraint field. Both
+//! classify like the plain error ([`Facts`]).
 
 use std::fmt;
 
@@ -19,7 +26,8 @@ pub(crate) enum Site {
     General,
     /// `upsert_row`: class 23 → `constraint_violation` with this op index.
     UpsertRow(Option<u32>),
-    /// `enqueue_reactions`: `23505` on `sync_reactions_pkey` → `duplicate_reaction`.
+    /// `enqueue_reactions`: `23505` on `sync_reactions_pkey` (or one of its
+    /// shards) → `duplicate_reaction`.
     EnqueueReactions,
 }
 
@@ -148,26 +156,121 @@ fn code_of(err: &postgres::Error, site: Site) -> ErrorCode {
     let Some(db_error) = err.as_db_error() else {
         return ErrorCode::Backend;
     };
-    let state = db_error.code();
-    if *state == SqlState::RAISE_EXCEPTION && db_error.message().contains(FENCE_MESSAGE) {
-        return ErrorCode::WriterFenceRejected;
+    Facts {
+        state: db_error.code().code(),
+        message: db_error.message(),
+        constraint: db_error.constraint(),
     }
-    if state.code().starts_with("23") {
-        return match site {
-            Site::UpsertRow(_) => ErrorCode::ConstraintViolation,
-            Site::EnqueueReactions
-                if *state == SqlState::UNIQUE_VIOLATION
-                    && db_error.constraint() == Some(REACTIONS_PKEY) =>
-            {
-                ErrorCode::DuplicateReaction
-            }
-            _ => ErrorCode::Backend,
-        };
+    .code(site)
+}
+
+/// What a server error says, as far as classification needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Facts<'a> {
+    /// The SQLSTATE.
+    state: &'a str,
+    /// The primary message.
+    message: &'a str,
+    /// The constraint field, when the server sent one.
+    constraint: Option<&'a str>,
+}
+
+impl<'a> Facts<'a> {
+    fn code(self, site: Site) -> ErrorCode {
+        if self.state == SqlState::RAISE_EXCEPTION.code() && self.message.contains(FENCE_MESSAGE) {
+            return ErrorCode::WriterFenceRejected;
+        }
+        let state = self.integrity_state();
+        if state.starts_with("23") {
+            return match site {
+                Site::UpsertRow(_) => ErrorCode::ConstraintViolation,
+                Site::EnqueueReactions
+                    if state == SqlState::UNIQUE_VIOLATION.code()
+                        && self
+                            .unique_constraint()
+                            .is_some_and(|name| base_name(name) == REACTIONS_PKEY) =>
+                {
+                    ErrorCode::DuplicateReaction
+                }
+                _ => ErrorCode::Backend,
+            };
+        }
+        if is_busy(&SqlState::from_code(state)) {
+            return ErrorCode::Busy;
+        }
+        ErrorCode::Backend
     }
-    if is_busy(state) {
-        return ErrorCode::Busy;
+
+    /// The SQLSTATE, with an `XX000` that re-raises a worker's integrity
+    /// violation (the message is Postgres's own sentence for one) read as
+    /// the class-23 state that message belongs to.
+    fn integrity_state(self) -> &'a str {
+        if self.state != SqlState::INTERNAL_ERROR.code() {
+            return self.state;
+        }
+        wrapped_integrity_state(self.message).unwrap_or(self.state)
     }
-    ErrorCode::Backend
+
+    /// The violated unique constraint: the constraint field, else the name
+    /// quoted in Postgres's `duplicate key` sentence.
+    fn unique_constraint(self) -> Option<&'a str> {
+        self.constraint
+            .or_else(|| quoted_after(self.message, DUPLICATE_KEY_PREFIX))
+    }
+}
+
+const DUPLICATE_KEY_PREFIX: &str = "duplicate key value violates unique constraint \"";
+
+/// The class-23 state whose Postgres message `message` is, if any: only the
+/// server's own sentences (their fixed openings and endings), so an
+/// internal error that merely mentions a constraint stays `backend`.
+fn wrapped_integrity_state(message: &str) -> Option<&'static str> {
+    if quoted_after(message, DUPLICATE_KEY_PREFIX).is_some() {
+        return Some(SqlState::UNIQUE_VIOLATION.code());
+    }
+    if quoted_after(
+        message,
+        "conflicting key value violates exclusion constraint \"",
+    )
+    .is_some()
+    {
+        return Some(SqlState::EXCLUSION_VIOLATION.code());
+    }
+    if message.starts_with("new row for relation \"")
+        && message.contains("\" violates check constraint \"")
+    {
+        return Some(SqlState::CHECK_VIOLATION.code());
+    }
+    if message.starts_with("null value in column \"")
+        && message.ends_with("violates not-null constraint")
+    {
+        return Some(SqlState::NOT_NULL_VIOLATION.code());
+    }
+    None
+}
+
+/// The name between `prefix` (which ends with a quote) and the closing
+/// quote that ends `message`.
+fn quoted_after<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
+    let name = message.strip_prefix(prefix)?.strip_suffix('"')?;
+    (!name.is_empty() && !name.contains('"')).then_some(name)
+}
+
+/// A constraint or relation name without a shard suffix: a distributed
+/// Postgres names a shard's object by its base name plus `_<digits>`.
+/// Only that exact shape is stripped (`x_pkey_102046` → `x_pkey`;
+/// `x_pkey_a1`, `x_pkey102046` and `_102046` stay as they are).
+pub(crate) fn base_name(name: &str) -> &str {
+    match name.rsplit_once('_') {
+        Some((base, digits))
+            if !base.is_empty()
+                && !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => name,
+    }
 }
 
 fn is_busy(state: &SqlState) -> bool {
@@ -187,4 +290,149 @@ pub(crate) fn is_stale_statement(err: &postgres::Error) -> bool {
         *e.code() == SqlState::FEATURE_NOT_SUPPORTED
             || *e.code() == SqlState::INVALID_SQL_STATEMENT_NAME
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts<'a>(state: &'a str, message: &'a str, constraint: Option<&'a str>) -> Facts<'a> {
+        Facts {
+            state,
+            message,
+            constraint,
+        }
+    }
+
+    const PLAIN: &str = "duplicate key value violates unique constraint \"sync_reactions_pkey\"";
+    /// What a distributed Postgres sends when the insert runs as a pull to
+    /// the coordinator plus `COPY` (no constraint field, `XX000`).
+    const CITUS_COPY: &str =
+        "duplicate key value violates unique constraint \"sync_reactions_pkey_145977\"";
+    /// The router path of the same insert names the shard too.
+    const CITUS_ROUTER: &str =
+        "duplicate key value violates unique constraint \"sync_reactions_pkey_102046\"";
+
+    #[test]
+    fn the_plain_duplicate_reaction_is_classified() {
+        let plain = facts("23505", PLAIN, Some("sync_reactions_pkey"));
+        assert_eq!(
+            plain.code(Site::EnqueueReactions),
+            ErrorCode::DuplicateReaction
+        );
+        assert_eq!(plain.code(Site::General), ErrorCode::Backend);
+        assert_eq!(
+            plain.code(Site::UpsertRow(Some(0))),
+            ErrorCode::ConstraintViolation
+        );
+    }
+
+    #[test]
+    fn a_shard_named_duplicate_reaction_is_classified_like_the_plain_one() {
+        let router = facts("23505", CITUS_ROUTER, Some("sync_reactions_pkey_102046"));
+        assert_eq!(
+            router.code(Site::EnqueueReactions),
+            ErrorCode::DuplicateReaction
+        );
+        let copy = facts("XX000", CITUS_COPY, None);
+        assert_eq!(
+            copy.code(Site::EnqueueReactions),
+            ErrorCode::DuplicateReaction
+        );
+        assert_eq!(copy.code(Site::General), ErrorCode::Backend);
+        assert_eq!(
+            copy.code(Site::UpsertRow(None)),
+            ErrorCode::ConstraintViolation
+        );
+    }
+
+    #[test]
+    fn a_unique_violation_on_another_constraint_is_not_a_duplicate_reaction() {
+        for name in [
+            "sync_reactions_pkey_x1",
+            "sync_reactions_pkey102046",
+            "sync_reactions_due_102046",
+            "other_pkey",
+        ] {
+            let message = format!("duplicate key value violates unique constraint \"{name}\"");
+            assert_eq!(
+                facts("23505", &message, Some(name)).code(Site::EnqueueReactions),
+                ErrorCode::Backend,
+                "{name}"
+            );
+            assert_eq!(
+                facts("XX000", &message, None).code(Site::EnqueueReactions),
+                ErrorCode::Backend,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_internal_error_is_an_integrity_error_only_in_postgres_own_words() {
+        for message in [
+            "could not connect to node: duplicate key value violates unique constraint \"sync_reactions_pkey\"",
+            "duplicate key value violates unique constraint \"sync_reactions_pkey\" on shard",
+            "cannot run function command because there was a parallel operation on a distributed table in the transaction",
+        ] {
+            assert_eq!(
+                facts("XX000", message, None).code(Site::EnqueueReactions),
+                ErrorCode::Backend,
+                "{message}"
+            );
+            assert_eq!(
+                facts("XX000", message, None).code(Site::UpsertRow(None)),
+                ErrorCode::Backend,
+                "{message}"
+            );
+        }
+        let wrapped = [
+            "new row for relation \"todos_102040\" violates check constraint \"todos_n_check_102040\"",
+            "null value in column \"id\" of relation \"todos_102040\" violates not-null constraint",
+            "conflicting key value violates exclusion constraint \"todos_excl_102040\"",
+        ];
+        for message in wrapped {
+            assert_eq!(
+                facts("XX000", message, None).code(Site::UpsertRow(Some(2))),
+                ErrorCode::ConstraintViolation,
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_fence_and_busy_states_are_unchanged() {
+        let fence = facts("P0001", "sync.storage.writer_fence_rejected: v1 < v2", None);
+        assert_eq!(
+            fence.code(Site::UpsertRow(None)),
+            ErrorCode::WriterFenceRejected
+        );
+        for state in ["40001", "40P01", "55P03", "57014"] {
+            assert_eq!(facts(state, "x", None).code(Site::General), ErrorCode::Busy);
+        }
+        assert_eq!(
+            facts("42P01", "x", None).code(Site::General),
+            ErrorCode::Backend
+        );
+    }
+
+    #[test]
+    fn only_a_digit_suffix_is_a_shard_suffix() {
+        assert_eq!(
+            base_name("sync_reactions_pkey_145977"),
+            "sync_reactions_pkey"
+        );
+        assert_eq!(
+            base_name("sync_row_scopes_by_row_106870"),
+            "sync_row_scopes_by_row"
+        );
+        assert_eq!(base_name("sync_reactions_pkey"), "sync_reactions_pkey");
+        assert_eq!(base_name("sync_reactions_pkey_"), "sync_reactions_pkey_");
+        assert_eq!(
+            base_name("sync_reactions_pkey_1a"),
+            "sync_reactions_pkey_1a"
+        );
+        assert_eq!(base_name("_102046"), "_102046");
+        assert_eq!(base_name("t_1"), "t");
+    }
 }

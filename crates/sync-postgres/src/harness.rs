@@ -70,10 +70,49 @@ pub(crate) fn schema_client(url: &str, schema: &str) -> Result<Client> {
     Ok(client)
 }
 
+/// Where a Citus coordinator for the suite is named (never defaulted: a
+/// run without it says so and runs nothing on Citus).
+pub const CITUS_URL_ENV: &str = "SYNCSTORE_CITUS_URL";
+
+/// The Citus coordinator of `SYNCSTORE_CITUS_URL`, if set.
+pub fn citus_url_from_env() -> Option<String> {
+    std::env::var(CITUS_URL_ENV)
+        .ok()
+        .filter(|url| !url.is_empty())
+}
+
+/// How each check's schema is laid out on a Citus coordinator
+/// (`docs/scale-out.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CitusLayout {
+    /// Schema-based sharding: the schema is created with
+    /// `citus.enable_schema_based_sharding = on`, so Citus places it (and
+    /// every table created in it) on one node.
+    Schemas,
+    /// Row-based: the bootstrap that creates the storage tables distributes
+    /// them by partition (`PostgresStorage::distribute`'s layout) with this
+    /// many shards.
+    Rows {
+        /// Shards of each schema's colocation group.
+        shard_count: u32,
+    },
+}
+
+impl CitusLayout {
+    /// `schemas` or `rows`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Schemas => "schemas",
+            Self::Rows { .. } => "rows",
+        }
+    }
+}
+
 /// The Postgres [`Harness`].
 #[derive(Debug, Clone)]
 pub struct PostgresHarness {
     url: String,
+    citus: Option<CitusLayout>,
 }
 
 impl Default for PostgresHarness {
@@ -90,7 +129,19 @@ impl PostgresHarness {
 
     /// A harness on an explicit server.
     pub fn with_url(url: impl Into<String>) -> Self {
-        Self { url: url.into() }
+        Self {
+            url: url.into(),
+            citus: None,
+        }
+    }
+
+    /// A harness on a Citus coordinator with each check's schema laid out
+    /// as `layout`.
+    pub fn citus(url: impl Into<String>, layout: CitusLayout) -> Self {
+        Self {
+            url: url.into(),
+            citus: Some(layout),
+        }
     }
 
     /// The server URL.
@@ -120,6 +171,11 @@ impl PostgresHarness {
             clock,
             ..PostgresConfig::default()
         };
+        if let Some(CitusLayout::Rows { shard_count }) = self.citus {
+            config.citus_distribution = Some(crate::DistributeOptions {
+                shard_count: Some(shard_count),
+            });
+        }
         if let Some(limits) = limits {
             config.pool_size = limits.size;
             config.pool_wait_ms = limits.wait_ms;
@@ -171,10 +227,15 @@ pub fn fresh_schema_name(prefix: &str) -> String {
 
 /// Creates a fresh schema on `url` and returns its handle.
 pub fn create_schema(url: &str, prefix: &str) -> Result<SchemaHandle> {
+    create_schema_with(url, prefix, "")
+}
+
+/// Creates a fresh schema on `url` after the session statements `setup`.
+fn create_schema_with(url: &str, prefix: &str, setup: &str) -> Result<SchemaHandle> {
     let mut client = connect_client(url).map_err(Error::backend)?;
     let schema = fresh_schema_name(prefix);
     client
-        .batch_execute(&format!("CREATE SCHEMA {}", quote_ident(&schema)))
+        .batch_execute(&format!("{setup}CREATE SCHEMA {}", quote_ident(&schema)))
         .map_err(Error::backend)?;
     Ok(SchemaHandle {
         url: url.to_owned(),
@@ -188,7 +249,11 @@ impl Harness for PostgresHarness {
     }
 
     fn create_database(&self) -> Result<DbHandle> {
-        let handle = create_schema(&self.url, "conf")?;
+        let setup = match self.citus {
+            Some(CitusLayout::Schemas) => "SET citus.enable_schema_based_sharding = on; ",
+            _ => "",
+        };
+        let handle = create_schema_with(&self.url, "conf", setup)?;
         Ok(DbHandle::new(handle.schema.clone(), handle))
     }
 
@@ -207,7 +272,11 @@ impl Harness for PostgresHarness {
 
     fn raw(&self, db: &DbHandle) -> Result<Box<dyn RawAccess>> {
         let handle = Self::schema_of(db)?;
-        Ok(Box::new(raw::PgRaw::new(&self.url, &handle.schema)?))
+        Ok(Box::new(raw::PgRaw::new(
+            &self.url,
+            &handle.schema,
+            self.citus.is_some(),
+        )?))
     }
 
     fn load_reference(&self, db: &DbHandle, fixture_dir: &Path, set: &str) -> Result<()> {

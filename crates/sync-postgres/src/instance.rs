@@ -13,6 +13,7 @@ use r2d2_postgres::PostgresConnectionManager;
 use sync_core::{Error, ErrorCode, Result};
 
 use crate::bootstrap;
+use crate::citus::{self, DistributeOptions, DistributeReport};
 use crate::config::PostgresConfig;
 use crate::errors::connect_error;
 use crate::pool::{build_pool, search_path_statement, source_of, Conn, ConnectionSource};
@@ -30,6 +31,8 @@ pub struct PostgresStorage {
     ensured: RwLock<Option<Arc<Ensured>>>,
     ensure_lock: Mutex<()>,
     bootstrapped: AtomicBool,
+    /// Whether the last bootstrap found the `citus` extension.
+    citus: AtomicBool,
     #[cfg(feature = "fault-injection")]
     faults: sync_core::fault::FaultSlot,
     #[cfg(feature = "fault-injection")]
@@ -79,6 +82,7 @@ impl PostgresStorage {
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
             bootstrapped: AtomicBool::new(false),
+            citus: AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]
             faults: sync_core::fault::FaultSlot::default(),
             #[cfg(feature = "fault-injection")]
@@ -263,9 +267,46 @@ impl PostgresStorage {
     /// Runs the base DDL (catalog-driven; a warm start issues no DDL).
     pub(crate) fn bootstrap(&self) -> Result<()> {
         let mut conn = self.checkout_raw()?;
-        bootstrap::run(&mut conn, self.config.statement_timeout_ms)?;
+        let citus = bootstrap::run(
+            &mut conn,
+            self.config.statement_timeout_ms,
+            self.config.citus_distribution.as_ref(),
+        )?;
+        self.citus.store(citus, Ordering::Release);
         self.bootstrapped.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Whether the last bootstrap found the `citus` extension (so DDL
+    /// transactions set the Citus settings they need).
+    pub(crate) fn is_citus(&self) -> bool {
+        self.citus.load(Ordering::Acquire)
+    }
+
+    /// Distributes the storage schema by partition on a Citus coordinator
+    /// (`docs/scale-out.md`): bootstraps it if needed, then, under the
+    /// migration lock, hash-distributes every storage and application table
+    /// by its partition column (colocated with `sync_partitions`, with
+    /// `options.shard_count` shards) and makes `sync_schema_meta` a
+    /// reference table. Later migrations distribute the tables they create
+    /// the same way. Idempotent: a distributed schema reports
+    /// `already_distributed` and changes nothing.
+    ///
+    /// Refuses with `sync.storage.not_distributable` when the `citus`
+    /// extension is absent (`reason = citus_missing`), when the schema is a
+    /// Citus distributed schema (`distributed_schema`), or when a table to
+    /// distribute holds rows (`not_empty`, `table`).
+    pub fn distribute(&self, options: &DistributeOptions) -> Result<DistributeReport> {
+        self.bootstrap()?;
+        if !self.is_citus() {
+            return Err(Error::new(ErrorCode::NotDistributable).detail("reason", "citus_missing"));
+        }
+        let timeout = self.config.migration_lock_timeout_ms;
+        self.in_transaction(Isolation::ReadCommitted, |conn| {
+            crate::migrate::take_migration_lock(conn, timeout)?;
+            citus::apply_ddl_settings(conn)?;
+            citus::distribute_schema(conn, options).map(Finish::Commit)
+        })
     }
 
     /// Reads in autocommit on a pooled connection. A connection lost under

@@ -72,6 +72,7 @@ mod admin;
 mod blobs;
 mod bootstrap;
 mod checkpoints;
+mod citus;
 mod clients;
 mod commit_log;
 mod config;
@@ -115,6 +116,7 @@ pub mod harness;
 
 pub mod reference_dump;
 
+pub use citus::{DistributeOptions, DistributeReport};
 pub use config::{PostgresConfig, DEFAULT_MIGRATION_LOCK_TIMEOUT_MS};
 pub use instance::PostgresStorage;
 

@@ -10,6 +10,7 @@ use sync_schema::{
     layouts_json, parse_layouts, plan_legacy_upgrade, plan_migration, Dialect, Statement,
 };
 
+use crate::citus;
 use crate::ensure::check_pending;
 use crate::instance::{Finish, PostgresStorage};
 use crate::introspect::{names_with_internal, observe};
@@ -27,7 +28,8 @@ pub(crate) enum BumpOutcome {
     Raced,
 }
 
-fn take_migration_lock(conn: &mut Conn, timeout_ms: u64) -> Result<()> {
+/// `SET LOCAL lock_timeout` and the migration lock.
+pub(crate) fn take_migration_lock(conn: &mut Conn, timeout_ms: u64) -> Result<()> {
     conn.simple(&format!(
         "SET LOCAL lock_timeout = {timeout_ms}; LOCK TABLE sync_partitions IN EXCLUSIVE MODE"
     ))
@@ -57,6 +59,9 @@ pub(crate) fn bump(
     let config = storage.config();
     storage.in_transaction(Isolation::ReadCommitted, |conn| {
         take_migration_lock(conn, config.migration_lock_timeout_ms)?;
+        if storage.is_citus() {
+            citus::apply_ddl_settings(conn)?;
+        }
         opts.notify_migration_locked();
         let stored = marker::read(conn)?;
         if stored
@@ -78,6 +83,9 @@ pub(crate) fn bump(
         let plan = plan_migration(schema, &layouts, &observed, Dialect::Postgres)?;
         for statement in plan.statements() {
             run_statement(conn, statement)?;
+        }
+        if storage.is_citus() {
+            citus::distribute_new_tables(conn)?;
         }
         let rewrites: Vec<_> = plan
             .needed_rewrites()
@@ -120,6 +128,9 @@ pub(crate) fn legacy_upgrade(storage: &PostgresStorage, schema: &CompiledSchema)
     let timeout = storage.config().migration_lock_timeout_ms;
     storage.in_transaction(Isolation::ReadCommitted, |conn| {
         take_migration_lock(conn, timeout)?;
+        if storage.is_citus() {
+            citus::apply_ddl_settings(conn)?;
+        }
         let names = names_with_internal(schema.tables.iter().map(|t| t.name.clone()));
         let observed = observe(conn, &names)?;
         let plan = plan_legacy_upgrade(schema, &observed, Dialect::Postgres);

@@ -47,6 +47,8 @@ pub enum Command {
     Backfill(BackfillArgs),
     /// Delete commit history through a sequence number (epoch-fenced).
     Prune(PruneArgs),
+    /// Distribute a fresh Postgres schema by partition on a Citus coordinator (docs/scale-out.md).
+    Distribute(DistributeArgs),
     /// Current rows of one table, decoded.
     Rows(RowsArgs),
     /// Retained commits with every change, decoded.
@@ -57,6 +59,14 @@ pub enum Command {
     Sync(SyncArgs),
     /// Every error code this command can print, with its message.
     Errors(ErrorsArgs),
+}
+
+/// `distribute`.
+#[derive(Debug, Args)]
+pub struct DistributeArgs {
+    /// Shards of the colocation group (default: the server's `citus.shard_count`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64000))]
+    pub shard_count: Option<u32>,
 }
 
 /// `errors`.

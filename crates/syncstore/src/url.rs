@@ -207,6 +207,22 @@ impl Database {
         }
     }
 
+    /// Distributes the schema by partition on a Citus coordinator
+    /// (`PostgresStorage::distribute`); SQLite is
+    /// `sync.storage.not_distributable` (`reason = not_postgres`).
+    pub fn distribute(
+        &self,
+        options: &sync_postgres::DistributeOptions,
+    ) -> sync_core::Result<sync_postgres::DistributeReport> {
+        match &self.backend {
+            Backend::Sqlite(_) => Err(sync_core::Error::new(
+                sync_core::ErrorCode::NotDistributable,
+            )
+            .detail("reason", "not_postgres")),
+            Backend::Postgres(storage) => storage.distribute(options),
+        }
+    }
+
     /// Read-only introspection of the named tables (absent ones included),
     /// as `ensure_schema` would observe them (`schema-and-migrations.md` §7.1).
     pub fn observe_tables(&self, tables: &[String]) -> sync_core::Result<ObservedTables> {

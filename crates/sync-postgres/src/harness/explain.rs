@@ -254,7 +254,25 @@ fn unquote(name: &str) -> String {
     }
 }
 
+/// The table of `index`, read from the catalog. A shard's index
+/// (`<index>_<digits>`, on a Citus worker) is looked up by its base name on
+/// the coordinator, and its table is named as the shard's would be.
 fn index_table(conn: &mut Conn, index: &str) -> Result<String> {
+    let base = crate::errors::base_name(index);
+    let table = catalog_index_table(conn, index)?;
+    if !table.is_empty() || base == index {
+        return Ok(table);
+    }
+    let table = catalog_index_table(conn, base)?;
+    let suffix = &index[base.len()..];
+    Ok(if table.is_empty() {
+        table
+    } else {
+        format!("{table}{suffix}")
+    })
+}
+
+fn catalog_index_table(conn: &mut Conn, index: &str) -> Result<String> {
     let messages = conn.simple(&format!(
         "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid \
          WHERE i.indexrelid = to_regclass({})",

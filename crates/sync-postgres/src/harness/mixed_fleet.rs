@@ -55,6 +55,31 @@ BEFORE INSERT ON sync_commits
 FOR EACH ROW EXECUTE FUNCTION syncular_writer_fence();
 ";
 
+/// The statements of a script, split at each `;` outside `$$` quotes
+/// (enough for [`REFERENCE_0_23_START_SQL`]), without empty ones.
+pub(crate) fn statements_of(sql: &str) -> Vec<&str> {
+    let mut statements = Vec::new();
+    let mut start = 0;
+    let mut quoted = false;
+    let bytes = sql.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if sql[i..].starts_with("$$") {
+            quoted = !quoted;
+            i += 2;
+            continue;
+        }
+        if bytes[i] == b';' && !quoted {
+            statements.push(sql[start..i].trim());
+            start = i + 1;
+        }
+        i += 1;
+    }
+    statements.push(sql[start..].trim());
+    statements.retain(|s| !s.is_empty());
+    statements
+}
+
 /// The statement that breaks our trigger the way `tamper` says.
 pub(crate) fn tamper_sql(tamper: FenceTamper) -> String {
     match tamper {
@@ -83,7 +108,8 @@ INSERT INTO {schema}sync_schema_meta VALUES (1, 1, '{}', NULL);";
 /// `search_path` shape `"$user", <storage schema>`, and temporary tables of
 /// the same names in its session (searched before any schema when a path
 /// does not name `pg_temp`). The role may read and write the storage's
-/// tables, as a writer role would. It and everything it owns are dropped
+/// tables, as a writer role would, and may log in (a distributed Postgres
+/// connects to its workers as the session's role). It and everything it owns are dropped
 /// before returning, whatever the outcome.
 pub fn insert_as_shadowing_role(
     url: &str,
@@ -110,7 +136,7 @@ fn setup_role(conn: &mut Conn, role: &str, schema: &str) -> Result<()> {
     let r = quote_ident(role);
     let s = quote_ident(schema);
     conn.simple(&format!(
-        "CREATE ROLE {r}; GRANT USAGE ON SCHEMA {s} TO {r}; \
+        "CREATE ROLE {r} LOGIN; GRANT USAGE ON SCHEMA {s} TO {r}; \
          GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {s} TO {r}; \
          CREATE SCHEMA {r} AUTHORIZATION {r}; SET ROLE {r}; \
          SET search_path TO \"$user\", {s}"
@@ -127,4 +153,22 @@ fn drop_role(conn: &mut Conn, role: &str) -> Result<()> {
     ))
     .map(|_| ())
     .map_err(|e: Error| e.detail("cleanup", "shadowing_role"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{statements_of, REFERENCE_0_23_START_SQL};
+
+    #[test]
+    fn the_reference_start_splits_into_its_statements() {
+        let statements = statements_of(REFERENCE_0_23_START_SQL);
+        assert_eq!(statements.len(), 7, "{statements:#?}");
+        assert!(statements[4].starts_with("CREATE OR REPLACE FUNCTION syncular_writer_fence()"));
+        assert!(statements[4].ends_with("$$ LANGUAGE plpgsql"));
+        assert!(statements[6].starts_with("CREATE TRIGGER sync_commits_writer_fence"));
+        assert_eq!(
+            statements_of("SELECT 1;; SELECT 2"),
+            ["SELECT 1", "SELECT 2"]
+        );
+    }
 }

@@ -21,6 +21,7 @@ pub(crate) struct PgRaw {
     url: String,
     schema: String,
     conn: Mutex<Conn>,
+    citus: bool,
 }
 
 const INSERT_COMMIT_SQL: &str = "INSERT INTO sync_commits \
@@ -28,11 +29,19 @@ const INSERT_COMMIT_SQL: &str = "INSERT INTO sync_commits \
     VALUES ($1, $2::int8, 'raw-client', 'raw-' || ($2::int8)::text, 'raw-actor', 0, $3::int4)";
 
 impl PgRaw {
-    pub(crate) fn new(url: &str, schema: &str) -> Result<Self> {
+    /// Raw access to `schema`. On a Citus coordinator (`citus`) the session
+    /// allows trigger DDL on distributed tables, as the operator or the other
+    /// binary it plays would have to (`docs/scale-out.md`).
+    pub(crate) fn new(url: &str, schema: &str, citus: bool) -> Result<Self> {
+        let mut conn = Conn::from_client(schema_client(url, schema)?);
+        if citus {
+            conn.simple("SET citus.enable_unsafe_triggers = on")?;
+        }
         Ok(Self {
             url: url.to_owned(),
             schema: schema.to_owned(),
-            conn: Mutex::new(Conn::from_client(schema_client(url, schema)?)),
+            conn: Mutex::new(conn),
+            citus,
         })
     }
 
@@ -329,7 +338,15 @@ impl RawAccess for PgRaw {
     }
 
     fn replay_reference_start(&self) -> Result<()> {
-        self.batch(mixed_fleet::REFERENCE_0_23_START_SQL)
+        if !self.citus {
+            return self.batch(mixed_fleet::REFERENCE_0_23_START_SQL);
+        }
+        // Citus propagates a DDL statement of a multi-statement message with
+        // the whole message's text, which its workers refuse: one by one.
+        for statement in mixed_fleet::statements_of(mixed_fleet::REFERENCE_0_23_START_SQL) {
+            self.batch(statement)?;
+        }
+        Ok(())
     }
 
     fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {

@@ -4,6 +4,7 @@
 mod backfill;
 mod checkpoints;
 mod commits;
+mod distribute;
 mod errors;
 mod migrate;
 mod prune;
@@ -37,6 +38,7 @@ pub fn run(cli: &Cli, format: Format) -> CliResult<Report> {
         Command::Checkpoints(args) => checkpoints::run(&inspect()?, args),
         Command::Backfill(args) => backfill::run(&open()?, args),
         Command::Prune(args) => prune::run(&open()?, args),
+        Command::Distribute(args) => distribute::run(&open()?, args),
         Command::Rows(args) => rows::run(&inspect()?, args),
         Command::Commits(args) => commits::run(&inspect()?, args),
         // Streams JSON lines and has its own exit statuses: `main` runs it.
