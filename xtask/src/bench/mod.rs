@@ -21,6 +21,7 @@ mod raw_postgres;
 mod raw_sqlite;
 mod report;
 mod round_trips;
+mod w10_concurrent;
 mod w1_push;
 mod w2_push10;
 mod w3_growth;
@@ -78,7 +79,7 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,NORMAL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,NORMAL,CONC,RT;
     /// W3G is the W3 growth of scan pages with the table size).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -115,6 +116,9 @@ pub struct Scale {
     pub conc_commits: usize,
     pub conc_rounds: usize,
     pub rt_pushes: usize,
+    /// W10: commits of one run, split over its threads.
+    pub w10_commits: usize,
+    pub w10_rounds: usize,
     /// Reads (W3, W4, W7 pulls) repeat until at least this long has passed,
     /// so one sample is never a fraction of a second of a noisy machine.
     pub min_read: Duration,
@@ -147,6 +151,8 @@ impl Scale {
             conc_commits: 20_000,
             conc_rounds: rounds,
             rt_pushes: 200,
+            w10_commits: 4_000,
+            w10_rounds: rounds.min(2),
             min_read: Duration::from_secs(2),
         }
     }
@@ -177,6 +183,8 @@ impl Scale {
             conc_commits: 400,
             conc_rounds: 1,
             rt_pushes: 50,
+            w10_commits: 256,
+            w10_rounds: 1,
             min_read: Duration::from_millis(200),
         }
     }
@@ -202,6 +210,7 @@ impl Scale {
             w6_commits: self.w6_commits / 4,
             conc_commits: self.conc_commits / 4,
             conc_rounds: self.conc_rounds.min(2),
+            w10_commits: self.w10_commits / 4,
             ..self.clone()
         }
     }
@@ -292,6 +301,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
     }
     if env.dialect == Dialect::Postgres && only.has("CONC") {
         out.extend(concurrency::run(env, scale)?);
+    }
+    if only.has("W10") {
+        out.extend(w10_concurrent::run(env, scale)?);
     }
     if only.has("W5") {
         out.extend(w5_backfill::run(env, scale)?);
