@@ -86,6 +86,10 @@ pub struct BenchArgs {
     /// Directory for the SQLite files (default: the system temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Postgres at a distance: every connection (ours and raw) goes through
+    /// a loopback proxy that delays each direction by this many ms.
+    #[arg(long)]
+    latency_ms: Option<u64>,
 }
 
 /// Counts and rounds of one run.
@@ -347,13 +351,27 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         DialectChoice::Postgres => vec![Dialect::Postgres],
         DialectChoice::All => vec![Dialect::Sqlite, Dialect::Postgres],
     };
-    let pg_url = postgres_server::url(args.pg_url.as_deref());
+    let server_url = postgres_server::url(args.pg_url.as_deref());
     let pg = if dialects.contains(&Dialect::Postgres) {
-        let version = postgres_server::require(&pg_url)?;
-        eprintln!("bench: PostgreSQL {version} at {pg_url}");
-        Some(machine::postgres(&pg_url))
+        let version = postgres_server::require(&server_url)?;
+        eprintln!("bench: PostgreSQL {version} at {server_url}");
+        Some(machine::postgres(&server_url))
     } else {
         None
+    };
+    // Kept alive for the whole run.
+    let distance = match args.latency_ms {
+        Some(ms) => {
+            let delay = Duration::from_millis(ms);
+            let proxy = proxy::Proxy::start_delayed(proxy::upstream(&server_url)?, delay)?;
+            eprintln!("bench: Postgres at a distance: {ms} ms added each way (delay proxy)");
+            Some(proxy)
+        }
+        None => None,
+    };
+    let pg_url = match &distance {
+        Some(proxy) => proxy.url(&server_url)?,
+        None => server_url.clone(),
     };
     if scale.quick {
         eprintln!(
@@ -362,6 +380,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
     }
     let mut machine = machine::describe(profile, scale.quick, scale.rounds, pg);
+    if let (Some(ms), Some(object)) = (args.latency_ms, machine.as_object_mut()) {
+        object.insert("postgres_added_latency_ms_each_way".into(), ms.into());
+    }
     let started = Instant::now();
     let mut results = Vec::new();
     for dialect in dialects {
