@@ -11,6 +11,7 @@ use crate::capabilities::Capability;
 use crate::checkpoints::{ActivationOutcome, Coverage, StoredCheckpoint};
 use crate::error::Result;
 use crate::gate::ServeGate;
+use crate::push_prelude::{PushPrelude, PushPreludeRequest};
 use crate::push_result::StoredPushResult;
 use crate::queries::{IndexRowScanQuery, RowScanQuery};
 use crate::reactions::NewReaction;
@@ -74,6 +75,27 @@ pub trait StorageTransaction: Send {
 
     /// Takes the partition push lock and marks the rejection savepoint. Idempotent.
     fn lock_partition_for_push(&mut self) -> Result<()>;
+    /// The push prelude: [`lock_partition_for_push`](Self::lock_partition_for_push),
+    /// then, under the lock, [`read_serve_gate`](Self::read_serve_gate) of
+    /// `running_schema_version`, [`get_push_result`](Self::get_push_result)
+    /// of the key and — optionally — the candidate rows the push names.
+    ///
+    /// Batch form for dialects that pay per round trip: a dialect may serve
+    /// all of it in one. The lock and the gate fail the call as the single
+    /// methods do; the push-result read's own error is returned inside the
+    /// prelude, so the caller still checks the gate first. The default
+    /// calls the single methods in that order and reads no rows
+    /// (`rows: None`), so a dialect needs nothing to support it.
+    fn begin_push(&mut self, request: &PushPreludeRequest) -> Result<PushPrelude> {
+        self.lock_partition_for_push()?;
+        let gate = self.read_serve_gate(request.running_schema_version)?;
+        let push_result = self.get_push_result(&request.client_id, &request.client_commit_id);
+        Ok(PushPrelude {
+            gate,
+            push_result,
+            rows: None,
+        })
+    }
     /// Discards every staged write after the lock, stores `result` (first
     /// writer wins) and commits.
     fn commit_rejected_push_result(

@@ -92,6 +92,7 @@ mod migrate;
 mod named;
 mod partition_lock;
 mod pool;
+mod prelude;
 mod pruning;
 mod push_results;
 mod query;

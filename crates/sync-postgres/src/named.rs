@@ -63,6 +63,14 @@ pub(crate) static PUSH_STATE: Named = Named {
     sql: LazyLock::new(|| partition_lock::push_state_sql("$1", "$2")),
 };
 
+/// The push prelude's idempotency read: `$1` partition, `$2` client, `$3`
+/// commit id.
+pub(crate) static GET_PUSH_RESULT: Named = Named {
+    name: "sync_prelude_push_result",
+    types: "text, text, text",
+    sql: LazyLock::new(|| push_results::GET_SQL.to_owned()),
+};
+
 /// The deferred append (`commit_log::append_named_args`).
 pub(crate) static APPEND: Named = Named {
     name: "sync_deferred_append",
@@ -79,11 +87,12 @@ pub(crate) static PUT_PUSH_RESULT: Named = Named {
 };
 
 /// Every named statement a push uses, prepared together on first use.
-pub(crate) fn all() -> [&'static Named; 5] {
+pub(crate) fn all() -> [&'static Named; 6] {
     [
         &LOCK_INSERT,
         &LOCK_ROW,
         &PUSH_STATE,
+        &GET_PUSH_RESULT,
         &APPEND,
         &PUT_PUSH_RESULT,
     ]

@@ -74,14 +74,20 @@ pub(crate) fn lock(
 
 /// The push lock, savepoint, fence read and serve-gate read in one round
 /// trip, preceded by `begin` (the transaction's deferred `BEGIN …`) when
-/// given. Returns what was read right after the lock was granted.
+/// given and followed by `reads` (further parameterless reads, each an
+/// `EXECUTE` of a named statement: the push prelude's idempotency and row
+/// reads, each with its own snapshot taken after the lock was granted).
+/// Returns what was read right after the lock was granted, and the rows of
+/// each of `reads` in order. Every statement must already be prepared
+/// except the push's own ([`named::all`]), which this prepares.
 pub(crate) fn lock_for_push(
     conn: &mut Conn,
     begin: Option<&str>,
     partition: &str,
     running: i32,
     lock_timeout_ms: Option<u64>,
-) -> Result<PushLock> {
+    reads: &[String],
+) -> Result<(PushLock, Vec<Vec<SimpleQueryRow>>)> {
     let Some(literal) = quote_literal(partition) else {
         // No text value can hold NUL: let the parameterized path report it.
         if let Some(begin) = begin {
@@ -111,14 +117,18 @@ pub(crate) fn lock_for_push(
     }
     sql.push_str(&format!("SAVEPOINT {SAVEPOINT}; "));
     sql.push_str(&named::PUSH_STATE.execute_sql(&[literal, running]));
-    let messages = conn.simple(&sql)?;
-    let rows: Vec<&SimpleQueryRow> = messages
-        .iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(row) => Some(row),
-            _ => None,
-        })
-        .collect();
+    for read in reads {
+        sql.push_str("; ");
+        sql.push_str(read);
+    }
+    let mut statements = segments(conn.simple(&sql)?);
+    if statements.len() < reads.len() {
+        return Err(Error::backend(
+            "push lock returned an unexpected number of statements",
+        ));
+    }
+    let extra = statements.split_off(statements.len() - reads.len());
+    let rows: Vec<&SimpleQueryRow> = statements.iter().flatten().collect();
     // One row from the `FOR UPDATE`, one with the fences and the gate.
     let [counter, state] = rows.as_slice() else {
         return Err(Error::backend(
@@ -138,14 +148,31 @@ pub(crate) fn lock_for_push(
     // Combined as the fence trigger combines them.
     let fence = effective_fence(fence_at(0)?, fence_at(1)?);
     let gate = gate::gate_from_text(partition, text(state, 2)?, text(state, 3)?, text(state, 4)?)?;
-    Ok(PushLock {
-        gate,
-        max_commit_seq,
-        fence,
-    })
+    Ok((
+        PushLock {
+            gate,
+            max_commit_seq,
+            fence,
+        },
+        extra,
+    ))
+}
+
+/// The rows of a simple-query answer, one list per statement.
+fn segments(messages: Vec<SimpleQueryMessage>) -> Vec<Vec<SimpleQueryRow>> {
+    let mut out = Vec::new();
+    let mut current = Vec::new();
+    for message in messages {
+        match message {
+            SimpleQueryMessage::Row(row) => current.push(row),
+            SimpleQueryMessage::CommandComplete(_) => out.push(std::mem::take(&mut current)),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Column `idx` of a simple-query row (text, `None` for NULL).
-fn text(row: &SimpleQueryRow, idx: usize) -> Result<Option<&str>> {
+pub(crate) fn text(row: &SimpleQueryRow, idx: usize) -> Result<Option<&str>> {
     row.try_get(idx).map_err(Error::backend)
 }

@@ -43,6 +43,9 @@ pub(crate) struct StatementCache {
     /// (`named.rs`); never evicted (a handful, and they live as long as
     /// the session).
     named: HashSet<&'static str>,
+    /// Names of per-table server-side statements prepared on this
+    /// connection ([`Conn::ensure_named_text`]), same lifetime.
+    named_text: HashSet<String>,
     /// The session's state is uncertain (a failed `ROLLBACK` whose backend
     /// could not be terminated): before its next use the connection is
     /// re-synchronized — rolled back, every server-side prepared statement
@@ -258,6 +261,18 @@ impl Conn {
         Ok(())
     }
 
+    /// [`Conn::ensure_named`] for a statement whose name and text are built
+    /// at run time (one per application table): `name` must be determined
+    /// by `prepare_sql`, so a name never stands for two texts.
+    pub(crate) fn ensure_named_text(&mut self, name: &str, prepare_sql: &str) -> Result<()> {
+        if !self.cache.named_text.contains(name) {
+            self.statements += 1;
+            self.inner.client().simple_query(prepare_sql).map_err(db)?;
+            self.cache.named_text.insert(name.to_owned());
+        }
+        Ok(())
+    }
+
     /// Prepares a statement without caching it (registered queries, EXPLAIN).
     pub(crate) fn prepare_uncached(&mut self, sql: &str) -> Result<Statement, PgError> {
         self.send(sql, |conn| conn.inner.client().prepare(sql))
@@ -313,6 +328,7 @@ impl Conn {
     fn resync(&mut self) -> bool {
         self.cache.statements.clear();
         self.cache.named.clear();
+        self.cache.named_text.clear();
         let done = self
             .inner
             .client()
@@ -333,6 +349,7 @@ impl Conn {
     pub(crate) fn discard(&mut self) {
         self.cache.statements.clear();
         self.cache.named.clear();
+        self.cache.named_text.clear();
         // The server ends the session; the errors these return are expected.
         let client = self.inner.client();
         let _ = client.simple_query("ROLLBACK");

@@ -5,7 +5,8 @@ use sync_core::{Result, StoredPushResult};
 use crate::pool::{col, Conn};
 use crate::sql::quote_literal;
 
-const GET_SQL: &str = "SELECT result::text FROM sync_push_results \
+/// The stored result as JSON text: `$1` partition, `$2` client, `$3` commit id.
+pub(crate) const GET_SQL: &str = "SELECT result::text FROM sync_push_results \
     WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3";
 /// Insert-if-absent of one result: `$1` partition, `$2` client, `$3` commit id, `$4` JSON.
 pub(crate) const PUT_SQL: &str = "INSERT INTO sync_push_results \
@@ -24,6 +25,12 @@ pub(crate) fn get(
     };
     let text: String = col(&row, 0)?;
     StoredPushResult::from_json(&text).map(Some)
+}
+
+/// The stored result from the JSON text [`GET_SQL`] returned (`None`: no
+/// row); unreadable JSON is `sync.idempotency_cache_miss`, as in [`get`].
+pub(crate) fn from_text(text: Option<&str>) -> Result<Option<StoredPushResult>> {
+    text.map(StoredPushResult::from_json).transpose()
 }
 
 /// Stores the result unless the key already has one.

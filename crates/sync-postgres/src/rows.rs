@@ -124,6 +124,12 @@ pub(crate) fn get_rows(
         return Ok(Vec::new());
     }
     let found = rows_from(&conn.query(&sql.get_rows, &[&partition, &row_ids])?)?;
+    Ok(in_order(found, row_ids))
+}
+
+/// The rows `found` for `row_ids`, in their order (`None` = absent); a
+/// repeated id gets a copy.
+pub(crate) fn in_order(found: Vec<StoredRow>, row_ids: &[String]) -> Vec<Option<StoredRow>> {
     let mut by_id: HashMap<String, StoredRow> =
         found.into_iter().map(|r| (r.row_id.clone(), r)).collect();
     let last: HashMap<&str, usize> = row_ids
@@ -131,7 +137,7 @@ pub(crate) fn get_rows(
         .enumerate()
         .map(|(i, id)| (id.as_str(), i))
         .collect();
-    Ok(row_ids
+    row_ids
         .iter()
         .enumerate()
         .map(|(i, row_id)| {
@@ -142,7 +148,7 @@ pub(crate) fn get_rows(
                 by_id.get(row_id).cloned()
             }
         })
-        .collect())
+        .collect()
 }
 
 /// A validated batch for [`upsert_rows`]: the rows distinct by id (a later

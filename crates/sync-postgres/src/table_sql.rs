@@ -35,6 +35,14 @@ pub(crate) struct TableSql {
     pub get_row: String,
     /// `$1` partition, `$2` row ids → row id, version, scopes, payload.
     pub get_rows: String,
+    /// The push prelude's row read (`partition_lock::lock_for_push`): `$1`
+    /// partition, `$2` row ids → row id, version, scopes, payload as hex
+    /// text (read through the simple-query protocol, whatever the
+    /// server's `bytea_output`).
+    pub prelude_rows: String,
+    /// The server-side name of [`prelude_rows`](Self::prelude_rows): a hash
+    /// of its text, so a name never stands for two statements.
+    pub prelude_rows_name: String,
     /// `$1` partition, `$2` row id → version, scopes.
     pub row_scopes: String,
     /// Scope scan pages by value count (see [`scan_page_sql`]).
@@ -43,6 +51,22 @@ pub(crate) struct TableSql {
     pub partition_scan: String,
     /// `$1` partition, `$2` row ids → row id, scopes (blob reference rows).
     pub scopes_of_rows: String,
+}
+
+/// See [`TableSql::prelude_rows`].
+fn prelude_rows_sql(quoted: &str) -> String {
+    format!(
+        "SELECT \"_sync_row_id\", \"_sync_server_version\", \"_sync_scopes\"::text, \
+         encode(\"_sync_payload\", 'hex') FROM {quoted} \
+         WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = ANY($2::text[])"
+    )
+}
+
+/// FNV-1a, 64 bits: a stable name for a statement text.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 const ROW_COLUMNS: &str = "\"_sync_server_version\", \"_sync_scopes\"::text, \"_sync_payload\"";
@@ -72,6 +96,11 @@ impl TableSql {
             get_rows: format!(
                 "SELECT \"_sync_row_id\", {ROW_COLUMNS} FROM {quoted} \
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = ANY($2::text[])"
+            ),
+            prelude_rows: prelude_rows_sql(&quoted),
+            prelude_rows_name: format!(
+                "sync_prelude_rows_{:016x}",
+                fnv1a(&prelude_rows_sql(&quoted))
             ),
             row_scopes: format!(
                 "SELECT \"_sync_server_version\", \"_sync_scopes\"::text FROM {quoted} \

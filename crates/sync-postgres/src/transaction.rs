@@ -23,11 +23,12 @@
 
 use std::sync::Arc;
 
+use postgres::SimpleQueryRow;
 use sync_core::{
     validate, writer_fence_allows, ActivationOutcome, AuthoritativeQueryRequest,
     AuthoritativeQueryResult, Coverage, Error, ErrorCode, IndexRowScanQuery, NewCommit,
-    NewReaction, Result, RowScanQuery, ServeGate, SourceChange, StorageTransaction,
-    StoredCheckpoint, StoredPushResult, StoredRow,
+    NewReaction, PushPrelude, PushPreludeRequest, Result, RowScanQuery, ServeGate, SourceChange,
+    StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
 };
 
 use crate::instance::PostgresStorage;
@@ -36,7 +37,8 @@ use crate::pool::Conn;
 use crate::session::{self, Isolation};
 use crate::state::{resolve, Ensured};
 use crate::{
-    checkpoints, commit_log, coverage, gate, named, push_results, query, reactions, rows, scans,
+    checkpoints, commit_log, coverage, gate, named, prelude, push_results, query, reactions, rows,
+    scans,
 };
 
 /// A gate read together with the push lock, valid until the next statement.
@@ -204,6 +206,57 @@ impl<'s> PgTransaction<'s> {
         Some(seq)
     }
 
+    /// The push lock's message with the gate of `running` and the reads of
+    /// a prelude `plan` (its per-table statements prepared first, outside
+    /// the transaction when `BEGIN` is still pending, like the push's own
+    /// named statements); records what the lock read (the counter, the
+    /// fence, the prefetched gate) and returns the rows of the plan's reads.
+    fn push_lock(
+        &mut self,
+        running: i32,
+        plan: Option<&prelude::Plan>,
+    ) -> Result<Vec<Vec<SimpleQueryRow>>> {
+        let writer = self.writer_version;
+        let timeout = self.storage.config().push_lock_timeout_ms;
+        let begin = self.pending_begin.take();
+        let reads = plan.map_or(&[][..], |p| p.statements.as_slice());
+        let (lock, rows) = self.run(|c| {
+            if let Some(plan) = plan {
+                prelude::prepare(c.conn, plan)?;
+            }
+            partition_lock::lock_for_push(
+                c.conn,
+                begin.as_deref(),
+                c.partition,
+                running,
+                timeout,
+                reads,
+            )
+        })?;
+        self.push_locked = true;
+        self.partition_locked = true;
+        self.known_seq = Some(lock.max_commit_seq);
+        self.fence_blocks = !writer_fence_allows(lock.fence, writer);
+        self.prefetched = self.conn.as_ref().map(|conn| PrefetchedGate {
+            running,
+            gate: lock.gate,
+            statements: conn.statements(),
+        });
+        Ok(rows)
+    }
+
+    /// The prelude as the single methods read it (no rows).
+    fn sequential_prelude(&mut self, request: &PushPreludeRequest) -> Result<PushPrelude> {
+        self.lock_partition_for_push()?;
+        let gate = self.read_serve_gate(request.running_schema_version)?;
+        let push_result = self.get_push_result(&request.client_id, &request.client_commit_id);
+        Ok(PushPrelude {
+            gate,
+            push_result,
+            rows: None,
+        })
+    }
+
     fn finish_rollback(&mut self) {
         self.pending_writes = None;
         let begun = self.pending_begin.take().is_none();
@@ -337,21 +390,25 @@ impl StorageTransaction for PgTransaction<'_> {
             return self.run(|_| Ok(()));
         }
         let running = self.writer_version;
-        let timeout = self.storage.config().push_lock_timeout_ms;
-        let begin = self.pending_begin.take();
-        let lock = self.run(|c| {
-            partition_lock::lock_for_push(c.conn, begin.as_deref(), c.partition, running, timeout)
-        })?;
-        self.push_locked = true;
-        self.partition_locked = true;
-        self.known_seq = Some(lock.max_commit_seq);
-        self.fence_blocks = !writer_fence_allows(lock.fence, running);
-        self.prefetched = self.conn.as_ref().map(|conn| PrefetchedGate {
-            running,
-            gate: lock.gate,
-            statements: conn.statements(),
-        });
-        Ok(())
+        self.push_lock(running, None).map(|_| ())
+    }
+
+    fn begin_push(&mut self, request: &PushPreludeRequest) -> Result<PushPrelude> {
+        let plan = match self.push_locked {
+            false => prelude::plan(self.ensured.as_deref(), &self.partition, request),
+            true => None,
+        };
+        let Some(plan) = plan else {
+            return self.sequential_prelude(request);
+        };
+        let segments = self.push_lock(request.running_schema_version, Some(&plan))?;
+        let (push_result, rows) = prelude::read(&plan, request, segments)?;
+        let gate = self.read_serve_gate(request.running_schema_version)?;
+        Ok(PushPrelude {
+            gate,
+            push_result,
+            rows: Some(rows),
+        })
     }
 
     fn commit_rejected_push_result(

@@ -14,7 +14,7 @@ use common::*;
 use postgres::config::Host;
 use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
-use sync_core::{EnsureOptions, ServerStorage, StoredPushResult};
+use sync_core::{EnsureOptions, PushPreludeRequest, ServerStorage, StoredPushResult};
 use sync_postgres::PostgresStorage;
 
 /// Forwards a local port to the server and counts client writes.
@@ -66,9 +66,8 @@ impl r2d2::CustomizeConnection<postgres::Client, postgres::Error> for SearchPath
     }
 }
 
-#[test]
-fn a_warm_single_row_push_costs_four_round_trips() {
-    let db = TestDb::new();
+/// A storage whose one pooled connection goes through the counting proxy.
+fn proxied_storage(db: &TestDb) -> (PostgresStorage, Arc<AtomicUsize>) {
     let config: postgres::Config = pg_url().parse().unwrap();
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(host)) => host.clone(),
@@ -96,10 +95,17 @@ fn a_warm_single_row_push_costs_four_round_trips() {
         .build(PostgresConnectionManager::new(proxied, NoTls))
         .unwrap();
     let storage = PostgresStorage::new(pool, db.config());
-    let schema = fix1();
     storage
-        .ensure_schema(&schema, &EnsureOptions::default())
+        .ensure_schema(&fix1(), &EnsureOptions::default())
         .unwrap();
+    (storage, count)
+}
+
+#[test]
+fn a_warm_single_row_push_costs_four_round_trips() {
+    let db = TestDb::new();
+    let (storage, count) = proxied_storage(&db);
+    let schema = fix1();
     let single_row_push = |id: &str| {
         let row = task_row(&schema, id, "p1", id, 1);
         let mut tx = storage.begin("acme").unwrap();
@@ -123,4 +129,107 @@ fn a_warm_single_row_push_costs_four_round_trips() {
         round_trips, 4,
         "begin+lock+savepoint+fence+gate, get_push_result, upsert_row, append_commit+put_push_result+commit"
     );
+}
+
+/// The prelude of a push to `id`: the gate, the key `("c", id)` and the row.
+fn prelude_request(id: &str) -> PushPreludeRequest {
+    PushPreludeRequest {
+        running_schema_version: 1,
+        client_id: "c".into(),
+        client_commit_id: id.into(),
+        rows: vec![("tasks".into(), vec![id.to_owned()])],
+    }
+}
+
+#[test]
+fn a_warm_single_row_push_through_the_prelude_costs_three_round_trips() {
+    let db = TestDb::new();
+    let (storage, count) = proxied_storage(&db);
+    let schema = fix1();
+    let single_row_push = |id: &str| {
+        let row = task_row(&schema, id, "p1", id, 1);
+        let mut tx = storage.begin("acme").unwrap();
+        let prelude = tx.begin_push(&prelude_request(id)).unwrap();
+        assert_eq!(prelude.gate.stored_schema_version, 1);
+        assert!(prelude.push_result.unwrap().is_none());
+        assert_eq!(prelude.rows, Some(vec![vec![None]]));
+        tx.upsert_row("tasks", &row, Some(0)).unwrap();
+        let seq = tx
+            .append_commit(&commit("c", id, vec![upsert_change(&row, "tasks")]))
+            .unwrap();
+        tx.put_push_result("c", id, &StoredPushResult::applied(seq))
+            .unwrap();
+        tx.commit().unwrap();
+    };
+    single_row_push("warm-up");
+    let before = count.load(Ordering::SeqCst);
+    single_row_push("measured");
+    let round_trips = count.load(Ordering::SeqCst) - before;
+    assert_eq!(
+        round_trips, 3,
+        "begin+lock+savepoint+fence+gate+push result+rows, upsert_row, append_commit+put_push_result+commit"
+    );
+}
+
+#[test]
+fn the_prelude_reads_what_the_single_methods_read_under_the_lock() {
+    let db = TestDb::new();
+    let (storage, _count) = proxied_storage(&db);
+    let schema = fix1();
+    let stored = task_row(&schema, "t1", "p1", "it's \\ 'quoted'", 1);
+    let mut tx = storage.begin("acme").unwrap();
+    tx.lock_partition_for_push().unwrap();
+    tx.upsert_row("tasks", &stored, Some(0)).unwrap();
+    let seq = tx
+        .append_commit(&commit("c", "k1", vec![upsert_change(&stored, "tasks")]))
+        .unwrap();
+    tx.put_push_result("c", "k1", &StoredPushResult::applied(seq))
+        .unwrap();
+    tx.commit().unwrap();
+
+    let request = PushPreludeRequest {
+        running_schema_version: 1,
+        client_id: "c".into(),
+        client_commit_id: "k1".into(),
+        rows: vec![
+            (
+                "tasks".into(),
+                vec!["absent".into(), "t1".into(), "t1".into()],
+            ),
+            ("tasks".into(), Vec::new()),
+        ],
+    };
+    let mut tx = storage.begin("acme").unwrap();
+    let prelude = tx.begin_push(&request).unwrap();
+    let stored_result = prelude
+        .push_result
+        .as_ref()
+        .unwrap()
+        .clone()
+        .expect("the stored result");
+    assert_eq!(stored_result.commit_seq, Some(seq));
+    let rows = prelude.rows.clone().expect("Postgres reads the rows");
+    assert_eq!(
+        rows,
+        vec![
+            vec![None, Some(stored.clone()), Some(stored.clone())],
+            vec![]
+        ]
+    );
+    assert_eq!(prelude.row(&request, "tasks", "t1"), Some(Some(&stored)));
+    assert_eq!(prelude.row(&request, "tasks", "absent"), Some(None));
+    assert_eq!(prelude.row(&request, "tasks", "never-asked"), None);
+    // Under the same lock, the single methods agree.
+    assert_eq!(tx.read_serve_gate(1).unwrap(), prelude.gate);
+    assert_eq!(tx.get_rows("tasks", &request.rows[0].1).unwrap(), rows[0]);
+    assert_eq!(tx.get_push_result("c", "k1").unwrap(), Some(stored_result));
+    tx.rollback().unwrap();
+
+    // A key that cannot be a literal falls back to the single methods: no rows.
+    let mut odd = prelude_request("k2");
+    odd.client_id = "c\0".into();
+    let mut tx = storage.begin("acme").unwrap();
+    let prelude = tx.begin_push(&odd).unwrap();
+    assert!(prelude.rows.is_none());
+    tx.rollback().unwrap();
 }

@@ -146,16 +146,18 @@ impl Db {
         }
     }
 
-    /// Opens the storage without ensuring a schema.
-    pub fn open(&self) -> Result<Arc<dyn ServerStorage>> {
+    /// Opens the storage without ensuring a schema, the SQLite
+    /// configuration adjusted by `tweak` (after `synchronous` is set).
+    pub fn open_with(&self, tweak: fn(&mut SqliteConfig)) -> Result<Arc<dyn ServerStorage>> {
         Ok(match &self.location {
-            Location::Sqlite(path) => Arc::new(SqliteStorage::open(
-                path,
-                SqliteConfig {
+            Location::Sqlite(path) => {
+                let mut config = SqliteConfig {
                     synchronous: self.synchronous,
                     ..SqliteConfig::default()
-                },
-            )?),
+                };
+                tweak(&mut config);
+                Arc::new(SqliteStorage::open(path, config)?)
+            }
             Location::Postgres { url, schema } => Arc::new(PostgresStorage::connect(
                 url,
                 PostgresConfig {
@@ -168,7 +170,16 @@ impl Db {
 
     /// Opens the storage and ensures the benchmark schema.
     pub fn storage(&self, with_derived: bool) -> Result<Arc<dyn ServerStorage>> {
-        let storage = self.open()?;
+        self.storage_with(with_derived, |_| {})
+    }
+
+    /// [`Db::storage`] with the SQLite configuration adjusted by `tweak`.
+    pub fn storage_with(
+        &self,
+        with_derived: bool,
+        tweak: fn(&mut SqliteConfig),
+    ) -> Result<Arc<dyn ServerStorage>> {
+        let storage = self.open_with(tweak)?;
         storage.ensure_schema(&fixture::schema(with_derived)?, &EnsureOptions::default())?;
         Ok(storage)
     }
@@ -180,6 +191,19 @@ impl Db {
                 Box::new(RawSqlite::open(path, self.synchronous.as_pragma())?)
             }
             Location::Postgres { url, schema } => Box::new(RawPostgres::connect(url, schema)?),
+        })
+    }
+
+    /// A raw client for many concurrent writers: on SQLite it waits up to
+    /// `busy` for the file's write lock (the default client gives up after 5 s).
+    pub fn raw_waiting(&self, busy: std::time::Duration) -> Result<Box<dyn RawClient>> {
+        Ok(match &self.location {
+            Location::Sqlite(path) => Box::new(RawSqlite::open_waiting(
+                path,
+                self.synchronous.as_pragma(),
+                busy,
+            )?),
+            Location::Postgres { .. } => self.raw()?,
         })
     }
 

@@ -71,9 +71,18 @@ pub fn pull(
 
 /// Runs a round and returns its items; a request-level error fails the bench.
 pub fn round(engine: &Engine, actor: &str, request: &SyncRequest) -> Result<Vec<ResponseItem>> {
+    round_in(engine, &RequestContext::new(PARTITION, actor), request)
+}
+
+/// [`round`] in any partition.
+pub fn round_in(
+    engine: &Engine,
+    ctx: &RequestContext,
+    request: &SyncRequest,
+) -> Result<Vec<ResponseItem>> {
     let mut items = Vec::new();
     let outcome = engine
-        .handle(&RequestContext::new(PARTITION, actor), request, &mut items)
+        .handle(ctx, request, &mut items)
         .context("engine round")?;
     if let Some(error) = outcome.error {
         bail!("engine round failed: {error}");
@@ -83,9 +92,14 @@ pub fn round(engine: &Engine, actor: &str, request: &SyncRequest) -> Result<Vec<
 
 /// First contact: the partition's log epoch.
 pub fn acquire_epoch(engine: &Engine, actor: &str, client: &str) -> Result<String> {
+    acquire_epoch_in(engine, &RequestContext::new(PARTITION, actor), client)
+}
+
+/// [`acquire_epoch`] in any partition.
+pub fn acquire_epoch_in(engine: &Engine, ctx: &RequestContext, client: &str) -> Result<String> {
     let mut req = request(client, None);
     req.pull = Some(PullHeader::default());
-    let items = round(engine, actor, &req)?;
+    let items = round_in(engine, ctx, &req)?;
     match items.first() {
         Some(ResponseItem::Header(h)) => match &h.log_epoch {
             Some(epoch) => Ok(epoch.clone()),

@@ -21,6 +21,7 @@ mod raw_postgres;
 mod raw_sqlite;
 mod report;
 mod round_trips;
+mod w10_concurrent;
 mod w1_push;
 mod w2_push10;
 mod w3_growth;
@@ -78,13 +79,17 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,NORMAL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,NORMAL,CONC,RT;
     /// W3G is the W3 growth of scan pages with the table size).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Directory for the SQLite files (default: the system temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Postgres at a distance: every connection (ours and raw) goes through
+    /// a loopback proxy that delays each direction by this many ms.
+    #[arg(long)]
+    latency_ms: Option<u64>,
 }
 
 /// Counts and rounds of one run.
@@ -115,6 +120,9 @@ pub struct Scale {
     pub conc_commits: usize,
     pub conc_rounds: usize,
     pub rt_pushes: usize,
+    /// W10: commits of one run, split over its threads.
+    pub w10_commits: usize,
+    pub w10_rounds: usize,
     /// Reads (W3, W4, W7 pulls) repeat until at least this long has passed,
     /// so one sample is never a fraction of a second of a noisy machine.
     pub min_read: Duration,
@@ -147,6 +155,8 @@ impl Scale {
             conc_commits: 20_000,
             conc_rounds: rounds,
             rt_pushes: 200,
+            w10_commits: 4_000,
+            w10_rounds: rounds.min(2),
             min_read: Duration::from_secs(2),
         }
     }
@@ -177,6 +187,8 @@ impl Scale {
             conc_commits: 400,
             conc_rounds: 1,
             rt_pushes: 50,
+            w10_commits: 256,
+            w10_rounds: 1,
             min_read: Duration::from_millis(200),
         }
     }
@@ -202,6 +214,7 @@ impl Scale {
             w6_commits: self.w6_commits / 4,
             conc_commits: self.conc_commits / 4,
             conc_rounds: self.conc_rounds.min(2),
+            w10_commits: self.w10_commits / 4,
             ..self.clone()
         }
     }
@@ -293,6 +306,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
     if env.dialect == Dialect::Postgres && only.has("CONC") {
         out.extend(concurrency::run(env, scale)?);
     }
+    if only.has("W10") {
+        out.extend(w10_concurrent::run(env, scale)?);
+    }
     if only.has("W5") {
         out.extend(w5_backfill::run(env, scale)?);
     }
@@ -335,13 +351,27 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         DialectChoice::Postgres => vec![Dialect::Postgres],
         DialectChoice::All => vec![Dialect::Sqlite, Dialect::Postgres],
     };
-    let pg_url = postgres_server::url(args.pg_url.as_deref());
+    let server_url = postgres_server::url(args.pg_url.as_deref());
     let pg = if dialects.contains(&Dialect::Postgres) {
-        let version = postgres_server::require(&pg_url)?;
-        eprintln!("bench: PostgreSQL {version} at {pg_url}");
-        Some(machine::postgres(&pg_url))
+        let version = postgres_server::require(&server_url)?;
+        eprintln!("bench: PostgreSQL {version} at {server_url}");
+        Some(machine::postgres(&server_url))
     } else {
         None
+    };
+    // Kept alive for the whole run.
+    let distance = match args.latency_ms {
+        Some(ms) => {
+            let delay = Duration::from_millis(ms);
+            let proxy = proxy::Proxy::start_delayed(proxy::upstream(&server_url)?, delay)?;
+            eprintln!("bench: Postgres at a distance: {ms} ms added each way (delay proxy)");
+            Some(proxy)
+        }
+        None => None,
+    };
+    let pg_url = match &distance {
+        Some(proxy) => proxy.url(&server_url)?,
+        None => server_url.clone(),
     };
     if scale.quick {
         eprintln!(
@@ -350,6 +380,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
     }
     let mut machine = machine::describe(profile, scale.quick, scale.rounds, pg);
+    if let (Some(ms), Some(object)) = (args.latency_ms, machine.as_object_mut()) {
+        object.insert("postgres_added_latency_ms_each_way".into(), ms.into());
+    }
     let started = Instant::now();
     let mut results = Vec::new();
     for dialect in dialects {

@@ -2,12 +2,20 @@
 //! client's round trips: every `Sync` (extended protocol: one per
 //! prepared-statement execution or preparation) and every simple `Query`
 //! message is one request the client then waits on.
+//!
+//! It can also put the server at a distance (`cargo xtask bench
+//! --latency-ms N`): every chunk of bytes, in either direction, is
+//! forwarded `N` ms after it arrived (a one-way delay, as `tc netem` adds
+//! it; chunks in flight overlap, so throughput is not capped), so each
+//! round trip costs `2 N` ms more.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -24,6 +32,11 @@ pub struct Proxy {
 impl Proxy {
     /// Listens on `127.0.0.1:0` and forwards each connection to `upstream` (`host:port`).
     pub fn start(upstream: String) -> Result<Self> {
+        Self::start_delayed(upstream, Duration::ZERO)
+    }
+
+    /// [`Proxy::start`] adding `delay` to each direction.
+    pub fn start_delayed(upstream: String, delay: Duration) -> Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         let round_trips = Arc::new(AtomicU64::new(0));
@@ -40,8 +53,11 @@ impl Proxy {
                     continue;
                 };
                 let counter = Arc::clone(&counter);
-                thread::spawn(move || forward_counting(client, server, &counter));
-                thread::spawn(move || forward(server2, client2));
+                thread::spawn(move || {
+                    let mut count = MessageCounter::new(&counter);
+                    pump(client, server, delay, |bytes| count.feed(bytes));
+                });
+                thread::spawn(move || pump(server2, client2, delay, |_| {}));
             }
         });
         Ok(Self { port, round_trips })
@@ -80,27 +96,71 @@ pub fn upstream(url: &str) -> Result<String> {
     Ok(format!("{host}:{port}"))
 }
 
-fn forward(mut from: TcpStream, mut to: TcpStream) {
-    let _ = std::io::copy(&mut from, &mut to);
-    let _ = to.shutdown(Shutdown::Write);
+/// Copies `from` → `to` until either side ends, showing each chunk to
+/// `inspect` before it is forwarded (so a count is complete once the client
+/// has its answer); with a `delay`, each chunk leaves `delay` after it came.
+fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration, mut inspect: impl FnMut(&[u8])) {
+    let mut buf = [0u8; 64 * 1024];
+    if delay.is_zero() {
+        while let Ok(n @ 1..) = from.read(&mut buf) {
+            inspect(&buf[..n]);
+            if to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Write);
+        return;
+    }
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    let writer = thread::spawn(move || {
+        for (due, bytes) in rx {
+            let now = Instant::now();
+            if due > now {
+                // The delay itself: this is the simulated wire, not a wait
+                // for another thread.
+                thread::sleep(due - now);
+            }
+            if to.write_all(&bytes).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Write);
+    });
+    while let Ok(n @ 1..) = from.read(&mut buf) {
+        inspect(&buf[..n]);
+        if tx
+            .send((Instant::now() + delay, buf[..n].to_vec()))
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = writer.join();
 }
 
-/// Copies client → server, counting `Sync` and `Query` messages. Bytes are
-/// counted before they are forwarded, so a count is complete once the
-/// client has its answer.
-fn forward_counting(mut from: TcpStream, mut to: TcpStream, counter: &AtomicU64) {
-    let mut pending: Vec<u8> = Vec::new();
-    let mut startup = true;
-    let mut buf = [0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        pending.extend_from_slice(&buf[..n]);
+/// Counts `Sync` and `Query` messages in the client → server byte stream.
+struct MessageCounter<'c> {
+    counter: &'c AtomicU64,
+    pending: Vec<u8>,
+    startup: bool,
+}
+
+impl<'c> MessageCounter<'c> {
+    fn new(counter: &'c AtomicU64) -> Self {
+        Self {
+            counter,
+            pending: Vec::new(),
+            startup: true,
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let pending = &mut self.pending;
+        pending.extend_from_slice(bytes);
         loop {
-            let (header, body_len) = if startup { (0, 4) } else { (1, 4) };
-            if pending.len() < header + body_len {
+            let header = usize::from(!self.startup);
+            if pending.len() < header + 4 {
                 break;
             }
             let len_bytes = [
@@ -114,19 +174,15 @@ fn forward_counting(mut from: TcpStream, mut to: TcpStream, counter: &AtomicU64)
             if pending.len() < total {
                 break;
             }
-            if startup {
+            if self.startup {
                 let code = pending
                     .get(4..8)
                     .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
-                startup = code.is_some_and(|c| ENCRYPTION_REQUESTS.contains(&c));
+                self.startup = code.is_some_and(|c| ENCRYPTION_REQUESTS.contains(&c));
             } else if matches!(pending[0], b'S' | b'Q') {
-                counter.fetch_add(1, Ordering::SeqCst);
+                self.counter.fetch_add(1, Ordering::SeqCst);
             }
             pending.drain(..total);
         }
-        if to.write_all(&buf[..n]).is_err() {
-            break;
-        }
     }
-    let _ = to.shutdown(Shutdown::Write);
 }

@@ -139,9 +139,15 @@ impl RawSqlite {
     /// (`journal_mode=WAL`, `synchronous`, `busy_timeout=5000`,
     /// `foreign_keys=OFF`).
     pub fn open(path: &Path, synchronous: &str) -> Result<Self> {
+        Self::open_waiting(path, synchronous, Duration::from_millis(5_000))
+    }
+
+    /// [`RawSqlite::open`] with another `busy_timeout` (W10's many writers
+    /// queue on the file lock far longer than one writer ever waits).
+    pub fn open_waiting(path: &Path, synchronous: &str, busy_timeout: Duration) -> Result<Self> {
         let conn = Connection::open(path).with_context(|| format!("opening {path:?}"))?;
         conn.set_prepared_statement_cache_capacity(256);
-        conn.busy_timeout(Duration::from_millis(5_000))?;
+        conn.busy_timeout(busy_timeout)?;
         let _mode: String =
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
         conn.pragma_update(None, "synchronous", synchronous)?;

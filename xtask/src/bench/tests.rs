@@ -38,6 +38,8 @@ fn tiny() -> Scale {
         conc_commits: 8,
         conc_rounds: 1,
         rt_pushes: 5,
+        w10_commits: 8,
+        w10_rounds: 1,
         min_read: std::time::Duration::ZERO,
     }
 }
@@ -149,6 +151,21 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
     check(&w6_fence_gate::run(&env, &scale).unwrap(), "W6", 4);
     check(&w7_growth::run(&env, &scale).unwrap(), "W7", 9);
     check(&w3_growth::run(&env, &scale).unwrap(), "W3", 6);
+}
+
+#[test]
+fn w10_measures_every_cell_of_both_sqlite_variants() {
+    let env = Env::sqlite(None).unwrap();
+    let results = w10_concurrent::run(&env, &tiny()).unwrap();
+    // 2 variants × 7 cells (1 thread once, 4/16/64 threads on one and on
+    // distinct partitions) × 2 paths × (rate, p50, p99).
+    check(&results, "W10", 84);
+    assert_eq!(results.len(), 84);
+    for threads in w10_concurrent::THREADS {
+        let label =
+            format!("synchronous=NORMAL,path=engine,threads={threads},partitions={threads}");
+        assert!(results.iter().any(|m| m.variant == label), "no row {label}");
+    }
 }
 
 #[test]

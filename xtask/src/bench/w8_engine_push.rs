@@ -17,7 +17,7 @@ use super::w1_push::{self, PARTITION};
 use super::{progress, Scale};
 
 /// One push request per commit.
-fn requests(commits: &[BenchCommit], epoch: &str) -> Vec<SyncRequest> {
+pub fn requests(commits: &[BenchCommit], epoch: &str) -> Vec<SyncRequest> {
     commits
         .iter()
         .map(|c| {

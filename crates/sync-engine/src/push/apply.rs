@@ -1,8 +1,10 @@
 //! Operation apply (`engine.md` §4.2–§4.8 per-row part).
 
+use std::collections::HashMap;
+
 use sync_core::{
-    codec, CompiledTable, ErrorCode, NewChange, PushOperationResult, RowValue, StorageTransaction,
-    StoredRow,
+    codec, CompiledTable, ErrorCode, NewChange, PushOperationResult, PushPreludeRequest, RowValue,
+    StorageTransaction, StoredRow,
 };
 
 use super::conflict::{decide, Decision};
@@ -25,6 +27,39 @@ pub(crate) enum OpOutcome {
 
 use OpOutcome::{Applied, Terminal};
 
+/// Rows the push prelude read before any write: each serves the first
+/// read of its row (A3) and is then gone, so a later read of the same row
+/// sees this commit's own writes through the transaction.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetched {
+    rows: HashMap<(String, String), Option<StoredRow>>,
+}
+
+impl Prefetched {
+    /// The rows of a prelude, keyed by the request's tables and ids.
+    pub(crate) fn new(
+        request: PushPreludeRequest,
+        rows: Option<Vec<Vec<Option<StoredRow>>>>,
+    ) -> Self {
+        let mut out = HashMap::new();
+        if let Some(rows) = rows {
+            for ((table, ids), found) in request.rows.into_iter().zip(rows) {
+                if ids.len() != found.len() {
+                    continue; // a malformed answer is not trusted
+                }
+                for (id, row) in ids.into_iter().zip(found) {
+                    out.insert((table.clone(), id), row);
+                }
+            }
+        }
+        Self { rows: out }
+    }
+
+    fn take(&mut self, table: &str, row_id: &str) -> Option<Option<StoredRow>> {
+        self.rows.remove(&(table.to_owned(), row_id.to_owned()))
+    }
+}
+
 /// Applies a commit's operations through the transaction, collecting the
 /// changes and the evidence for whole-commit hooks.
 pub(crate) struct Applier<'a, 't, 'x> {
@@ -33,6 +68,7 @@ pub(crate) struct Applier<'a, 't, 'x> {
     pub(crate) actor_id: &'a str,
     pub(crate) resolved: &'a Resolved,
     pub(crate) tx: &'t mut (dyn StorageTransaction + 'x),
+    pub(crate) prefetched: Prefetched,
     pub(crate) changes: Vec<NewChange>,
     pub(crate) evidence: Vec<OperationEvidence>,
 }
@@ -84,6 +120,9 @@ impl Applier<'_, '_, '_> {
         table: &CompiledTable,
         row_id: &str,
     ) -> Result<Option<StoredRow>, Abort> {
+        if let Some(row) = self.prefetched.take(&table.name, row_id) {
+            return Ok(row); // A3, read by the prelude
+        }
         self.tx.get_row(&table.name, row_id).map_err(Abort::storage) // A3
     }
 

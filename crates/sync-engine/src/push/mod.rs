@@ -9,7 +9,8 @@ mod row_values;
 pub(crate) mod tx_reader;
 
 use sync_core::{
-    serve_gate_refusal, serve_not_ready_error, ErrorCode, PushOperationResult, StorageTransaction,
+    serve_gate_refusal, serve_not_ready_error, ErrorCode, PushOperationResult, PushPreludeRequest,
+    StorageTransaction,
 };
 
 use crate::hooks::validators::CommitInput;
@@ -19,7 +20,7 @@ use crate::wire::request::{Operation, PushCommit};
 use crate::wire::response::PushResult;
 use crate::wire::wire_error::WireError;
 
-use apply::{Applier, OpOutcome};
+use apply::{Applier, OpOutcome, Prefetched};
 use tx_reader::TxReader;
 
 /// The idempotency identity of one commit.
@@ -111,17 +112,16 @@ fn locked_pipeline(
     tx: &mut (dyn StorageTransaction + '_),
 ) -> Result<Step, Abort> {
     let engine = round.engine;
-    tx.lock_partition_for_push().map_err(Abort::storage)?; // P3
+    let request = prelude_request(round, key, &ops);
+    let prelude = tx.begin_push(&request).map_err(Abort::storage)?; // P3
     let now = engine.config.clock.now_ms(); // P4
-    let gate = tx
-        .read_serve_gate(round.running())
-        .map_err(Abort::storage)?; // P5
-    if let Some(refusal) = serve_gate_refusal(&gate, round.running(), &round.serve_context()) {
+    let gate = &prelude.gate; // P5
+    if let Some(refusal) = serve_gate_refusal(gate, round.running(), &round.serve_context()) {
         return Err(Abort::Request(WireError::from_storage(
             &serve_not_ready_error(&refusal),
         )));
     }
-    match tx.get_push_result(key.client_id, key.client_commit_id) {
+    match prelude.push_result {
         Ok(Some(stored)) => {
             return Ok(Step::Replay(records::from_stored(
                 key.client_commit_id,
@@ -135,6 +135,7 @@ fn locked_pipeline(
         }
         Err(e) => return Err(Abort::storage(e)),
     } // P6
+    let prefetched = Prefetched::new(request, prelude.rows);
     let built;
     let operations: &[Operation] = match ops {
         Ops::Given(given) => given,
@@ -149,6 +150,7 @@ fn locked_pipeline(
         actor_id: &round.ctx.actor_id,
         resolved: &round.resolved,
         tx: &mut *tx,
+        prefetched,
         changes: Vec::new(),
         evidence: Vec::new(),
     };
@@ -174,6 +176,42 @@ fn locked_pipeline(
         changes,
         reactions,
     }))
+}
+
+/// P3–P6 asked for at once: the lock, the gate, the idempotency record
+/// and the rows a client's operations name (each first read of a row at
+/// A3 is then served from the prelude; a command's operations are only
+/// known at P7, so it names none).
+fn prelude_request(
+    round: &Round<'_>,
+    key: &CommitKey<'_>,
+    ops: &Ops<'_, '_>,
+) -> PushPreludeRequest {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    if let Ops::Given(operations) = ops {
+        for op in operations.iter() {
+            if round.engine.schema.table(&op.table).is_none() {
+                continue;
+            }
+            let at = match rows.iter().position(|(t, _)| *t == op.table) {
+                Some(at) => at,
+                None => {
+                    rows.push((op.table.clone(), Vec::new()));
+                    rows.len() - 1
+                }
+            };
+            let ids = &mut rows[at].1;
+            if !ids.contains(&op.row_id) {
+                ids.push(op.row_id.clone());
+            }
+        }
+    }
+    PushPreludeRequest {
+        running_schema_version: round.running(),
+        client_id: key.client_id.to_owned(),
+        client_commit_id: key.client_commit_id.to_owned(),
+        rows,
+    }
 }
 
 /// P7: the command builder reads through the transaction.

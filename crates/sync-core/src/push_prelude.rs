@@ -1,0 +1,65 @@
+//! The push prelude: every read a push makes right after taking the
+//! partition lock, asked for at once so that a dialect whose statements
+//! cross a network can serve them in one round trip
+//! ([`StorageTransaction::begin_push`](crate::StorageTransaction::begin_push)).
+
+use crate::error::Result;
+use crate::gate::ServeGate;
+use crate::push_result::StoredPushResult;
+use crate::rows::StoredRow;
+
+/// What a push reads under the lock, before its first write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushPreludeRequest {
+    /// The writer's schema version whose serve gate is read.
+    pub running_schema_version: i32,
+    /// Idempotency key: the pushing client.
+    pub client_id: String,
+    /// Idempotency key: the client's commit id.
+    pub client_commit_id: String,
+    /// The rows the push will read first, grouped by table: `(table, row
+    /// ids)`. Only a hint: a dialect may leave them unread (see
+    /// [`PushPrelude::rows`]).
+    pub rows: Vec<(String, Vec<String>)>,
+}
+
+/// What [`begin_push`](crate::StorageTransaction::begin_push) read, in the
+/// order the lock-gate-idempotency sequence reads it.
+#[derive(Debug)]
+pub struct PushPrelude {
+    /// The serve gate of `running_schema_version`, read under the lock.
+    pub gate: ServeGate,
+    /// The stored push result of the key, read under the lock; an error
+    /// here (`idempotency_cache_miss` included) is the error
+    /// `get_push_result` would have returned, left for the caller to weigh
+    /// after the gate.
+    pub push_result: Result<Option<StoredPushResult>>,
+    /// The candidate rows of each requested table, in the request's order
+    /// (`None` = absent), as `get_rows` returns them before any write of
+    /// this transaction; `None` when the dialect did not read them (the
+    /// caller then reads each row itself).
+    pub rows: Option<Vec<Vec<Option<StoredRow>>>>,
+}
+
+impl PushPrelude {
+    /// The prefetched candidate row `row_id` of `table`, looked up by the
+    /// request that produced this prelude: `Some(found)` when it was read,
+    /// `None` when it was not asked for or the dialect did not read rows.
+    pub fn row<'p>(
+        &'p self,
+        request: &PushPreludeRequest,
+        table: &str,
+        row_id: &str,
+    ) -> Option<Option<&'p StoredRow>> {
+        let rows = self.rows.as_ref()?;
+        request
+            .rows
+            .iter()
+            .zip(rows)
+            .filter(|((t, _), _)| t == table)
+            .find_map(|((_, ids), found)| {
+                let i = ids.iter().position(|id| id == row_id)?;
+                found.get(i).map(Option::as_ref)
+            })
+    }
+}
