@@ -417,3 +417,82 @@ fn a_duplicate_inside_the_group_is_not_replayed_before_the_commit() {
         }
     }
 }
+
+/// One two-member group (a staged and holding the writer, b queued behind
+/// it) under `plan`: each push's outcome.
+fn two_member_group(
+    storage: &SqliteStorage,
+    plan: Arc<FaultPlan>,
+) -> (Result<i64, Error>, Result<i64, Error>) {
+    storage.set_fault_plan(Some(plan)).unwrap();
+    let outcomes = match staged(storage, "a", "1", "a") {
+        Err(error) => (Err(error), push_result(storage, "b", "1")),
+        Ok((leader, first)) => thread::scope(|scope| {
+            let b = scope.spawn(move || push_result(storage, "b", "1"));
+            storage.await_queued_writers(1, 0).unwrap();
+            let a = leader.commit().map(|()| first);
+            (a, b.join().unwrap())
+        }),
+    };
+    storage.set_fault_plan(None).unwrap();
+    outcomes
+}
+
+#[test]
+fn a_fault_at_any_statement_of_a_group_loses_no_acknowledged_push() {
+    let db = Db::new();
+    let storage = grouped(&db);
+    let dry = FaultPlan::count_only();
+    let (a, b) = two_member_group(&storage, dry.clone());
+    assert_eq!((a.unwrap(), b.unwrap()), (1, 2));
+    assert_eq!(commits_in(&dry), 1, "{:?}", dry.statement_log());
+    let statements = dry.statements();
+    let mut faults = 0;
+    for n in 1..=statements {
+        for kind in [FaultKind::Fail, FaultKind::Busy, FaultKind::ConnectionLost] {
+            let db = Db::new();
+            let storage = grouped(&db);
+            let plan = FaultPlan::at(n, kind);
+            let (a, b) = two_member_group(&storage, plan.clone());
+            assert!(plan.fired(), "statement {n} {kind:?}");
+            faults += 1;
+            let what = format!(
+                "statement {n} ({}) {kind:?}",
+                dry.statement_log()[n as usize - 1]
+            );
+            let mut acknowledged = Vec::new();
+            for (client, outcome) in [("a", a), ("b", b)] {
+                let stored = storage.get_push_result("p", client, "1").unwrap();
+                let row = storage
+                    .get_row("p", "tasks", &format!("row-{client}-1"))
+                    .unwrap();
+                match outcome {
+                    Ok(seq) => {
+                        assert_eq!(stored.and_then(|r| r.commit_seq), Some(seq), "{what}");
+                        assert!(row.is_some(), "{what}: {client}'s row");
+                        acknowledged.push(seq);
+                    }
+                    Err(error) => {
+                        assert!(
+                            error.code().as_str().starts_with("sync.storage."),
+                            "{what}: {error:?}"
+                        );
+                        assert_eq!(stored, None, "{what}: {client} failed but is stored");
+                        assert_eq!(row, None, "{what}: {client}'s row");
+                    }
+                }
+            }
+            acknowledged.sort_unstable();
+            let dense: Vec<i64> = (1..=acknowledged.len() as i64).collect();
+            assert_eq!(acknowledged, dense, "{what}");
+            assert_eq!(
+                storage.get_max_commit_seq("p").unwrap(),
+                acknowledged.len() as i64,
+                "{what}"
+            );
+            // The writer is usable again.
+            assert!(push_result(&storage, "c", "1").is_ok(), "{what}");
+        }
+    }
+    println!("group fault sweep: {statements} statements, {faults} faults injected");
+}
