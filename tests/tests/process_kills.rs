@@ -6,6 +6,9 @@
 //! - every invariant of the checker;
 //! - nothing acknowledged is lost: each `committed` line the worker printed
 //!   (before or as it died) is a stored push result and a retained commit;
+//! - a worker pushing from 8 threads at once (SQLite: with group commit on)
+//!   killed while a commit group is open loses only pushes it had not
+//!   acknowledged;
 //! - a killed migration left the database at version 1 or 2, never between,
 //!   and a new process completes it;
 //! - a killed backfill resumes in a new worker (owner epoch + 1) and
@@ -314,6 +317,7 @@ struct Figures {
     migrations_done: usize,
     backfills_resumed: usize,
     backfills_after_watermark: usize,
+    grouped_kills: usize,
 }
 
 fn is_committed(line: &str) -> bool {
@@ -351,6 +355,45 @@ fn push_loops(dialect: &str, round: u64, figures: &mut Figures) {
             &db,
             &acknowledged,
             &format!("{dialect} push-loop kill {round} after {target} commits"),
+        );
+    }
+}
+
+/// Eight threads pushing at once (SQLite: with group commit on), killed
+/// after a random number of acknowledged commits — mostly while a commit
+/// group is open, with pushes waiting inside it for its `COMMIT`: every
+/// acknowledged push is present, whatever was not acknowledged may or may
+/// not be, and the invariants hold.
+fn grouped_push_threads(dialect: &str, round: u64, figures: &mut Figures) {
+    let mut rng = rng(dialect, 400 + round);
+    let db = KillDb::new(dialect);
+    let mut acknowledged =
+        scenario::base(db.open().as_ref(), 1).unwrap_or_else(|e| panic!("base: {e:?}"));
+    let mut next = 1;
+    for kill in 0..2 {
+        let target = rng.between(1, 40);
+        let mut worker = Worker::spawn(&db, &["push-threads", "8", &next.to_string(), "2000"]);
+        assert!(
+            worker.kill_after(target, is_committed),
+            "{dialect} push-threads {kill}: the worker ended before the kill: {}",
+            worker.stderr()
+        );
+        figures.killed += 1;
+        let acks = worker.acknowledged();
+        assert!(
+            acks.len() >= target,
+            "{dialect}: fewer acknowledgements than read"
+        );
+        figures.acknowledged += acks.len();
+        figures.grouped_kills += 1;
+        // The next worker's ids start past every id this one may have
+        // pushed (acknowledged or not).
+        next += 2000;
+        acknowledged.extend(acks);
+        reopen_and_check(
+            &db,
+            &acknowledged,
+            &format!("{dialect} push-threads kill {kill} after {target} commits"),
         );
     }
 }
@@ -559,6 +602,7 @@ fn kills(dialect: &str) {
     let mut figures = Figures::default();
     for round in 0..rounds {
         push_loops(dialect, round, &mut figures);
+        grouped_push_threads(dialect, round, &mut figures);
         migration(dialect, round, &mut figures);
         backfill(dialect, round, &mut figures);
     }
@@ -567,7 +611,8 @@ fn kills(dialect: &str) {
         "process-kills {dialect}: {} processes killed, {} acknowledged commits all present, \
          migrations killed {} ({} after announcing the migration; found undone then redone {}, done {}), \
          backfills resumed and activated {}, \
-         killed after a stored watermark then resumed past source writes {}",
+         killed after a stored watermark then resumed past source writes {}, \
+         killed while pushing from 8 threads (SQLite: group commit) {}",
         figures.killed,
         figures.acknowledged,
         figures.migrations_undone + figures.migrations_done,
@@ -575,7 +620,8 @@ fn kills(dialect: &str) {
         figures.migrations_undone,
         figures.migrations_done,
         figures.backfills_resumed,
-        figures.backfills_after_watermark
+        figures.backfills_after_watermark,
+        figures.grouped_kills
     );
 }
 

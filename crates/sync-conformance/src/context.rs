@@ -63,6 +63,11 @@ impl<'h> Ctx<'h> {
             .ok_or_else(|| Failure::new("database missing"))
     }
 
+    /// Drops the check's database; the next use creates a fresh one.
+    pub fn reset_db(&mut self) {
+        self.db = None;
+    }
+
     /// A second, independent database (for checks that need two).
     pub fn extra_db(&self) -> CheckResult<DbHandle> {
         self.harness

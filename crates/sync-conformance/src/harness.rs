@@ -330,6 +330,36 @@ pub trait OldWriter: Send {
     fn commit(self: Box<Self>) -> Result<()>;
 }
 
+/// A storage opened for the commit-group checks (C-340…C-345) and the
+/// hooks those checks need besides the storage API.
+pub struct GroupedStorage {
+    /// The storage (SQLite: group commit on, without a time bound, so which
+    /// transactions share a `COMMIT` depends only on who is queued).
+    pub storage: Arc<dyn ServerStorage>,
+    /// Waits for queued writers and injects faults.
+    pub probe: Box<dyn WriterProbe>,
+}
+
+impl fmt::Debug for GroupedStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupedStorage").finish_non_exhaustive()
+    }
+}
+
+/// What the commit-group checks need to steer a [`GroupedStorage`].
+pub trait WriterProbe: Send + Sync {
+    /// Blocks until `transactions` calls of `begin` and `writes` pool-level
+    /// writes (bumps included) wait for the writer, so that the queued
+    /// transactions join the group of the transaction holding it. A dialect
+    /// without a single writer (Postgres: partitions lock separately and
+    /// nothing queues at `begin`) returns at once; the checks then assert
+    /// the same per-push outcomes of plainly concurrent pushes.
+    fn await_queued(&self, transactions: usize, writes: usize) -> Result<()>;
+    /// Installs (`Some`) or removes (`None`) a fault plan on the storage's
+    /// statements (`sync_core::fault`).
+    fn set_fault_plan(&self, plan: Option<Arc<sync_core::fault::FaultPlan>>) -> Result<()>;
+}
+
 /// A dialect under test.
 pub trait Harness: Send + Sync {
     /// `sqlite` or `postgres` (used for reporting and `[SQLite]`/`[PG]` applicability).
@@ -345,6 +375,8 @@ pub trait Harness: Send + Sync {
         clock: Arc<dyn Clock>,
         limits: PoolLimits,
     ) -> Result<Arc<dyn ServerStorage>>;
+    /// A storage instance for the commit-group checks (C-340…C-345).
+    fn open_grouped(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<GroupedStorage>;
     /// Raw access to the database.
     fn raw(&self, db: &DbHandle) -> Result<Box<dyn RawAccess>>;
     /// Loads a database written by the reference implementation into `db`

@@ -27,8 +27,8 @@ pub use check::{
 };
 pub use context::{Ctx, NOW};
 pub use harness::{
-    DbHandle, FenceTamper, Harness, HotPath, OldWriter, PlanSummary, PoolLimits, RawAccess,
-    RawColumn, RawFilter, RawIndex,
+    DbHandle, FenceTamper, GroupedStorage, Harness, HotPath, OldWriter, PlanSummary, PoolLimits,
+    RawAccess, RawColumn, RawFilter, RawIndex, WriterProbe,
 };
 pub use registry::registry;
 pub use runner::{

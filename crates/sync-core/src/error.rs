@@ -156,6 +156,14 @@ error_codes! {
     /// id and client commit id returns the first writer's stored push
     /// result, which tells what happened.
     OutcomeUnknown => ("sync.storage.outcome_unknown", true, "the connection was lost while committing; retry only with the same idempotency key"),
+    /// `sync.storage.group_commit_failed` — retryable: the transaction
+    /// ended well but the `COMMIT` it shared with other transactions (SQLite
+    /// group commit) failed, or the shared transaction was lost while a later
+    /// member ran, so nothing of the whole group persisted. The outcome is
+    /// known — not committed — unlike `outcome_unknown`; `details.failed_code`
+    /// names the error of the failed statement and `details.cause` its cause
+    /// when known.
+    GroupCommitFailed => ("sync.storage.group_commit_failed", true, "the commit this transaction shared with others failed; nothing of it persisted"),
     /// `sync.storage.backend`
     Backend => ("sync.storage.backend", false, "the database reported an unexpected error"),
 
@@ -402,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn only_busy_connection_loss_cache_miss_and_not_ready_are_retryable() {
+    fn only_busy_connection_loss_group_failure_cache_miss_and_not_ready_are_retryable() {
         let retryable: Vec<_> = ErrorCode::ALL.iter().filter(|c| c.retryable()).collect();
         assert_eq!(
             retryable,
@@ -410,6 +418,7 @@ mod tests {
                 &ErrorCode::Busy,
                 &ErrorCode::ConnectionLost,
                 &ErrorCode::OutcomeUnknown,
+                &ErrorCode::GroupCommitFailed,
                 &ErrorCode::IdempotencyCacheMiss,
                 &ErrorCode::SchemaNotReady
             ]

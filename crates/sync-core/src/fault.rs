@@ -56,12 +56,38 @@ impl FaultKind {
     }
 }
 
+/// Which statement a text-targeted plan fails.
+#[derive(Debug)]
+enum StatementMatch {
+    /// Exactly this text (trimmed).
+    Exactly(String),
+    /// `COMMIT`, alone or at the end of a multi-statement message.
+    Commit,
+}
+
+impl StatementMatch {
+    fn matches(&self, sql: &str) -> bool {
+        let sql = sql.trim().trim_end_matches(';').trim_end();
+        match self {
+            StatementMatch::Exactly(text) => sql == text,
+            StatementMatch::Commit => {
+                sql.eq_ignore_ascii_case("COMMIT")
+                    || sql.len() > 8
+                        && sql.is_char_boundary(sql.len() - 8)
+                        && sql[sql.len() - 8..].eq_ignore_ascii_case("; COMMIT")
+            }
+        }
+    }
+}
+
 /// Called with `n` right before statement `n` of an observed dry run.
 pub type StatementObserver = Box<dyn Fn(u64) + Send + Sync>;
 
 /// Which statement fails, and how.
 pub struct FaultPlan {
     target: Option<(u64, FaultKind)>,
+    /// Fire at the first statement this predicate picks instead.
+    text_target: Option<(StatementMatch, FaultKind)>,
     seen: AtomicU64,
     fired: AtomicBool,
     log: Mutex<Vec<String>>,
@@ -80,6 +106,27 @@ impl std::fmt::Debug for FaultPlan {
 }
 
 impl FaultPlan {
+    /// A plan whose first statement with exactly the text `sql` (compared
+    /// after trimming) suffers `kind` — e.g. the first `COMMIT`, whichever
+    /// transaction runs it.
+    pub fn at_statement(sql: &str, kind: FaultKind) -> Arc<Self> {
+        Arc::new(Self {
+            text_target: Some((StatementMatch::Exactly(sql.trim().to_owned()), kind)),
+            ..Self::new(None)
+        })
+    }
+
+    /// A plan whose first committing statement suffers `kind`: the first
+    /// statement that is `COMMIT` or ends with `; COMMIT` (a dialect may send
+    /// its last writes and the `COMMIT` in one message), whichever
+    /// transaction runs it.
+    pub fn at_first_commit(kind: FaultKind) -> Arc<Self> {
+        Arc::new(Self {
+            text_target: Some((StatementMatch::Commit, kind)),
+            ..Self::new(None)
+        })
+    }
+
     /// A plan that never fires and records every statement (the dry run).
     pub fn count_only() -> Arc<Self> {
         Arc::new(Self::new(None))
@@ -104,6 +151,7 @@ impl FaultPlan {
     fn new(target: Option<(u64, FaultKind)>) -> Self {
         Self {
             target,
+            text_target: None,
             seen: AtomicU64::new(0),
             fired: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
@@ -128,6 +176,10 @@ impl FaultPlan {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(abridge(sql.trim()));
+        if let Some((matcher, kind)) = &self.text_target {
+            return (matcher.matches(sql) && !self.fired.swap(true, Ordering::SeqCst))
+                .then_some(*kind);
+        }
         let (nth, kind) = self.target?;
         (n == nth && !self.fired.swap(true, Ordering::SeqCst)).then_some(kind)
     }
@@ -229,5 +281,23 @@ mod tests {
         }
         assert!(!plan.fired());
         assert_eq!(plan.statements(), 5);
+    }
+
+    #[test]
+    fn text_targets_fire_once_at_the_first_match() {
+        let plan = FaultPlan::at_statement("COMMIT", FaultKind::Fail);
+        assert_eq!(plan.on_statement("BEGIN"), None);
+        assert_eq!(plan.on_statement(" COMMIT "), Some(FaultKind::Fail));
+        assert_eq!(plan.on_statement("COMMIT"), None);
+        let commit = FaultPlan::at_first_commit(FaultKind::Busy);
+        assert_eq!(commit.on_statement("SELECT 'COMMIT'"), None);
+        assert_eq!(commit.on_statement("UPDATE t SET a = 1"), None);
+        assert_eq!(
+            commit.on_statement("INSERT INTO t VALUES (1); COMMIT"),
+            Some(FaultKind::Busy)
+        );
+        assert_eq!(commit.on_statement("COMMIT"), None);
+        let plain = FaultPlan::at_first_commit(FaultKind::Fail);
+        assert_eq!(plain.on_statement("commit"), Some(FaultKind::Fail));
     }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use postgres::{Client, NoTls};
-use sync_conformance::{DbHandle, Harness, PoolLimits, RawAccess};
+use sync_conformance::{DbHandle, GroupedStorage, Harness, PoolLimits, RawAccess, WriterProbe};
 use sync_core::{Clock, Error, ErrorCode, Result, ServerStorage};
 
 use crate::pool::search_path_statement;
@@ -243,6 +243,21 @@ fn create_schema_with(url: &str, prefix: &str, setup: &str) -> Result<SchemaHand
     })
 }
 
+/// Postgres has no single writer and no commit group: nothing queues at
+/// `begin`, so there is nothing to wait for; faults go to the instance.
+struct PostgresProbe(Arc<PostgresStorage>);
+
+impl WriterProbe for PostgresProbe {
+    fn await_queued(&self, _transactions: usize, _writes: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn set_fault_plan(&self, plan: Option<Arc<sync_core::fault::FaultPlan>>) -> Result<()> {
+        self.0.set_fault_plan(plan);
+        Ok(())
+    }
+}
+
 impl Harness for PostgresHarness {
     fn dialect(&self) -> &'static str {
         "postgres"
@@ -268,6 +283,14 @@ impl Harness for PostgresHarness {
         limits: PoolLimits,
     ) -> Result<Arc<dyn ServerStorage>> {
         Ok(Arc::new(self.open_config(db, clock, Some(limits))?))
+    }
+
+    fn open_grouped(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<GroupedStorage> {
+        let storage = Arc::new(self.open_config(db, clock, None)?);
+        Ok(GroupedStorage {
+            storage: storage.clone(),
+            probe: Box::new(PostgresProbe(storage)),
+        })
     }
 
     fn raw(&self, db: &DbHandle) -> Result<Box<dyn RawAccess>> {

@@ -57,6 +57,79 @@ impl Synchronous {
     }
 }
 
+/// Group commit on the writer (`docs/decisions.md`, "Group commit on
+/// SQLite"): transactions from `begin` that queue for the writer while
+/// another one runs are run one after another as savepoints inside one
+/// SQLite transaction, committed once. Each member's `commit` returns only
+/// after that `COMMIT` succeeded; a failed `COMMIT` fails every member
+/// (`sync.storage.group_commit_failed`, nothing of the group persisted).
+/// Pool-level writes and schema bumps never join a group.
+///
+/// A member's `commit` waits for the members after it, so a thread must not
+/// hold a transaction open while it waits for another thread's `commit` to
+/// return: the engine and the backfill runner never do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupCommit {
+    /// The most transactions one `COMMIT` carries; 1 turns grouping off.
+    pub max_members: u32,
+    /// How long a group keeps taking new members after its first one ended,
+    /// in ms; the member ending after that commits the group.
+    pub max_wait_ms: u64,
+}
+
+impl GroupCommit {
+    /// No grouping: every transaction commits on its own (the default).
+    pub const OFF: GroupCommit = GroupCommit {
+        max_members: 1,
+        max_wait_ms: 0,
+    };
+
+    /// Grouping with the documented bounds: at most 64 members, open for
+    /// at most 10 ms.
+    pub const ON: GroupCommit = GroupCommit {
+        max_members: 64,
+        max_wait_ms: 10,
+    };
+
+    /// Whether transactions may share a `COMMIT`.
+    pub fn enabled(self) -> bool {
+        self.max_members > 1
+    }
+}
+
+impl Default for GroupCommit {
+    fn default() -> Self {
+        GroupCommit::OFF
+    }
+}
+
+/// WAL checkpoints (`docs/decisions.md`, "WAL checkpoints off the push
+/// path"): the writer never checkpoints (`wal_autocheckpoint = 0`); a
+/// background thread with its own connection runs a `PASSIVE` checkpoint
+/// after every `every_commits` commits, and a `TRUNCATE` checkpoint when
+/// the WAL file is larger than `truncate_above_pages` pages afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalCheckpoints {
+    /// Commits between two background `PASSIVE` checkpoints (at least 1).
+    pub every_commits: u64,
+    /// Size of the WAL file, in pages, above which a pass follows its
+    /// `PASSIVE` checkpoint with `TRUNCATE` (waits for readers and holds off
+    /// writers meanwhile, then empties the WAL file). SQLite writes the WAL
+    /// from its beginning again after a complete checkpoint, so the file
+    /// grows past the bound only when readers keep a checkpoint from
+    /// finishing or many commits come between two passes.
+    pub truncate_above_pages: u64,
+}
+
+impl Default for WalCheckpoints {
+    fn default() -> Self {
+        WalCheckpoints {
+            every_commits: 100,
+            truncate_above_pages: 4_000,
+        }
+    }
+}
+
 /// How [`crate::SqliteStorage::open`] configures its pools and connections.
 #[derive(Clone)]
 pub struct SqliteConfig {
@@ -72,6 +145,11 @@ pub struct SqliteConfig {
     /// acknowledged pushes survive a power loss; `Normal` is the documented
     /// opt-in that trades that for speed).
     pub synchronous: Synchronous,
+    /// Group commit of queued transactions (default off: [`GroupCommit::OFF`]).
+    pub group_commit: GroupCommit,
+    /// Background WAL checkpoints (`None`: SQLite's own automatic
+    /// checkpoint on the committing connection, as before).
+    pub wal_checkpoints: Option<WalCheckpoints>,
     /// Source of installation timestamps (checkpoints declared by `ensure_schema`).
     pub clock: Arc<dyn Clock>,
 }
@@ -83,6 +161,8 @@ impl Default for SqliteConfig {
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
             writer_wait_ms: DEFAULT_POOL_WAIT_MS,
             synchronous: Synchronous::Full,
+            group_commit: GroupCommit::OFF,
+            wal_checkpoints: Some(WalCheckpoints::default()),
             clock: Arc::new(SystemClock),
         }
     }
@@ -105,6 +185,8 @@ impl fmt::Debug for SqliteConfig {
             .field("busy_timeout_ms", &self.busy_timeout_ms)
             .field("writer_wait_ms", &self.writer_wait_ms)
             .field("synchronous", &self.synchronous)
+            .field("group_commit", &self.group_commit)
+            .field("wal_checkpoints", &self.wal_checkpoints)
             .field("clock", &self.clock)
             .finish()
     }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use sync_conformance::{
-    DbHandle, FenceTamper, Harness, HotPath, OldWriter, PlanSummary, PoolLimits, RawAccess,
-    RawColumn, RawFilter, RawIndex,
+    DbHandle, FenceTamper, GroupedStorage, Harness, HotPath, OldWriter, PlanSummary, PoolLimits,
+    RawAccess, RawColumn, RawFilter, RawIndex, WriterProbe,
 };
 use sync_core::{Clock, Error, ErrorCode, Result, ServerStorage};
 use tempfile::TempDir;
@@ -59,6 +59,19 @@ fn db_path(db: &DbHandle) -> Result<&Path> {
         .ok_or_else(|| Error::new(ErrorCode::Backend).detail("reason", "foreign_db_handle"))
 }
 
+/// The writer queue and fault plan of a grouped SQLite storage.
+struct SqliteProbe(Arc<SqliteStorage>);
+
+impl WriterProbe for SqliteProbe {
+    fn await_queued(&self, transactions: usize, writes: usize) -> Result<()> {
+        self.0.await_queued_writers(transactions, writes)
+    }
+
+    fn set_fault_plan(&self, plan: Option<Arc<sync_core::fault::FaultPlan>>) -> Result<()> {
+        self.0.set_fault_plan(plan)
+    }
+}
+
 impl Harness for SqliteHarness {
     fn dialect(&self) -> &'static str {
         "sqlite"
@@ -96,6 +109,22 @@ impl Harness for SqliteHarness {
             ..SqliteConfig::with_clock(clock)
         };
         Ok(Arc::new(SqliteStorage::open(db_path(db)?, config)?))
+    }
+
+    fn open_grouped(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<GroupedStorage> {
+        let config = SqliteConfig {
+            // No time bound: who shares a COMMIT depends only on who queued.
+            group_commit: crate::GroupCommit {
+                max_members: 64,
+                max_wait_ms: 3_600_000,
+            },
+            ..SqliteConfig::with_clock(clock)
+        };
+        let storage = Arc::new(SqliteStorage::open(db_path(db)?, config)?);
+        Ok(GroupedStorage {
+            storage: storage.clone(),
+            probe: Box::new(SqliteProbe(storage)),
+        })
     }
 
     fn raw(&self, db: &DbHandle) -> Result<Box<dyn RawAccess>> {

@@ -68,13 +68,16 @@ mod state;
 mod storage;
 mod transaction;
 mod values;
+mod wal;
+mod writer;
 
 #[cfg(feature = "conformance")]
 pub mod harness;
 
-pub use config::{SqliteConfig, Synchronous};
+pub use config::{GroupCommit, SqliteConfig, Synchronous, WalCheckpoints};
 pub use storage::SqliteStorage;
 pub use transaction::SqliteTransaction;
+pub use wal::WalCheckpointReport;
 
 /// The SQL text of the hot paths, shared with plan inspection (the
 /// conformance harness runs `EXPLAIN QUERY PLAN` on exactly these).

@@ -7,6 +7,7 @@
 //! - [`Pools::write`]: `BEGIN IMMEDIATE … COMMIT` on the writer.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use r2d2::{ManageConnection, Pool, PooledConnection};
@@ -19,6 +20,8 @@ use crate::config::SqliteConfig;
 use crate::errors::{pool_error, DbResultExt};
 use crate::file_state;
 use crate::seam;
+use crate::wal::{Checkpointer, WalCheckpointReport};
+use crate::writer::{AloneWriter, Seat, Writer};
 
 /// Capacity of each connection's prepared-statement cache.
 const STATEMENT_CACHE_CAPACITY: usize = 256;
@@ -62,7 +65,7 @@ pub(crate) type Conn = PooledConnection<Manager>;
 /// The two pools of one storage instance.
 #[derive(Debug)]
 pub(crate) struct Pools {
-    writer: Pool<Manager>,
+    writer: Arc<Writer>,
     readers: Pool<Manager>,
     path: PathBuf,
     /// The database file as SQLite resolved it (differs from `path` for a
@@ -93,12 +96,27 @@ impl Pools {
         drop(first);
         let writer_manager = writer_manager(path, config, false);
 
-        let writer = Pool::builder()
+        let pool = Pool::builder()
             .max_size(1)
             .connection_timeout(positive(config.writer_wait_ms))
             .test_on_check_out(false)
             .build(writer_manager)
             .map_err(Error::backend)?;
+        let checkpointer = match config.wal_checkpoints {
+            Some(wal) => Some(Checkpointer::start(
+                &file,
+                Duration::from_millis(config.busy_timeout_ms),
+                wal,
+            )?),
+            None => None,
+        };
+        let writer = Arc::new(Writer::new(
+            pool,
+            file.clone(),
+            positive(config.writer_wait_ms),
+            config.group_commit,
+            checkpointer,
+        ));
         let readers = Pool::builder()
             .max_size(config.readers.max(1))
             .min_idle(Some(0))
@@ -157,8 +175,15 @@ impl Pools {
                 .build(manager())
                 .map_err(Error::backend)
         };
+        let writer = Arc::new(Writer::new(
+            build(1)?,
+            file.clone(),
+            positive(config.writer_wait_ms),
+            crate::config::GroupCommit::OFF,
+            None,
+        ));
         Ok(Self {
-            writer: build(1)?,
+            writer,
             readers: build(config.readers.max(1))?,
             path: path.to_path_buf(),
             file,
@@ -176,15 +201,33 @@ impl Pools {
         &self.path
     }
 
-    /// Checks out the writer (waits up to `writer_wait_ms`, then `busy`).
-    /// Refuses with `cause = moved` when the database file was moved or
-    /// unlinked, and with `cause = read_only` when it cannot be written.
-    pub(crate) fn writer(&self) -> Result<Conn> {
-        file_state::refuse_if_missing(&self.file)?;
-        let conn = self.writer.get().map_err(pool_error)?;
-        file_state::refuse_if_moved(&conn)?;
-        file_state::refuse_if_read_only(&conn)?;
-        Ok(conn)
+    /// Takes the writer alone (waits up to `writer_wait_ms` for it and for
+    /// an open commit group to end, then `busy`). Refuses with
+    /// `cause = moved` when the database file was moved or unlinked, and
+    /// with `cause = read_only` when it cannot be written.
+    pub(crate) fn writer(&self) -> Result<AloneWriter<'_>> {
+        self.writer.alone()
+    }
+
+    /// Takes the writer for a transaction from `begin`: opens a new SQLite
+    /// transaction or joins the open commit group.
+    pub(crate) fn member(&self) -> Result<Seat> {
+        self.writer.member()
+    }
+
+    /// Waits until `members` transactions and `alone` pool-level writers
+    /// queue for the writer.
+    pub(crate) fn await_queued(&self, members: usize, alone: usize) -> Result<()> {
+        self.writer.await_queued(members, alone)
+    }
+
+    /// Runs one pass of the background WAL checkpointer now (after the
+    /// passes already asked for); `None` without one.
+    pub(crate) fn run_wal_checkpoint(&self) -> Result<Option<WalCheckpointReport>> {
+        self.writer
+            .checkpointer()
+            .map(Checkpointer::run_now)
+            .transpose()
     }
 
     /// Checks out a reader; refuses with `cause = moved` like
@@ -216,7 +259,9 @@ impl Pools {
     /// Runs `f` on the writer in autocommit mode (one atomic statement).
     pub(crate) fn write_once<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.writer()?;
-        f(&conn)
+        let result = f(&conn);
+        conn.committed();
+        result
     }
 
     /// Runs `f` on the writer inside `BEGIN IMMEDIATE`; commits on `Ok`,
@@ -235,6 +280,7 @@ impl Pools {
         match f(&conn) {
             Ok(Finish::Commit(value)) => {
                 commit(&conn)?;
+                conn.committed();
                 Ok(value)
             }
             Ok(Finish::Rollback(value)) => {
@@ -341,6 +387,7 @@ fn file_open_error(path: &Path, error: Error) -> Error {
 fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
     let busy = Duration::from_millis(config.busy_timeout_ms);
     let synchronous = config.synchronous.as_pragma();
+    let background_checkpoints = config.wal_checkpoints.is_some();
     let inner = SqliteConnectionManager::file(path)
         .with_flags(open_flags(create))
         .with_init(move |conn| {
@@ -350,6 +397,10 @@ fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
             conn.pragma_update(None, "synchronous", synchronous)?;
             conn.pragma_update(None, "foreign_keys", "OFF")?;
+            if background_checkpoints {
+                // The background checkpointer copies WAL pages; no commit does.
+                conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+            }
             Ok(())
         });
     Manager { inner }

@@ -20,9 +20,10 @@ use sync_schema::ObservedTables;
 
 use crate::config::{SqliteConfig, Synchronous};
 use crate::errors::DbResultExt;
-use crate::pools::{begin_immediate, Finish, Pools};
+use crate::pools::{Finish, Pools};
 use crate::state::{fingerprint, require_table, Ensured};
 use crate::transaction::SqliteTransaction;
+use crate::wal::WalCheckpointReport;
 use crate::{
     admin, blobs, bootstrap, checkpoints, clients, commit_log, ensure, gate, inspect, pruning,
     push_results, query, reactions, reads, registry, rows,
@@ -132,6 +133,24 @@ impl SqliteStorage {
                 .detail("reason", "unexpected_synchronous")
                 .detail("level", level)
         })
+    }
+
+    /// Blocks until at least `transactions` calls of `begin` and `writes`
+    /// pool-level writes (bumps included) wait for the writer connection, or
+    /// fails `busy` after `writer_wait_ms`. For tests that need a commit
+    /// group to form: the transactions queued when the writer's holder
+    /// commits join its group.
+    pub fn await_queued_writers(&self, transactions: usize, writes: usize) -> Result<()> {
+        self.pools.await_queued(transactions, writes)
+    }
+
+    /// Runs one pass of the background WAL checkpointer now — after every
+    /// pass already asked for — and reports what it found and did; `None`
+    /// when the storage has no background checkpointer
+    /// (`SqliteConfig::wal_checkpoints`). For operators and tests: the
+    /// checkpointer runs on its own after every `every_commits` commits.
+    pub fn run_wal_checkpoint(&self) -> Result<Option<WalCheckpointReport>> {
+        self.pools.run_wal_checkpoint()
     }
 
     /// Read-only introspection of the named application tables (absent ones
@@ -263,9 +282,8 @@ impl ServerStorage for SqliteStorage {
     fn begin(&self, partition: &str) -> Result<Box<dyn StorageTransaction + '_>> {
         validate::partition(partition)?;
         let ensured = self.ensured();
-        let conn = self.pools.writer()?;
-        begin_immediate(&conn)?;
-        Ok(Box::new(SqliteTransaction::new(conn, ensured, partition)))
+        let seat = self.pools.member()?;
+        Ok(Box::new(SqliteTransaction::new(seat, ensured, partition)))
     }
 
     // ---- §4.4 commit log, horizon, pruning -------------------------------

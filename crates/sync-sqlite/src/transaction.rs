@@ -12,8 +12,9 @@ use sync_core::{
     SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
 };
 
-use crate::pools::{commit, exec, rollback, Conn};
+use crate::pools::exec;
 use crate::state::{require_table, Ensured};
+use crate::writer::Seat;
 use crate::{blobs, checkpoints, commit_log, gate, push_results, query, reactions, reads, rows};
 
 /// The rejection savepoint taken by `lock_partition_for_push`.
@@ -28,29 +29,30 @@ enum State {
 }
 
 /// An open SQLite write transaction (the database-wide write lock is held
-/// from `begin` until it ends). Dropping it rolls back.
+/// from `begin` until it ends; with group commit, a member of a group ends
+/// at its `commit`, which returns once the group's `COMMIT` did). Dropping
+/// it rolls back.
 #[derive(Debug)]
 pub struct SqliteTransaction {
-    conn: Conn,
+    /// `None` once the transaction ended.
+    seat: Option<Seat>,
     ensured: Option<Arc<Ensured>>,
     partition: String,
     writer_version: i32,
     state: State,
     push_locked: bool,
-    finished: bool,
 }
 
 impl SqliteTransaction {
-    /// Wraps a writer connection on which `BEGIN IMMEDIATE` succeeded.
-    pub(crate) fn new(conn: Conn, ensured: Option<Arc<Ensured>>, partition: &str) -> Self {
+    /// Wraps a place on the writer inside an open SQLite transaction.
+    pub(crate) fn new(seat: Seat, ensured: Option<Arc<Ensured>>, partition: &str) -> Self {
         Self {
             writer_version: ensured.as_ref().map_or(0, |e| e.version()),
-            conn,
+            seat: Some(seat),
             ensured,
             partition: partition.to_owned(),
             state: State::Open,
             push_locked: false,
-            finished: false,
         }
     }
 
@@ -68,7 +70,10 @@ impl SqliteTransaction {
 
     /// Runs statements; any failure poisons the transaction.
     fn run<T>(&mut self, f: impl FnOnce(&Connection, &str) -> Result<T>) -> Result<T> {
-        let result = f(&self.conn, &self.partition);
+        let Some(seat) = &self.seat else {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        };
+        let result = f(seat.conn(), &self.partition);
         if let Err(error) = &result {
             self.state = State::Poisoned(error.code());
         }
@@ -77,8 +82,18 @@ impl SqliteTransaction {
 
     /// Ends the transaction with `ROLLBACK` (never fails).
     fn finish_rollback(&mut self) {
-        self.finished = true;
-        rollback(&self.conn);
+        if let Some(seat) = self.seat.take() {
+            seat.rollback();
+        }
+    }
+
+    /// Ends the transaction with `COMMIT` (with group commit: once the
+    /// group's `COMMIT` did).
+    fn finish_commit(&mut self) -> Result<()> {
+        match self.seat.take() {
+            Some(seat) => seat.commit(),
+            None => Err(Error::new(ErrorCode::TransactionAborted)),
+        }
     }
 
     fn finish_rejection(
@@ -87,19 +102,30 @@ impl SqliteTransaction {
         client_commit_id: &str,
         result: &StoredPushResult,
     ) -> Result<()> {
-        let conn: &Connection = &self.conn;
-        exec(conn, ROLLBACK_TO_SAVEPOINT)?;
-        exec(conn, RELEASE_SAVEPOINT)?;
-        push_results::put(conn, &self.partition, client_id, client_commit_id, result)?;
-        commit(conn)
+        let staged = self.seat.as_ref().map(Seat::conn).map_or_else(
+            || Err(Error::new(ErrorCode::TransactionAborted)),
+            |conn| {
+                exec(conn, ROLLBACK_TO_SAVEPOINT)?;
+                exec(conn, RELEASE_SAVEPOINT)?;
+                push_results::put(conn, &self.partition, client_id, client_commit_id, result)
+            },
+        );
+        if let (Ok(()), Some(seat)) = (&staged, &self.seat) {
+            seat.stored_key(&self.partition, client_id, client_commit_id);
+        }
+        match staged {
+            Ok(()) => self.finish_commit(),
+            Err(error) => {
+                self.finish_rollback();
+                Err(error)
+            }
+        }
     }
 }
 
 impl Drop for SqliteTransaction {
     fn drop(&mut self) {
-        if !self.finished {
-            self.finish_rollback();
-        }
+        self.finish_rollback();
     }
 }
 
@@ -130,6 +156,16 @@ impl StorageTransaction for SqliteTransaction {
         client_commit_id: &str,
     ) -> Result<Option<StoredPushResult>> {
         self.check_open()?;
+        if self
+            .seat
+            .as_ref()
+            .is_some_and(|seat| seat.key_pending(&self.partition, client_id, client_commit_id))
+        {
+            // An earlier member of this commit group stored this key's
+            // result; replaying it before the group's COMMIT could
+            // acknowledge a push that then fails. The caller retries.
+            return Err(Error::new(ErrorCode::Busy).detail("reason", "pending_in_commit_group"));
+        }
         let text =
             self.run(|conn, p| push_results::get_text(conn, p, client_id, client_commit_id))?;
         push_results::parse(text)
@@ -203,12 +239,7 @@ impl StorageTransaction for SqliteTransaction {
             self.finish_rollback();
             return Err(Error::new(code));
         }
-        self.finished = true;
-        let outcome = self.finish_rejection(client_id, client_commit_id, result);
-        if outcome.is_err() {
-            rollback(&self.conn);
-        }
-        outcome
+        self.finish_rejection(client_id, client_commit_id, result)
     }
 
     fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()> {
@@ -258,7 +289,11 @@ impl StorageTransaction for SqliteTransaction {
         result: &StoredPushResult,
     ) -> Result<()> {
         self.check_open()?;
-        self.run(|conn, p| push_results::put(conn, p, client_id, client_commit_id, result))
+        self.run(|conn, p| push_results::put(conn, p, client_id, client_commit_id, result))?;
+        if let Some(seat) = &self.seat {
+            seat.stored_key(&self.partition, client_id, client_commit_id);
+        }
+        Ok(())
     }
 
     fn read_serve_gate(&mut self, running_schema_version: i32) -> Result<ServeGate> {
@@ -339,8 +374,7 @@ impl StorageTransaction for SqliteTransaction {
             self.finish_rollback();
             return Err(error);
         }
-        self.finished = true;
-        commit(&self.conn)
+        self.finish_commit()
     }
 
     fn rollback(mut self: Box<Self>) -> Result<()> {

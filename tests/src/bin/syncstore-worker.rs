@@ -7,6 +7,11 @@
 //! ```text
 //! syncstore-worker (--sqlite PATH | --postgres SCHEMA) push-loop FIRST COUNT
 //!     committed <commit_seq> <commit_id>     after each acknowledged push
+//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) push-threads THREADS FIRST COUNT
+//!     committed <commit_seq> <commit_id>     the same, THREADS threads
+//!     pushing at once (SQLite: with group commit on, so the pushes queued
+//!     behind one another share a COMMIT; a line is printed only after its
+//!     push's `commit` returned)
 //! syncstore-worker (--sqlite PATH | --postgres SCHEMA) migrate PUSHES
 //!     committed …  (PUSHES pushes), then `migrating`, then `migrated`
 //! syncstore-worker (--sqlite PATH | --postgres SCHEMA) backfill BATCH [hold]
@@ -45,7 +50,7 @@ fn run(args: &[String]) -> Result<(), String> {
     let [backend, location, command, rest @ ..] = args else {
         return Err("usage: (--sqlite PATH | --postgres SCHEMA) COMMAND ARGS".into());
     };
-    let storage = open(backend, location)?;
+    let storage = open(backend, location, command == "push-threads")?;
     scenario::ensure_stored(storage.as_ref()).map_err(|e| format!("ensure: {e:?}"))?;
     let number = |i: usize| -> Result<i64, String> {
         rest.get(i)
@@ -54,6 +59,7 @@ fn run(args: &[String]) -> Result<(), String> {
     };
     match command.as_str() {
         "push-loop" => push_loop(storage.as_ref(), number(0)?, number(1)?),
+        "push-threads" => push_threads(storage.as_ref(), number(0)?, number(1)?, number(2)?),
         "migrate" => {
             push_loop(storage.as_ref(), 1, number(0)?)?;
             say("migrating")?;
@@ -81,10 +87,18 @@ fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
-fn open(backend: &str, location: &str) -> Result<Box<dyn ServerStorage>, String> {
+fn open(backend: &str, location: &str, grouped: bool) -> Result<Box<dyn ServerStorage>, String> {
     match backend {
         "--sqlite" => {
-            sync_sqlite::SqliteStorage::open(location, sync_sqlite::SqliteConfig::default())
+            let config = sync_sqlite::SqliteConfig {
+                group_commit: if grouped {
+                    sync_sqlite::GroupCommit::ON
+                } else {
+                    sync_sqlite::GroupCommit::OFF
+                },
+                ..sync_sqlite::SqliteConfig::default()
+            };
+            sync_sqlite::SqliteStorage::open(location, config)
                 .map(|s| Box::new(s) as Box<dyn ServerStorage>)
                 .map_err(|e| format!("open {location}: {e:?}"))
         }
@@ -114,22 +128,52 @@ fn say(line: &str) -> Result<(), String> {
 /// 40 items (moving it between groups), every third also deletes another
 /// and updates a note. Prints each acknowledged commit.
 fn push_loop(storage: &dyn ServerStorage, first: i64, count: i64) -> Result<(), String> {
-    for i in first..first + count {
-        let id = format!("k{i}");
-        let group = ["g1", "g2", "g3"][(i % 3) as usize];
-        let mut changes = vec![scenario::item(&format!("r{}", i % 40), group, i)];
-        if i % 3 == 0 {
-            changes.push(Change::Delete(fixture::ITEMS, format!("r{}", (i + 7) % 40)));
-            changes.push(scenario::note("n1", group, i));
-        }
-        let now = T0 + 10_000 + i;
-        match scenario::push(storage, &id, &changes, &PushOptions::default(), now) {
-            Ok(Some(seq)) => say(&format!("committed {seq} {id}"))?,
-            Ok(None) => say(&format!("replayed {id}"))?,
-            Err(e) => return Err(format!("push {id}: {e:?}")),
-        }
+    (first..first + count).try_for_each(|i| push_one(storage, i))
+}
+
+/// `threads` threads push commits `k<first>` … `k<first + count - 1>`
+/// between them (thread `t` takes every `threads`-th one), as
+/// [`push_loop`] does one after another.
+fn push_threads(
+    storage: &dyn ServerStorage,
+    threads: i64,
+    first: i64,
+    count: i64,
+) -> Result<(), String> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || -> Result<(), String> {
+                    let mut i = first + t;
+                    while i < first + count {
+                        push_one(storage, i)?;
+                        i += threads;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().map_err(|_| "a push thread panicked".to_owned())?)
+    })
+}
+
+/// Push `k<i>` of the push loops; prints its acknowledgement.
+fn push_one(storage: &dyn ServerStorage, i: i64) -> Result<(), String> {
+    let id = format!("k{i}");
+    let group = ["g1", "g2", "g3"][(i % 3) as usize];
+    let mut changes = vec![scenario::item(&format!("r{}", i % 40), group, i)];
+    if i % 3 == 0 {
+        changes.push(Change::Delete(fixture::ITEMS, format!("r{}", (i + 7) % 40)));
+        changes.push(scenario::note("n1", group, i));
     }
-    Ok(())
+    let now = T0 + 10_000 + i;
+    match scenario::push(storage, &id, &changes, &PushOptions::default(), now) {
+        Ok(Some(seq)) => say(&format!("committed {seq} {id}")),
+        Ok(None) => say(&format!("replayed {id}")),
+        Err(e) => Err(format!("push {id}: {e:?}")),
+    }
 }
 
 /// Prints a line after each committed batch of the runner; with `hold`,
