@@ -4,32 +4,30 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde_json::Value;
-use sync_conformance::{run_suite, selected_checks, Harness, RunOptions, SuiteReport};
+use sync_conformance::{
+    run_suite, selected_checks, HarnessEntry, HarnessEnv, RunOptions, SuiteReport,
+};
+use sync_schema::{find_dialect, RegistryError};
 
-use crate::postgres_server;
-
-/// Which harnesses run.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DialectChoice {
-    /// Embedded SQLite.
-    Sqlite,
-    /// PostgreSQL at `--pg-url`.
-    Postgres,
-    /// Both.
-    All,
-}
+/// The dialects `cargo xtask conformance` knows: one line per dialect.
+pub const DIALECTS: &[HarnessEntry] = &[
+    sync_sqlite::harness::ENTRY,
+    sync_postgres::harness::ENTRY,
+    dialect_shadow::ENTRY,
+];
 
 /// Options of `cargo xtask conformance`.
 #[derive(Args)]
 pub struct ConformanceArgs {
-    /// Which harnesses run.
-    #[arg(long, value_enum, default_value = "all")]
-    dialect: DialectChoice,
-    /// PostgreSQL server (default: $SYNCSTORE_PG_URL or the local server).
-    #[arg(long)]
-    pg_url: Option<String>,
+    /// Which registered dialect runs (`sqlite`, `postgres`, `shadow`, …), or `all`.
+    #[arg(long, default_value = "all")]
+    dialect: String,
+    /// Database server of a dialect that has one (default: the dialect's
+    /// own environment variable, e.g. $SYNCSTORE_PG_URL, or local server).
+    #[arg(long, alias = "pg-url")]
+    server_url: Option<String>,
     /// Run checks whose ID or group starts with this prefix.
     #[arg(long)]
     filter: Option<String>,
@@ -54,15 +52,30 @@ pub struct ConformanceArgs {
 /// Exit codes: 0 all passed, 1 a check failed (or was skipped without
 /// `--allow-skip`), 2 setup error.
 pub fn run(args: &ConformanceArgs) -> Result<i32> {
-    let dialects: &[&str] = match args.dialect {
-        DialectChoice::Sqlite => &["sqlite"],
-        DialectChoice::Postgres => &["postgres"],
-        DialectChoice::All => &["sqlite", "postgres"],
+    let entries = match selected_dialects(&args.dialect) {
+        Ok(entries) => entries,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(2);
+        }
     };
     if args.list {
-        for dialect in dialects {
-            for check in selected_checks(dialect, args.filter.as_deref()) {
-                println!("{} {} {} — {}", check.id, dialect, check.group, check.title);
+        for entry in &entries {
+            let harness = match (entry.hooks)(&env(args)) {
+                Ok(harness) => harness,
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    return Ok(2);
+                }
+            };
+            for check in selected_checks(&harness.properties(), args.filter.as_deref()) {
+                println!(
+                    "{} {} {} — {}",
+                    check.id,
+                    entry.name(),
+                    check.group,
+                    check.title
+                );
             }
         }
         return Ok(0);
@@ -75,16 +88,12 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
         options.threads = threads.max(1);
     }
     let mut reports = Vec::new();
-    for dialect in dialects {
-        let harness: Box<dyn Harness> = match *dialect {
-            "sqlite" => Box::new(sync_sqlite::harness::SqliteHarness),
-            _ => {
-                let url = postgres_server::url(args.pg_url.as_deref());
-                if let Err(error) = postgres_server::require(&url) {
-                    eprintln!("error: {error:#}");
-                    return Ok(2);
-                }
-                Box::new(sync_postgres::harness::PostgresHarness::with_url(url))
+    for entry in &entries {
+        let harness = match (entry.hooks)(&env(args)) {
+            Ok(harness) => harness,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return Ok(2);
             }
         };
         let report = run_suite(harness.as_ref(), &options);
@@ -98,7 +107,7 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
     }
     if args.json {
         let document = match reports.as_slice() {
-            [single] if args.dialect != DialectChoice::All => single.to_json(),
+            [single] if args.dialect != "all" => single.to_json(),
             many => Value::Array(many.iter().map(SuiteReport::to_json).collect()),
         };
         println!("{document}");
@@ -130,11 +139,31 @@ fn exit_code(reports: &[SuiteReport], allow_skip: bool) -> i32 {
     0
 }
 
-/// Fails when nothing was selected (a typo in `--filter` must not pass silently).
+fn env(args: &ConformanceArgs) -> HarnessEnv {
+    HarnessEnv {
+        server_url: args.server_url.clone(),
+    }
+}
+
+/// `all` = every registered dialect; otherwise exactly the named one (an
+/// unknown name is an error listing the registered ones, never a fallback).
+fn selected_dialects(name: &str) -> Result<Vec<&'static HarnessEntry>, RegistryError> {
+    if name == "all" {
+        return Ok(DIALECTS.iter().collect());
+    }
+    find_dialect(DIALECTS, name).map(|entry| vec![entry])
+}
+
+/// Fails when nothing was selected (a typo in `--filter` must not pass
+/// silently): no check of the registry matches the filter.
 pub fn ensure_selected(args: &ConformanceArgs) -> Result<()> {
     if let Some(filter) = &args.filter {
-        if selected_checks("sqlite", Some(filter)).is_empty()
-            && selected_checks("postgres", Some(filter)).is_empty()
+        let matches = |id: &str, group: &str| {
+            id.starts_with(filter.as_str()) || group.starts_with(filter.as_str())
+        };
+        if !sync_conformance::registry()
+            .iter()
+            .any(|c| matches(c.id, c.group))
         {
             bail!("--filter {filter:?} selects no check");
         }
@@ -165,6 +194,19 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn the_registry_has_unique_names_and_schemes_and_refuses_unknown_ones() {
+        use super::{selected_dialects, DIALECTS};
+        assert_eq!(sync_schema::check_registry(DIALECTS), Ok(()));
+        let names: Vec<&str> = DIALECTS.iter().map(|e| e.name()).collect();
+        assert_eq!(names, ["sqlite", "postgres", "shadow"]);
+        assert!(matches!(
+            selected_dialects("mysql"),
+            Err(sync_schema::RegistryError::UnknownDialect { .. })
+        ));
+        assert_eq!(selected_dialects("all").map(|e| e.len()), Ok(3));
     }
 
     #[test]

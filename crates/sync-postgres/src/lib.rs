@@ -76,6 +76,7 @@ mod clients;
 mod commit_log;
 mod config;
 mod coverage;
+mod dialect;
 mod ensure;
 mod errors;
 #[cfg(feature = "fault-injection")]
@@ -116,4 +117,5 @@ pub mod harness;
 pub mod reference_dump;
 
 pub use config::{PostgresConfig, DEFAULT_MIGRATION_LOCK_TIMEOUT_MS};
+pub use dialect::{PostgresSql, DIALECT, URL_SCHEMES};
 pub use instance::PostgresStorage;

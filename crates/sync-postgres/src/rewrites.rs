@@ -5,7 +5,7 @@
 
 use postgres::types::ToSql;
 use sync_core::{codec, CompiledTable, Result};
-use sync_schema::{Dialect, RewritePlan, REWRITE_PAGE_SIZE};
+use sync_schema::{RewritePlan, REWRITE_PAGE_SIZE};
 
 use crate::pool::{col, Conn};
 use crate::sql::quote_ident;
@@ -42,8 +42,8 @@ pub(crate) fn rewrite_table(
     table: &CompiledTable,
     plan: &RewritePlan,
 ) -> Result<()> {
-    let first = plan.page_sql(Dialect::Postgres, false);
-    let next = plan.page_sql(Dialect::Postgres, true);
+    let first = plan.page_sql(crate::DIALECT, false);
+    let next = plan.page_sql(crate::DIALECT, true);
     let update = update_sql(table);
     let mut after: Option<(String, String)> = None;
     loop {

@@ -3,7 +3,7 @@
 
 use rusqlite::{params_from_iter, Connection, ToSql};
 use sync_core::{codec, CompiledTable, Result, RowValue};
-use sync_schema::{Dialect, RewritePlan, Statement, REWRITE_PAGE_SIZE};
+use sync_schema::{RewritePlan, Statement, REWRITE_PAGE_SIZE};
 
 use crate::errors::DbResultExt;
 use crate::seam;
@@ -30,9 +30,9 @@ pub(crate) fn rewrite_rows(
     table: &CompiledTable,
     plan: &RewritePlan,
 ) -> Result<()> {
-    let first_page = plan.page_sql(Dialect::Sqlite, false);
-    let next_page = plan.page_sql(Dialect::Sqlite, true);
-    let update = RewritePlan::update_sql(table, Dialect::Sqlite);
+    let first_page = plan.page_sql(crate::DIALECT, false);
+    let next_page = plan.page_sql(crate::DIALECT, true);
+    let update = RewritePlan::update_sql(table, crate::DIALECT);
     let mut after: Option<(String, String)> = None;
     loop {
         let page: Vec<(String, String, Vec<u8>)> = {

@@ -45,6 +45,7 @@ mod clients;
 mod commit_log;
 mod config;
 mod ddl;
+mod dialect;
 mod ensure;
 mod errors;
 #[cfg(feature = "fault-injection")]
@@ -73,6 +74,7 @@ mod values;
 pub mod harness;
 
 pub use config::{SqliteConfig, Synchronous};
+pub use dialect::{SqliteSql, DIALECT, URL_SCHEMES};
 pub use storage::SqliteStorage;
 pub use transaction::SqliteTransaction;
 
