@@ -90,7 +90,7 @@ pub fn schema_compile(data: &[u8]) -> Verdict {
             "compiled table name {:?} is not a valid identifier",
             table.name
         );
-        for dialect in [sync_schema::Dialect::Sqlite, sync_schema::Dialect::Postgres] {
+        for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
             let ddl = sync_schema::create_table_sql(table, dialect);
             assert!(
                 ddl.contains(&sync_schema::quote_ident(&table.name)),
@@ -302,7 +302,7 @@ pub fn prepare_query(data: &[u8]) -> Verdict {
         .map(|(_, n)| (*n).to_owned())
         .collect();
     let schema = query_schema();
-    let outcomes: Vec<_> = [sync_schema::Dialect::Sqlite, sync_schema::Dialect::Postgres]
+    let outcomes: Vec<_> = [sync_sqlite::DIALECT, sync_postgres::DIALECT]
         .into_iter()
         .map(|dialect| {
             sync_schema::prepare_query(&schema, dialect, QUERY_PARTITION, &sql, &params, &tables)

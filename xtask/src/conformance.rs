@@ -6,26 +6,22 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::Value;
-use sync_conformance::{run_suite, selected_checks, Harness, RunOptions, SuiteReport};
+use sync_conformance::{
+    run_suite, selected_checks, Harness, HarnessEntry, HarnessEnv, RunOptions, SuiteReport,
+};
 use sync_postgres::harness::{CitusLayout, PostgresHarness};
+use sync_schema::{find_dialect, RegistryError};
 
-use crate::postgres_server;
+/// The dialects `cargo xtask conformance` knows: one line per dialect.
+pub const DIALECTS: &[HarnessEntry] = &[
+    sync_sqlite::harness::ENTRY,
+    sync_postgres::harness::ENTRY,
+    dialect_shadow::ENTRY,
+];
 
-/// Which harnesses run.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DialectChoice {
-    /// Embedded SQLite.
-    Sqlite,
-    /// PostgreSQL at `--pg-url`.
-    Postgres,
-    /// SQLite and PostgreSQL (not Citus).
-    All,
-    /// The PostgreSQL harness on the Citus coordinator of `--citus-url` or
-    /// $SYNCSTORE_CITUS_URL, once per layout (`--citus-layout`); without a
-    /// URL nothing runs and the run says why (a skip: exit 1 unless
-    /// `--allow-skip`).
-    Citus,
-}
+/// The name that runs the Postgres harness on a Citus coordinator (not a
+/// dialect of its own: the Postgres dialect in a distributed layout).
+const CITUS: &str = "citus";
 
 /// Which Citus layouts run with `--dialect citus`.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -41,12 +37,13 @@ pub enum CitusLayoutChoice {
 /// Options of `cargo xtask conformance`.
 #[derive(Args)]
 pub struct ConformanceArgs {
-    /// Which harnesses run.
-    #[arg(long, value_enum, default_value = "all")]
-    dialect: DialectChoice,
-    /// PostgreSQL server (default: $SYNCSTORE_PG_URL or the local server).
-    #[arg(long)]
-    pg_url: Option<String>,
+    /// Which registered dialect runs (`sqlite`, `postgres`, `shadow`, …), or
+    /// `all` (every registered one), or `citus`: the Postgres harness on the
+    /// Citus coordinator of `--citus-url` or $SYNCSTORE_CITUS_URL, once per
+    /// layout; without a URL nothing runs and the run says why (a skip:
+    /// exit 1 unless `--allow-skip`).
+    #[arg(long, default_value = "all")]
+    dialect: String,
     /// Citus coordinator for `--dialect citus` (default: $SYNCSTORE_CITUS_URL).
     #[arg(long)]
     citus_url: Option<String>,
@@ -56,6 +53,10 @@ pub struct ConformanceArgs {
     /// Shards per schema in the row-based layout.
     #[arg(long, default_value_t = 4)]
     citus_shards: u32,
+    /// Database server of a dialect that has one (default: the dialect's
+    /// own environment variable, e.g. $SYNCSTORE_PG_URL, or local server).
+    #[arg(long, alias = "pg-url")]
+    server_url: Option<String>,
     /// Run checks whose ID or group starts with this prefix.
     #[arg(long)]
     filter: Option<String>,
@@ -80,42 +81,37 @@ pub struct ConformanceArgs {
 /// Exit codes: 0 all passed, 1 a check failed (or was skipped without
 /// `--allow-skip`), 2 setup error.
 pub fn run(args: &ConformanceArgs) -> Result<i32> {
-    let dialects: &[&str] = match args.dialect {
-        DialectChoice::Sqlite => &["sqlite"],
-        DialectChoice::Postgres | DialectChoice::Citus => &["postgres"],
-        DialectChoice::All => &["sqlite", "postgres"],
-    };
-    if args.dialect == DialectChoice::Citus && !args.list {
+    if args.dialect == CITUS && !args.list {
         return run_citus(args);
     }
+    let entries = match selected_dialects(&args.dialect) {
+        Ok(entries) => entries,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return Ok(2);
+        }
+    };
     if args.list {
-        for dialect in dialects {
-            for check in selected_checks(dialect, args.filter.as_deref()) {
-                println!("{} {} {} — {}", check.id, dialect, check.group, check.title);
+        for entry in &entries {
+            let harness = match (entry.hooks)(&env(args)) {
+                Ok(harness) => harness,
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    return Ok(2);
+                }
+            };
+            for check in selected_checks(&harness.properties(), args.filter.as_deref()) {
+                println!(
+                    "{} {} {} — {}",
+                    check.id,
+                    entry.name(),
+                    check.group,
+                    check.title
+                );
             }
         }
         return Ok(0);
     }
-    let options = run_options(args);
-    let mut reports = Vec::new();
-    for dialect in dialects {
-        let harness: Box<dyn Harness> = match *dialect {
-            "sqlite" => Box::new(sync_sqlite::harness::SqliteHarness),
-            _ => {
-                let url = postgres_server::url(args.pg_url.as_deref());
-                if let Err(error) = postgres_server::require(&url) {
-                    eprintln!("error: {error:#}");
-                    return Ok(2);
-                }
-                Box::new(PostgresHarness::with_url(url))
-            }
-        };
-        reports.push(run_one(harness.as_ref(), &options, args.json, None));
-    }
-    finish(args, &reports)
-}
-
-fn run_options(args: &ConformanceArgs) -> RunOptions {
     let mut options = RunOptions {
         filter: args.filter.clone(),
         ..RunOptions::default()
@@ -123,76 +119,27 @@ fn run_options(args: &ConformanceArgs) -> RunOptions {
     if let Some(threads) = args.threads {
         options.threads = threads.max(1);
     }
-    options
-}
-
-/// Runs the suite on `harness`; `label` renames the report's dialect
-/// (`postgres+citus-rows`) so the lines say where they ran.
-fn run_one(
-    harness: &dyn Harness,
-    options: &RunOptions,
-    json: bool,
-    label: Option<String>,
-) -> SuiteReport {
-    let mut report = run_suite(harness, options);
-    if let Some(label) = label {
-        report.dialect = label;
-    }
-    if !json {
-        for line in report.lines() {
-            println!("{line}");
+    let mut reports = Vec::new();
+    for entry in &entries {
+        let harness = match (entry.hooks)(&env(args)) {
+            Ok(harness) => harness,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return Ok(2);
+            }
+        };
+        let report = run_suite(harness.as_ref(), &options);
+        if !args.json {
+            for line in report.lines() {
+                println!("{line}");
+            }
+            println!("{}", report.summary_line());
         }
-        println!("{}", report.summary_line());
+        reports.push(report);
     }
-    report
-}
-
-/// `--dialect citus`: the Postgres harness on the coordinator, per layout.
-fn run_citus(args: &ConformanceArgs) -> Result<i32> {
-    let url = args
-        .citus_url
-        .clone()
-        .or_else(sync_postgres::harness::citus_url_from_env);
-    let Some(url) = url else {
-        eprintln!(
-            "skipped: no Citus coordinator (set {} or pass --citus-url); \
-             see docs/scale-out.md for running one locally",
-            sync_postgres::harness::CITUS_URL_ENV
-        );
-        return Ok(if args.allow_skip { 0 } else { 1 });
-    };
-    if let Err(error) = postgres_server::require(&url) {
-        eprintln!("error: {error:#}");
-        return Ok(2);
-    }
-    let layouts = match args.citus_layout {
-        CitusLayoutChoice::Schemas => vec![CitusLayout::Schemas],
-        CitusLayoutChoice::Rows => vec![CitusLayout::Rows {
-            shard_count: args.citus_shards,
-        }],
-        CitusLayoutChoice::Both => vec![
-            CitusLayout::Schemas,
-            CitusLayout::Rows {
-                shard_count: args.citus_shards,
-            },
-        ],
-    };
-    let options = run_options(args);
-    let reports: Vec<SuiteReport> = layouts
-        .into_iter()
-        .map(|layout| {
-            let harness = PostgresHarness::citus(url.clone(), layout);
-            let label = format!("postgres+citus-{}", layout.name());
-            run_one(&harness, &options, args.json, Some(label))
-        })
-        .collect();
-    finish(args, &reports)
-}
-
-fn finish(args: &ConformanceArgs, reports: &[SuiteReport]) -> Result<i32> {
     if args.json {
-        let document = match reports {
-            [single] if args.dialect != DialectChoice::All => single.to_json(),
+        let document = match reports.as_slice() {
+            [single] if args.dialect != "all" => single.to_json(),
             many => Value::Array(many.iter().map(SuiteReport::to_json).collect()),
         };
         println!("{document}");
@@ -204,7 +151,7 @@ fn finish(args: &ConformanceArgs, reports: &[SuiteReport]) -> Result<i32> {
         );
         std::fs::write(path, document).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(exit_code(reports, args.allow_skip))
+    Ok(exit_code(&reports, args.allow_skip))
 }
 
 /// 0 when every report passed and, unless `allow_skip`, nothing was skipped.
@@ -224,11 +171,88 @@ fn exit_code(reports: &[SuiteReport], allow_skip: bool) -> i32 {
     0
 }
 
-/// Fails when nothing was selected (a typo in `--filter` must not pass silently).
+/// `--dialect citus`: the Postgres harness on the coordinator, per layout.
+fn run_citus(args: &ConformanceArgs) -> Result<i32> {
+    let url = args
+        .citus_url
+        .clone()
+        .or_else(sync_postgres::harness::citus_url_from_env);
+    let Some(url) = url else {
+        eprintln!(
+            "skipped: no Citus coordinator (set {} or pass --citus-url); \
+             see docs/scale-out.md for running one locally",
+            sync_postgres::harness::CITUS_URL_ENV
+        );
+        return Ok(if args.allow_skip { 0 } else { 1 });
+    };
+    if let Err(error) = crate::postgres_server::require(&url) {
+        eprintln!("error: {error:#}");
+        return Ok(2);
+    }
+    let layouts = match args.citus_layout {
+        CitusLayoutChoice::Schemas => vec![CitusLayout::Schemas],
+        CitusLayoutChoice::Rows => vec![CitusLayout::Rows {
+            shard_count: args.citus_shards,
+        }],
+        CitusLayoutChoice::Both => vec![
+            CitusLayout::Schemas,
+            CitusLayout::Rows {
+                shard_count: args.citus_shards,
+            },
+        ],
+    };
+    let mut options = RunOptions {
+        filter: args.filter.clone(),
+        ..RunOptions::default()
+    };
+    if let Some(threads) = args.threads {
+        options.threads = threads.max(1);
+    }
+    let mut reports = Vec::new();
+    for layout in layouts {
+        let harness = PostgresHarness::citus(url.clone(), layout);
+        let mut report = run_suite(&harness as &dyn Harness, &options);
+        report.dialect = format!("postgres+citus-{}", layout.name());
+        if !args.json {
+            for line in report.lines() {
+                println!("{line}");
+            }
+            println!("{}", report.summary_line());
+        }
+        reports.push(report);
+    }
+    if args.json {
+        let document = Value::Array(reports.iter().map(SuiteReport::to_json).collect());
+        println!("{document}");
+    }
+    Ok(exit_code(&reports, args.allow_skip))
+}
+
+fn env(args: &ConformanceArgs) -> HarnessEnv {
+    HarnessEnv {
+        server_url: args.server_url.clone(),
+    }
+}
+
+/// `all` = every registered dialect; otherwise exactly the named one (an
+/// unknown name is an error listing the registered ones, never a fallback).
+fn selected_dialects(name: &str) -> Result<Vec<&'static HarnessEntry>, RegistryError> {
+    if name == "all" {
+        return Ok(DIALECTS.iter().collect());
+    }
+    find_dialect(DIALECTS, name).map(|entry| vec![entry])
+}
+
+/// Fails when nothing was selected (a typo in `--filter` must not pass
+/// silently): no check of the registry matches the filter.
 pub fn ensure_selected(args: &ConformanceArgs) -> Result<()> {
     if let Some(filter) = &args.filter {
-        if selected_checks("sqlite", Some(filter)).is_empty()
-            && selected_checks("postgres", Some(filter)).is_empty()
+        let matches = |id: &str, group: &str| {
+            id.starts_with(filter.as_str()) || group.starts_with(filter.as_str())
+        };
+        if !sync_conformance::registry()
+            .iter()
+            .any(|c| matches(c.id, c.group))
         {
             bail!("--filter {filter:?} selects no check");
         }
@@ -259,6 +283,19 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn the_registry_has_unique_names_and_schemes_and_refuses_unknown_ones() {
+        use super::{selected_dialects, DIALECTS};
+        assert_eq!(sync_schema::check_registry(DIALECTS), Ok(()));
+        let names: Vec<&str> = DIALECTS.iter().map(|e| e.name()).collect();
+        assert_eq!(names, ["sqlite", "postgres", "shadow"]);
+        assert!(matches!(
+            selected_dialects("mysql"),
+            Err(sync_schema::RegistryError::UnknownDialect { .. })
+        ));
+        assert_eq!(selected_dialects("all").map(|e| e.len()), Ok(3));
     }
 
     #[test]

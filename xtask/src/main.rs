@@ -16,6 +16,7 @@ mod mutants;
 mod postgres_server;
 mod soak;
 mod test;
+mod tidy;
 
 use std::process::ExitCode;
 

@@ -6,27 +6,7 @@ use sync_core::{Capability, Error, ErrorCode};
 
 use crate::context::Ctx;
 
-/// Which dialects a check applies to (`[SQLite]` / `[PG]` marks in the checklist).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applies {
-    /// Every dialect.
-    All,
-    /// Only the SQLite dialect (`[SQLite]`).
-    Sqlite,
-    /// Only the Postgres dialect (`[PG]`).
-    Postgres,
-}
-
-impl Applies {
-    /// Whether a dialect named `dialect` runs this check.
-    pub fn includes(self, dialect: &str) -> bool {
-        match self {
-            Applies::All => true,
-            Applies::Sqlite => dialect == "sqlite",
-            Applies::Postgres => dialect == "postgres",
-        }
-    }
-}
+pub use crate::properties::Requires;
 
 /// Why a check failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +42,7 @@ pub type CheckResult<T = ()> = std::result::Result<T, Failure>;
 /// A check body.
 pub type CheckFn = fn(&mut Ctx<'_>) -> CheckResult;
 
-/// One registered check: its checklist ID, group, title, applicability,
+/// One registered check: its checklist ID, group, title, required property,
 /// optional capability group and body.
 #[derive(Clone, Copy)]
 pub struct CheckDef {
@@ -72,8 +52,8 @@ pub struct CheckDef {
     pub group: &'static str,
     /// One-line title.
     pub title: &'static str,
-    /// Dialects it applies to.
-    pub applies: Applies,
+    /// The harness property it needs (not selected on a harness without it).
+    pub requires: Requires,
     /// Capability group it needs (skipped when not advertised).
     pub capability: Option<Capability>,
     /// The body.
@@ -86,7 +66,7 @@ impl fmt::Debug for CheckDef {
             .field("id", &self.id)
             .field("group", &self.group)
             .field("title", &self.title)
-            .field("applies", &self.applies)
+            .field("requires", &self.requires)
             .finish_non_exhaustive()
     }
 }

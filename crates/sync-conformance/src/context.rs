@@ -44,9 +44,19 @@ impl<'h> Ctx<'h> {
         self.harness
     }
 
-    /// `sqlite` or `postgres`.
+    /// The dialect name (reports).
     pub fn dialect(&self) -> &'static str {
         self.harness.dialect()
+    }
+
+    /// The harness's SQL dialect.
+    pub fn sql_dialect(&self) -> sync_schema::Dialect {
+        self.harness.sql_dialect()
+    }
+
+    /// The harness's declared properties.
+    pub fn properties(&self) -> crate::Properties {
+        self.harness.properties()
     }
 
     /// The check's database (created on first use).

@@ -9,6 +9,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use sync_core::{Clock, Result, ServerStorage};
+use sync_schema::Dialect;
+
+use crate::properties::Properties;
 
 /// A fresh database created for one check; dropped (and cleaned up) after it.
 pub struct DbHandle {
@@ -362,8 +365,17 @@ pub trait WriterProbe: Send + Sync {
 
 /// A dialect under test.
 pub trait Harness: Send + Sync {
-    /// `sqlite` or `postgres` (used for reporting and `[SQLite]`/`[PG]` applicability).
-    fn dialect(&self) -> &'static str;
+    /// The dialect's SQL text rules (DDL and query-preparation goldens of
+    /// the `schema` and `queries` groups are rendered through it).
+    fn sql_dialect(&self) -> Dialect;
+    /// The properties that select the checks it runs and some expectations
+    /// ([`Properties`]).
+    fn properties(&self) -> Properties;
+    /// The dialect name used in reports. Default: the name of
+    /// [`Harness::sql_dialect`].
+    fn dialect(&self) -> &'static str {
+        self.sql_dialect().as_str()
+    }
     /// A fresh, empty database, removed when the handle drops.
     fn create_database(&self) -> Result<DbHandle>;
     /// A new storage instance (own pools and memo) with the default configuration.
@@ -380,9 +392,18 @@ pub trait Harness: Send + Sync {
     /// Raw access to the database.
     fn raw(&self, db: &DbHandle) -> Result<Box<dyn RawAccess>>;
     /// Loads a database written by the reference implementation into `db`
-    /// (SQLite: copies the `.sqlite` file; Postgres: restores the `.sql` dump).
-    fn load_reference(&self, db: &DbHandle, fixture_dir: &std::path::Path, set: &str)
-        -> Result<()>;
+    /// (a file copy, a dump restore, …) from fixture set `set` under
+    /// `fixture_dir`. Declared by [`Properties::reference_loading`]; the
+    /// default body returns `capability_unsupported`.
+    fn load_reference(
+        &self,
+        db: &DbHandle,
+        fixture_dir: &std::path::Path,
+        set: &str,
+    ) -> Result<()> {
+        let _ = (db, fixture_dir, set);
+        Err(unsupported("load_reference"))
+    }
 }
 
 #[cfg(test)]
@@ -422,3 +443,17 @@ mod tests {
         assert!(!plan.scans("sync_changes"));
     }
 }
+/// What a binary passes to a harness constructor.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HarnessEnv {
+    /// The database server to create databases on (`--server-url`); a
+    /// dialect without a server ignores it, one with a server falls back to
+    /// its own environment variable or default.
+    pub server_url: Option<String>,
+}
+
+/// Builds a dialect's harness; an unreachable server is an error naming it.
+pub type HarnessFn = fn(&HarnessEnv) -> std::result::Result<Box<dyn Harness>, String>;
+
+/// A registry entry of `cargo xtask conformance` (one line per dialect).
+pub type HarnessEntry = sync_schema::DialectEntry<HarnessFn>;

@@ -17,19 +17,20 @@ mod context;
 pub mod fixtures;
 mod harness;
 pub mod operator;
+mod properties;
 pub mod reference;
 mod registry;
 mod runner;
 
 pub use check::{
-    expect_code, expect_detail, expect_message_free_of, Applies, CheckDef, CheckFn, CheckResult,
-    Failure,
+    expect_code, expect_detail, expect_message_free_of, CheckDef, CheckFn, CheckResult, Failure,
 };
 pub use context::{Ctx, NOW};
 pub use harness::{
-    DbHandle, FenceTamper, GroupedStorage, Harness, HotPath, OldWriter, PlanSummary, PoolLimits,
-    RawAccess, RawColumn, RawFilter, RawIndex, WriterProbe,
+    DbHandle, FenceTamper, GroupedStorage, Harness, HarnessEntry, HarnessEnv, HarnessFn, HotPath,
+    OldWriter, PlanSummary, PoolLimits, RawAccess, RawColumn, RawFilter, RawIndex, WriterProbe,
 };
+pub use properties::{BooleanValues, Planner, Properties, Requires, WriteLocking};
 pub use registry::registry;
 pub use runner::{
     assert_suite_passes, run_check, run_suite, selected_checks, CheckOutcome, RunOptions, Status,

@@ -1,6 +1,6 @@
 //! The registry of every check, by checklist ID.
 
-use crate::check::{Applies, CheckDef, CheckFn};
+use crate::check::{CheckDef, CheckFn, Requires};
 use crate::checks::*;
 
 /// Every registered check, ordered by ID.
@@ -55,16 +55,16 @@ pub(crate) const fn check(
         id,
         group,
         title,
-        applies: Applies::All,
+        requires: Requires::Nothing,
         capability: None,
         run,
     }
 }
 
 impl CheckDef {
-    /// Restricts the check to one dialect (`[SQLite]` / `[PG]`).
-    pub const fn only(self, applies: Applies) -> Self {
-        CheckDef { applies, ..self }
+    /// Restricts the check to harnesses with a property.
+    pub const fn requires(self, requires: Requires) -> Self {
+        CheckDef { requires, ..self }
     }
 
     /// Marks the capability group the check needs.
@@ -95,25 +95,32 @@ mod tests {
     }
 
     #[test]
-    fn dialect_marks_match_the_checklist() {
-        let only = |applies| {
+    fn property_requirements_are_the_declared_ones() {
+        let with = |requires| {
             registry()
                 .into_iter()
-                .filter(|c| c.applies == applies)
+                .filter(|c| c.requires == requires)
                 .map(|c| c.id)
                 .collect::<Vec<_>>()
         };
+        use Requires as R;
         assert_eq!(
-            only(Applies::Sqlite),
-            ["C-036", "C-240", "C-303", "C-326", "C-327"]
+            with(R::PerPartitionLocking),
+            ["C-037", "C-186", "C-302", "C-310"]
         );
+        assert_eq!(with(R::WholeDatabaseLocking), ["C-303"]);
+        assert_eq!(with(R::PlansByShape), ["C-240", "C-326", "C-327"]);
+        assert_eq!(with(R::PlansByStatistics), ["C-328", "C-329"]);
         assert_eq!(
-            only(Applies::Postgres),
-            [
-                "C-033", "C-037", "C-118", "C-186", "C-302", "C-310", "C-328", "C-329", "C-330",
-                "C-331", "C-332", "C-333", "C-334"
-            ]
+            with(R::TransactionalDdl),
+            ["C-038", "C-269", "C-270", "C-308", "C-320", "C-322"]
         );
+        assert_eq!(with(R::KeyCollationControl), ["C-033"]);
+        assert_eq!(with(R::OutdatedTriggerInstall), ["C-036"]);
+        assert_eq!(with(R::TriggerTamper), ["C-332"]);
+        assert_eq!(with(R::ReferenceStartReplay), ["C-330", "C-331", "C-333"]);
+        assert_eq!(with(R::DatabaseRoles), ["C-334"]);
+        assert_eq!(with(R::JsonNulProjectsNull), ["C-118"]);
     }
 
     #[test]

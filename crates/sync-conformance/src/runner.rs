@@ -12,6 +12,7 @@ use sync_core::Capabilities;
 use crate::check::{CheckDef, Failure};
 use crate::context::Ctx;
 use crate::harness::Harness;
+use crate::properties::Properties;
 use crate::registry::registry;
 
 /// Options of a suite run.
@@ -200,11 +201,11 @@ fn xml(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The checks that apply to `dialect` and match `filter`, ordered by ID.
-pub fn selected_checks(dialect: &str, filter: Option<&str>) -> Vec<&'static CheckDef> {
+/// The checks a harness with `properties` runs that match `filter`, ordered by ID.
+pub fn selected_checks(properties: &Properties, filter: Option<&str>) -> Vec<&'static CheckDef> {
     registry()
         .into_iter()
-        .filter(|c| c.applies.includes(dialect))
+        .filter(|c| c.requires.met_by(properties))
         .filter(|c| filter.is_none_or(|f| c.id.starts_with(f) || c.group.starts_with(f)))
         .collect()
 }
@@ -258,7 +259,7 @@ pub fn run_check(harness: &dyn Harness, check: &CheckDef) -> CheckOutcome {
 
 /// Runs the selected checks on `harness` and reports every outcome.
 pub fn run_suite(harness: &dyn Harness, options: &RunOptions) -> SuiteReport {
-    let checks = selected_checks(harness.dialect(), options.filter.as_deref());
+    let checks = selected_checks(&harness.properties(), options.filter.as_deref());
     let caps = match harness_capabilities(harness) {
         Ok(caps) => caps,
         Err(failure) => {

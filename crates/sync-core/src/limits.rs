@@ -13,9 +13,9 @@ pub const REWRITE_PAGE_ROWS: i64 = 500;
 /// Default SQLite busy timeout.
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5_000;
 /// Default SQLite reader pool size.
-pub const DEFAULT_SQLITE_READERS: u32 = 8;
+pub const DEFAULT_SQLITE_READERS: u32 = 8; // tidy: dialect-name (a built-in dialect's documented default)
 /// Default Postgres pool size.
-pub const DEFAULT_POSTGRES_POOL_SIZE: u32 = 16;
+pub const DEFAULT_POSTGRES_POOL_SIZE: u32 = 16; // tidy: dialect-name (a built-in dialect's documented default)
 /// Default pool checkout wait.
 pub const DEFAULT_POOL_WAIT_MS: u64 = 30_000;
 /// Default backfill batch (source rows per transaction).

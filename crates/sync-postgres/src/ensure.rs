@@ -10,7 +10,7 @@ use sync_core::{
     Error, ErrorCode, Result,
 };
 use sync_schema::{
-    check_physical, compare_same_version, layouts_json, parse_layouts, plan_legacy_upgrade, Dialect,
+    check_physical, compare_same_version, layouts_json, parse_layouts, plan_legacy_upgrade,
 };
 
 use crate::instance::PostgresStorage;
@@ -111,22 +111,21 @@ fn same_version(
     compare_same_version(schema, &stored)?;
     let names = names_with_internal(schema.tables.iter().map(|t| t.name.clone()));
     let observed = storage.with_snapshot(|c| observe(c, &names))?;
-    let (observed, outcome) =
-        if plan_legacy_upgrade(schema, &observed, Dialect::Postgres).is_empty() {
-            (observed, EnsureOutcome::Verified)
-        } else {
-            migrate::legacy_upgrade(storage, schema)?;
-            (
-                storage.with_snapshot(|c| observe(c, &names))?,
-                EnsureOutcome::Upgraded,
-            )
-        };
+    let (observed, outcome) = if plan_legacy_upgrade(schema, &observed, crate::DIALECT).is_empty() {
+        (observed, EnsureOutcome::Verified)
+    } else {
+        migrate::legacy_upgrade(storage, schema)?;
+        (
+            storage.with_snapshot(|c| observe(c, &names))?,
+            EnsureOutcome::Upgraded,
+        )
+    };
     for table in &schema.tables {
         let physical = observed
             .get(&table.name)
             .cloned()
             .unwrap_or_else(|| sync_schema::ObservedTable::absent(table.name.clone()));
-        check_physical(table, &physical, Dialect::Postgres)?;
+        check_physical(table, &physical, crate::DIALECT)?;
     }
     Ok(outcome)
 }

@@ -258,9 +258,52 @@ impl WriterProbe for PostgresProbe {
     }
 }
 
+/// What the Postgres harness declares: per-partition push locks,
+/// statistics-driven plans, transactional DDL, `"C"` key collations under
+/// control, fence-trigger tampering, reference dumps and start replay,
+/// roles, real booleans, JSONB (no `\u0000`).
+pub const PROPERTIES: sync_conformance::Properties = sync_conformance::Properties {
+    write_locking: sync_conformance::WriteLocking::PerPartition,
+    planner: Some(sync_conformance::Planner::ByStatistics),
+    transactional_ddl: true,
+    key_collation_control: true,
+    outdated_trigger_install: false,
+    trigger_tamper: true,
+    reference_loading: true,
+    reference_start_replay: true,
+    database_roles: true,
+    booleans: sync_conformance::BooleanValues::Booleans,
+    json_nul_projects_null: true,
+};
+
+/// The constructor of the dialect registry ([`sync_conformance::HarnessFn`]):
+/// the server of `env.server_url`, else `SYNCSTORE_PG_URL`, else the
+/// default; an unreachable server is an error saying how to start one.
+pub fn construct(
+    env: &sync_conformance::HarnessEnv,
+) -> std::result::Result<Box<dyn Harness>, String> {
+    let harness = match &env.server_url {
+        Some(url) => PostgresHarness::with_url(url.clone()),
+        None => PostgresHarness::new(),
+    };
+    harness.check_reachable().map_err(|e| e.to_string())?;
+    Ok(Box::new(harness))
+}
+
+/// The registry entry of `cargo xtask conformance`.
+pub const ENTRY: sync_conformance::HarnessEntry = sync_conformance::HarnessEntry {
+    sql: crate::DIALECT,
+    url_schemes: crate::URL_SCHEMES,
+    hooks: construct,
+};
+
 impl Harness for PostgresHarness {
-    fn dialect(&self) -> &'static str {
-        "postgres"
+    fn sql_dialect(&self) -> sync_schema::Dialect {
+        crate::DIALECT
+    }
+
+    fn properties(&self) -> sync_conformance::Properties {
+        PROPERTIES
     }
 
     fn create_database(&self) -> Result<DbHandle> {

@@ -2,7 +2,7 @@
 //! operator tool)**: whole commits with every change (`read_commits`), the
 //! rows of a table named in the stored layouts (`inspect_table_rows`), and
 //! read-only introspection for plan previews
-//! ([`PostgresStorage::observe_tables`]).
+//! ([`sync_schema::ObserveTables`] of [`PostgresStorage`]).
 //!
 //! Both reads run in one `REPEATABLE READ READ ONLY` snapshot. Row ids are
 //! compared and ordered `COLLATE "C"` explicitly, so tables still carrying a
@@ -121,13 +121,13 @@ pub(crate) fn inspect_rows(
     rows_from(&rows)
 }
 
-impl PostgresStorage {
+impl sync_schema::ObserveTables for PostgresStorage {
     /// Read-only introspection of the named application tables (absent ones
     /// recorded as absent) plus the internal tables whose key collations the
     /// legacy upgrade inspects, exactly as `ensure_schema` observes them
     /// (`schema-and-migrations.md` §7.1), in one read snapshot. Lets operator
     /// tools preview a migration plan without applying it.
-    pub fn observe_tables(&self, tables: &[String]) -> Result<ObservedTables> {
+    fn observe_tables(&self, tables: &[String]) -> Result<ObservedTables> {
         let names = names_with_internal(tables.iter().cloned());
         self.with_snapshot(|conn| observe(conn, &names))
     }

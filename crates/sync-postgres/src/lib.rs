@@ -77,6 +77,7 @@ mod clients;
 mod commit_log;
 mod config;
 mod coverage;
+mod dialect;
 mod ensure;
 mod errors;
 #[cfg(feature = "fault-injection")]
@@ -119,6 +120,7 @@ pub mod reference_dump;
 
 pub use citus::{DistributeOptions, DistributeReport};
 pub use config::{PostgresConfig, DEFAULT_MIGRATION_LOCK_TIMEOUT_MS};
+pub use dialect::{PostgresSql, DIALECT, URL_SCHEMES};
 pub use instance::PostgresStorage;
 
 /// A driver error of a connection a tool opened itself (beside a

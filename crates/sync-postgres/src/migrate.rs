@@ -6,9 +6,7 @@
 
 use postgres::types::ToSql;
 use sync_core::{bump_resolutions, CompiledSchema, EnsureOptions, Resolution, Result};
-use sync_schema::{
-    layouts_json, parse_layouts, plan_legacy_upgrade, plan_migration, Dialect, Statement,
-};
+use sync_schema::{layouts_json, parse_layouts, plan_legacy_upgrade, plan_migration, Statement};
 
 use crate::citus;
 use crate::ensure::check_pending;
@@ -80,7 +78,7 @@ pub(crate) fn bump(
         let mut names: Vec<String> = schema.tables.iter().map(|t| t.name.clone()).collect();
         names = names_with_internal(names);
         let observed = observe(conn, &names)?;
-        let plan = plan_migration(schema, &layouts, &observed, Dialect::Postgres)?;
+        let plan = plan_migration(schema, &layouts, &observed, crate::DIALECT)?;
         for statement in plan.statements() {
             run_statement(conn, statement)?;
         }
@@ -133,7 +131,7 @@ pub(crate) fn legacy_upgrade(storage: &PostgresStorage, schema: &CompiledSchema)
         }
         let names = names_with_internal(schema.tables.iter().map(|t| t.name.clone()));
         let observed = observe(conn, &names)?;
-        let plan = plan_legacy_upgrade(schema, &observed, Dialect::Postgres);
+        let plan = plan_legacy_upgrade(schema, &observed, crate::DIALECT);
         for statement in plan.statements() {
             run_statement(conn, statement)?;
         }

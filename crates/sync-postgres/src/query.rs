@@ -9,7 +9,7 @@ use sync_core::{
     check_serve_gate, AuthoritativeQueryRequest, AuthoritativeQueryResult, Error, ErrorCode,
     Result, ServeContext, SqlValue,
 };
-use sync_schema::{prepare_request, Dialect, PreparedQuery};
+use sync_schema::{prepare_request, PreparedQuery};
 
 use crate::errors::db;
 use crate::gate::{gate_from_text, gate_sql};
@@ -34,7 +34,7 @@ pub(crate) fn prepare(
     partition: &str,
     request: &AuthoritativeQueryRequest,
 ) -> Result<PreparedQuery> {
-    prepare_request(&ensured.schema, Dialect::Postgres, partition, request)
+    prepare_request(&ensured.schema, crate::DIALECT, partition, request)
 }
 
 /// Runs a prepared query on `conn`: columns and rows.

@@ -5,7 +5,7 @@
 
 use postgres::types::ToSql;
 use sync_core::{codec, CompiledTable, Result, RewriteTally};
-use sync_schema::{Dialect, RewritePlan, REWRITE_PAGE_SIZE};
+use sync_schema::{RewritePlan, REWRITE_PAGE_SIZE};
 
 use crate::pool::{col, Conn};
 use crate::sql::quote_ident;
@@ -38,7 +38,7 @@ fn update_sql(table: &CompiledTable) -> String {
 
 /// The rows a rewrite of `plan`'s table will visit.
 pub(crate) fn count_rows(conn: &mut Conn, plan: &RewritePlan) -> Result<u64> {
-    let row = conn.query_one(&plan.count_sql(), &[])?;
+    let row = conn.query_one(&plan.count_sql(crate::DIALECT), &[])?;
     let count: i64 = col(&row, 0)?;
     Ok(u64::try_from(count).unwrap_or(0))
 }
@@ -50,8 +50,8 @@ pub(crate) fn rewrite_table(
     plan: &RewritePlan,
     tally: &mut RewriteTally<'_>,
 ) -> Result<()> {
-    let first = plan.page_sql(Dialect::Postgres, false);
-    let next = plan.page_sql(Dialect::Postgres, true);
+    let first = plan.page_sql(crate::DIALECT, false);
+    let next = plan.page_sql(crate::DIALECT, true);
     let update = update_sql(table);
     let mut after: Option<(String, String)> = None;
     loop {

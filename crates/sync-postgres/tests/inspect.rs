@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use sync_schema::ObserveTables;
 
 #[test]
 fn observe_tables_reports_the_physical_state_read_only() {

@@ -1,10 +1,11 @@
 //! DDL text for application tables and their declared indexes
-//! (`tables.md` §5 and §5.1). Every identifier is double-quoted with
-//! embedded `"` doubled.
+//! (`tables.md` §5 and §5.1): the entry points shared code calls (each
+//! asks the [`Dialect`]) and the standard bodies a [`SqlDialect`] inherits.
+//! Identifiers are quoted by [`SqlDialect::quote_ident`].
 
 use sync_core::{CompiledColumn, CompiledTable, IndexDef};
 
-use crate::dialect::{Dialect, INTERNAL_COLUMNS, PARTITION_COLUMN};
+use crate::dialect::{Dialect, SqlDialect, INTERNAL_COLUMNS, PARTITION_COLUMN};
 use crate::index_name::physical_index_name;
 
 /// `"name"` with every embedded `"` doubled.
@@ -12,24 +13,31 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// `CREATE TABLE IF NOT EXISTS "<t>" (<defs>, PRIMARY KEY ("_sync_partition", "_sync_row_id"))`
+/// through [`SqlDialect::create_table_sql`].
+pub fn create_table_sql(table: &CompiledTable, dialect: Dialect) -> String {
+    dialect.create_table_sql(table)
+}
+
+/// The default body of [`SqlDialect::create_table_sql`]:
 /// `CREATE TABLE IF NOT EXISTS "<t>" (<defs>, PRIMARY KEY ("_sync_partition", "_sync_row_id"))`.
 ///
 /// Definitions: the two key columns, the application columns in schema order
 /// when the table is materialized (`NOT NULL` iff not nullable), then
-/// `_sync_server_version`, `_sync_scopes`, `_sync_payload`. On Postgres the
-/// key columns read `TEXT COLLATE "C" NOT NULL`.
-pub fn create_table_sql(table: &CompiledTable, dialect: Dialect) -> String {
+/// `_sync_server_version`, `_sync_scopes`, `_sync_payload`. When the dialect
+/// has a [`SqlDialect::key_collation`] the key columns read
+/// `<type> COLLATE "<collation>" NOT NULL`.
+pub fn standard_create_table_sql<D: SqlDialect + ?Sized>(d: &D, table: &CompiledTable) -> String {
     let internal = |position: usize| {
         let column = &INTERNAL_COLUMNS[position];
-        let collate = if column.is_key() && dialect == Dialect::Postgres {
-            " COLLATE \"C\""
-        } else {
-            ""
+        let collate = match d.key_collation() {
+            Some(collation) if column.is_key() => format!(" COLLATE {}", d.quote_ident(collation)),
+            _ => String::new(),
         };
         format!(
             "{} {}{collate} NOT NULL",
-            quote_ident(column.name),
-            column.sql_type(dialect)
+            d.quote_ident(column.name),
+            d.internal_type(column.role)
         )
     };
     let mut defs = vec![internal(0), internal(1)];
@@ -38,50 +46,55 @@ pub fn create_table_sql(table: &CompiledTable, dialect: Dialect) -> String {
             let not_null = if column.nullable { "" } else { " NOT NULL" };
             format!(
                 "{} {}{not_null}",
-                quote_ident(&column.name),
-                dialect.sql_type(column.column_type)
+                d.quote_ident(&column.name),
+                d.sql_type(column.column_type)
             )
         }));
     }
     defs.extend((2..INTERNAL_COLUMNS.len()).map(internal));
     format!(
         "CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}, {}))",
-        quote_ident(&table.name),
+        d.quote_ident(&table.name),
         defs.join(", "),
-        quote_ident(INTERNAL_COLUMNS[0].name),
-        quote_ident(INTERNAL_COLUMNS[1].name),
+        d.quote_ident(INTERNAL_COLUMNS[0].name),
+        d.quote_ident(INTERNAL_COLUMNS[1].name),
     )
 }
 
-/// `CREATE [UNIQUE ]INDEX IF NOT EXISTS "<physical>" ON "<t>" ("_sync_partition", "c1", …)`
-/// (identical in both dialects).
-pub fn create_index_sql(table: &str, index: &IndexDef) -> String {
+/// The declared index of `table` through [`SqlDialect::create_index_sql`].
+pub fn create_index_sql(table: &str, index: &IndexDef, dialect: Dialect) -> String {
+    dialect.create_index_sql(table, index)
+}
+
+/// The default body of [`SqlDialect::create_index_sql`]:
+/// `CREATE [UNIQUE ]INDEX IF NOT EXISTS "<physical>" ON "<t>" ("_sync_partition", "c1", …)`.
+pub fn standard_create_index_sql<D: SqlDialect + ?Sized>(
+    d: &D,
+    table: &str,
+    index: &IndexDef,
+) -> String {
     let columns: Vec<String> = std::iter::once(PARTITION_COLUMN)
         .chain(index.columns.iter().map(String::as_str))
-        .map(quote_ident)
+        .map(|c| d.quote_ident(c))
         .collect();
     format!(
         "CREATE {}INDEX IF NOT EXISTS {} ON {} ({})",
         if index.unique { "UNIQUE " } else { "" },
-        quote_ident(&physical_index_name(&index.name)),
-        quote_ident(table),
+        d.quote_ident(&physical_index_name(&index.name)),
+        d.quote_ident(table),
         columns.join(", ")
     )
 }
 
-/// `DROP INDEX IF EXISTS "<name>"` (a physical or legacy bare name).
-pub fn drop_index_sql(name: &str) -> String {
-    format!("DROP INDEX IF EXISTS {}", quote_ident(name))
+/// Drops index `name` (a physical or legacy bare name) of `table` through
+/// [`SqlDialect::drop_index_sql`].
+pub fn drop_index_sql(table: &str, name: &str, dialect: Dialect) -> String {
+    dialect.drop_index_sql(table, name)
 }
 
-/// `ALTER TABLE "<t>" ADD COLUMN "<c>" <type>` — never `NOT NULL`.
+/// Adds a nullable column through [`SqlDialect::add_column_sql`] — never `NOT NULL`.
 pub fn add_column_sql(table: &str, column: &CompiledColumn, dialect: Dialect) -> String {
-    format!(
-        "ALTER TABLE {} ADD COLUMN {} {}",
-        quote_ident(table),
-        quote_ident(&column.name),
-        dialect.sql_type(column.column_type)
-    )
+    dialect.add_column_sql(table, column)
 }
 
 /// `ALTER TABLE "<t>" DROP COLUMN "<c>"`.
@@ -98,14 +111,11 @@ pub fn drop_table_sql(table: &str) -> String {
     format!("DROP TABLE IF EXISTS {}", quote_ident(table))
 }
 
-/// Postgres only: `ALTER TABLE "<t>" ALTER COLUMN "<c>" TYPE text COLLATE "C"`
-/// (data preserved; `schema-and-migrations.md` §13).
-pub fn alter_key_collation_sql(table: &str, column: &str) -> String {
-    format!(
-        "ALTER TABLE {} ALTER COLUMN {} TYPE text COLLATE \"C\"",
-        quote_ident(table),
-        quote_ident(column)
-    )
+/// Rebuilds a key column on the dialect's key collation through
+/// [`SqlDialect::alter_key_collation_sql`] (data preserved;
+/// `schema-and-migrations.md` §13).
+pub fn alter_key_collation_sql(table: &str, column: &str, dialect: Dialect) -> String {
+    dialect.alter_key_collation_sql(table, column)
 }
 
 #[cfg(test)]

@@ -1,64 +1,154 @@
-//! The two SQL dialects and their type mapping
-//! (`schema-and-migrations.md` §3.3, `tables.md` §5).
+//! The dialect extension point: everything dialect-specific the shared
+//! crates need to write SQL text for a database (`schema-and-migrations.md`
+//! §3.3, `tables.md` §5, `dialects.md`).
+//!
+//! A dialect crate implements [`SqlDialect`] on a unit struct and exposes a
+//! [`Dialect`] value built from it with [`Dialect::new`]. Shared code only
+//! ever calls the trait; it never asks which dialect it holds.
 
 use std::fmt;
-use std::str::FromStr;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
 
-use sync_core::ColumnType;
+use sync_core::{ColumnType, CompiledColumn, CompiledTable, IndexDef};
 
-/// A storage dialect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dialect {
-    /// SQLite (`sync-sqlite`).
-    Sqlite,
-    /// PostgreSQL 13+ (`sync-postgres`).
-    Postgres,
-}
+use crate::ddl;
+use crate::query::{QueryRules, PORTABLE_QUERY_RULES};
 
-impl Dialect {
-    /// Both dialects.
-    pub const ALL: [Self; 2] = [Self::Sqlite, Self::Postgres];
-
-    /// `sqlite` / `postgres`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sqlite => "sqlite",
-            Self::Postgres => "postgres",
-        }
-    }
+/// What a dialect tells the shared crates about its SQL.
+///
+/// Four methods are required (name, the two type mappings, placeholders);
+/// every other method has a default body that writes the SQL-standard text
+/// the shared crates always wrote (double-quoted identifiers, `TEXT` keys,
+/// `IF [NOT] EXISTS` DDL, introspected types compared ASCII
+/// case-insensitively, no key collation). Override only what your database
+/// reads differently.
+pub trait SqlDialect: Send + Sync + 'static {
+    /// The registry name (`--dialect`, `details.dialect`, plan headers):
+    /// lower-case ASCII, unique among registered dialects.
+    fn name(&self) -> &'static str;
 
     /// The SQL type used in DDL for an application column of this type.
-    pub fn sql_type(self, column_type: ColumnType) -> &'static str {
-        use ColumnType as T;
-        match (self, column_type) {
-            (_, T::String | T::BlobRef) => "TEXT",
-            (Self::Sqlite, T::Integer | T::Boolean) => "INTEGER",
-            (Self::Sqlite, T::Float) => "REAL",
-            (Self::Sqlite, T::Json) => "TEXT",
-            (Self::Sqlite, T::Bytes | T::Crdt) => "BLOB",
-            (Self::Postgres, T::Integer) => "BIGINT",
-            (Self::Postgres, T::Float) => "DOUBLE PRECISION",
-            (Self::Postgres, T::Boolean) => "BOOLEAN",
-            (Self::Postgres, T::Json) => "JSONB",
-            (Self::Postgres, T::Bytes | T::Crdt) => "BYTEA",
-        }
+    fn sql_type(&self, column_type: ColumnType) -> &'static str;
+
+    /// The SQL type (without collation) of an internal column.
+    fn internal_type(&self, role: InternalRole) -> &'static str;
+
+    /// The positional placeholder for the `n`-th (1-based) parameter.
+    fn placeholder(&self, n: usize) -> String;
+
+    /// A quoted identifier. Default: `"name"` with every embedded `"` doubled.
+    fn quote_ident(&self, name: &str) -> String {
+        ddl::quote_ident(name)
     }
 
-    /// Whether an introspected type name (SQLite declared type, Postgres
-    /// `format_type`) is the expected SQL type. Compared ASCII
-    /// case-insensitively, which is exactly the SQLite rule and equivalent to
-    /// the lower-case Postgres `format_type` comparison.
-    pub fn type_matches(self, expected_sql_type: &str, observed: &str) -> bool {
+    /// The collation the two key columns (`_sync_partition`, `_sync_row_id`)
+    /// of every table must carry explicitly so that keys compare by bytes,
+    /// or `None` when the column type already compares by bytes. When
+    /// `Some`, DDL writes `COLLATE "<name>"`, the physical check compares
+    /// the introspected collation (reason `collation`) and the legacy
+    /// upgrade rebuilds key columns still on the database default.
+    /// Default `None`.
+    fn key_collation(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The type name introspection reports for a column created with
+    /// `sql_type` (used by [`crate::ObservedTable::as_created`]). Default:
+    /// the text as written.
+    fn observed_type(&self, sql_type: &str) -> String {
+        sql_type.to_owned()
+    }
+
+    /// Whether an introspected type name is the expected SQL type. Default:
+    /// ASCII case-insensitive equality after trimming.
+    fn type_matches(&self, expected_sql_type: &str, observed: &str) -> bool {
         expected_sql_type.eq_ignore_ascii_case(observed.trim())
     }
 
-    /// The positional placeholder for the `n`-th (1-based) parameter:
-    /// `?` on SQLite, `$n` on Postgres.
-    pub fn placeholder(self, n: usize) -> String {
-        match self {
-            Self::Sqlite => "?".to_owned(),
-            Self::Postgres => format!("${n}"),
-        }
+    /// `CREATE TABLE` for an application table (`tables.md` §5). Default:
+    /// [`ddl::standard_create_table_sql`].
+    fn create_table_sql(&self, table: &CompiledTable) -> String {
+        ddl::standard_create_table_sql(self, table)
+    }
+
+    /// `CREATE [UNIQUE] INDEX` for a declared index of `table` (§5.1).
+    fn create_index_sql(&self, table: &str, index: &IndexDef) -> String {
+        ddl::standard_create_index_sql(self, table, index)
+    }
+
+    /// Drops index `name` of `table` if it exists. Default:
+    /// `DROP INDEX IF EXISTS "<name>"` (index names are schema-wide there).
+    fn drop_index_sql(&self, table: &str, name: &str) -> String {
+        let _ = table;
+        format!("DROP INDEX IF EXISTS {}", self.quote_ident(name))
+    }
+
+    /// Adds a nullable application column. Default:
+    /// `ALTER TABLE "<t>" ADD COLUMN "<c>" <type>`.
+    fn add_column_sql(&self, table: &str, column: &CompiledColumn) -> String {
+        format!(
+            "ALTER TABLE {} ADD COLUMN {} {}",
+            self.quote_ident(table),
+            self.quote_ident(&column.name),
+            self.sql_type(column.column_type)
+        )
+    }
+
+    /// Rebuilds a key column on [`SqlDialect::key_collation`] keeping its
+    /// data. Only called when `key_collation` is `Some`. Default:
+    /// `ALTER TABLE "<t>" ALTER COLUMN "<c>" TYPE text COLLATE "<collation>"`.
+    fn alter_key_collation_sql(&self, table: &str, column: &str) -> String {
+        format!(
+            "ALTER TABLE {} ALTER COLUMN {} TYPE text COLLATE {}",
+            self.quote_ident(table),
+            self.quote_ident(column),
+            self.quote_ident(self.key_collation().unwrap_or("default"))
+        )
+    }
+
+    /// What the registered-query mask rejects (lexical constructs the
+    /// database reads differently from the mask, system names). Default:
+    /// [`PORTABLE_QUERY_RULES`], the rules every built-in dialect applies so
+    /// that a registered query is accepted or refused alike everywhere. A
+    /// dialect that reads more constructs specially returns a superset.
+    fn query_rules(&self) -> &'static QueryRules {
+        &PORTABLE_QUERY_RULES
+    }
+}
+
+/// A dialect value: a cheap, copyable handle on a `'static` [`SqlDialect`].
+/// Compared, hashed and printed by [`SqlDialect::name`].
+#[derive(Clone, Copy)]
+pub struct Dialect(&'static dyn SqlDialect);
+
+impl Dialect {
+    /// Wraps a dialect implementation (usable in `const`/`static` items).
+    pub const fn new(dialect: &'static dyn SqlDialect) -> Self {
+        Self(dialect)
+    }
+
+    /// The registry name ([`SqlDialect::name`]).
+    pub fn as_str(self) -> &'static str {
+        self.0.name()
+    }
+
+    /// The implementation.
+    pub fn sql(self) -> &'static dyn SqlDialect {
+        self.0
+    }
+}
+
+impl Deref for Dialect {
+    type Target = dyn SqlDialect;
+    fn deref(&self) -> &Self::Target {
+        self.0
+    }
+}
+
+impl fmt::Debug for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Dialect({})", self.as_str())
     }
 }
 
@@ -68,11 +158,34 @@ impl fmt::Display for Dialect {
     }
 }
 
-impl FromStr for Dialect {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|d| d.as_str() == s).ok_or(())
+impl PartialEq for Dialect {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
     }
+}
+
+impl Eq for Dialect {}
+
+impl Hash for Dialect {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+/// What an internal column holds; a dialect maps it to a type with
+/// [`SqlDialect::internal_type`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InternalRole {
+    /// `_sync_partition`: text key, byte-ordered.
+    Partition,
+    /// `_sync_row_id`: text key, byte-ordered.
+    RowId,
+    /// `_sync_server_version`: 64-bit integer.
+    ServerVersion,
+    /// `_sync_scopes`: JSON object text.
+    Scopes,
+    /// `_sync_payload`: bytes.
+    Payload,
 }
 
 /// One internal column of every application table (`tables.md` §5).
@@ -80,10 +193,8 @@ impl FromStr for Dialect {
 pub struct InternalColumn {
     /// Column name.
     pub name: &'static str,
-    /// SQLite type.
-    pub sqlite_type: &'static str,
-    /// Postgres type (without collation).
-    pub postgres_type: &'static str,
+    /// What it holds.
+    pub role: InternalRole,
     /// Position in the primary key (1-based), 0 when not a key column.
     pub primary_key_position: u32,
 }
@@ -91,13 +202,11 @@ pub struct InternalColumn {
 impl InternalColumn {
     /// The SQL type in `dialect`.
     pub fn sql_type(&self, dialect: Dialect) -> &'static str {
-        match dialect {
-            Dialect::Sqlite => self.sqlite_type,
-            Dialect::Postgres => self.postgres_type,
-        }
+        dialect.internal_type(self.role)
     }
 
-    /// Whether this is one of the two key columns (`COLLATE "C"` on Postgres).
+    /// Whether this is one of the two key columns (they carry
+    /// [`SqlDialect::key_collation`] when the dialect has one).
     pub fn is_key(&self) -> bool {
         self.primary_key_position > 0
     }
@@ -111,32 +220,27 @@ pub(crate) const PARTITION_COLUMN: &str = "_sync_partition";
 pub const INTERNAL_COLUMNS: [InternalColumn; 5] = [
     InternalColumn {
         name: PARTITION_COLUMN,
-        sqlite_type: "TEXT",
-        postgres_type: "TEXT",
+        role: InternalRole::Partition,
         primary_key_position: 1,
     },
     InternalColumn {
         name: "_sync_row_id",
-        sqlite_type: "TEXT",
-        postgres_type: "TEXT",
+        role: InternalRole::RowId,
         primary_key_position: 2,
     },
     InternalColumn {
         name: "_sync_server_version",
-        sqlite_type: "INTEGER",
-        postgres_type: "BIGINT",
+        role: InternalRole::ServerVersion,
         primary_key_position: 0,
     },
     InternalColumn {
         name: "_sync_scopes",
-        sqlite_type: "TEXT",
-        postgres_type: "JSONB",
+        role: InternalRole::Scopes,
         primary_key_position: 0,
     },
     InternalColumn {
         name: "_sync_payload",
-        sqlite_type: "BLOB",
-        postgres_type: "BYTEA",
+        role: InternalRole::Payload,
         primary_key_position: 0,
     },
 ];
@@ -145,20 +249,43 @@ pub const INTERNAL_COLUMNS: [InternalColumn; 5] = [
 mod tests {
     use super::*;
 
-    #[test]
-    fn names_round_trip() {
-        for dialect in Dialect::ALL {
-            assert_eq!(dialect.as_str().parse::<Dialect>(), Ok(dialect));
+    struct Toy;
+    impl SqlDialect for Toy {
+        fn name(&self) -> &'static str {
+            "toy"
         }
-        assert!("mysql".parse::<Dialect>().is_err());
+        fn sql_type(&self, _: ColumnType) -> &'static str {
+            "ANY"
+        }
+        fn internal_type(&self, _: InternalRole) -> &'static str {
+            "ANY"
+        }
+        fn placeholder(&self, n: usize) -> String {
+            format!(":{n}")
+        }
+    }
+    const TOY: Dialect = Dialect::new(&Toy);
+
+    #[test]
+    fn handles_compare_and_print_by_name() {
+        assert_eq!(TOY, Dialect::new(&Toy));
+        assert_eq!(TOY.to_string(), "toy");
+        assert_eq!(format!("{TOY:?}"), "Dialect(toy)");
+        assert_eq!(TOY.placeholder(2), ":2");
     }
 
     #[test]
-    fn postgres_format_type_names_match() {
-        let pg = Dialect::Postgres;
-        assert!(pg.type_matches(pg.sql_type(ColumnType::Float), "double precision"));
-        assert!(pg.type_matches(pg.sql_type(ColumnType::Json), "jsonb"));
-        assert!(!pg.type_matches(pg.sql_type(ColumnType::Json), "json"));
-        assert!(Dialect::Sqlite.type_matches("INTEGER", "integer"));
+    fn default_type_match_is_case_insensitive_and_trimmed() {
+        assert!(TOY.type_matches("DOUBLE PRECISION", " double precision "));
+        assert!(!TOY.type_matches("JSONB", "json"));
+    }
+
+    #[test]
+    fn default_drop_index_and_collation_text() {
+        assert_eq!(
+            TOY.drop_index_sql("t", "i\"x"),
+            "DROP INDEX IF EXISTS \"i\"\"x\""
+        );
+        assert_eq!(TOY.key_collation(), None);
     }
 }

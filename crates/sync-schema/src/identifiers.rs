@@ -83,7 +83,8 @@ pub fn validate_identifier(kind: &str, name: &str) -> Result<()> {
             "{kind} name \"{name}\" uses a reserved prefix (sync_/_sync are the server storage namespace)"
         ),
         IdentifierFailure::TooLong => format!(
-            "{kind} name \"{name}\" exceeds 63 bytes (Postgres identifier limit; actual UTF-8 length: {} bytes)",
+            // tidy: dialect-name (the message text is fixed by the contract)
+            "{kind} name \"{name}\" exceeds 63 bytes (Postgres identifier limit; actual UTF-8 length: {} bytes)", // tidy: dialect-name
             name.len()
         ),
     };

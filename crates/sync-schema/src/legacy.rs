@@ -128,10 +128,13 @@ pub fn plan_legacy_upgrade(
                 plan.index_drops.extend(
                     drops
                         .iter()
-                        .map(|name| Statement::new(drop_index_sql(name))),
+                        .map(|name| Statement::new(drop_index_sql(&table.name, name, dialect))),
                 );
-                plan.index_creates
-                    .push(Statement::new(create_index_sql(&table.name, index)));
+                plan.index_creates.push(Statement::new(create_index_sql(
+                    &table.name,
+                    index,
+                    dialect,
+                )));
             }
         }
     }
@@ -161,7 +164,7 @@ pub(crate) fn key_collation_upgrades(
     observed: &ObservedTables,
     dialect: Dialect,
 ) -> Vec<Statement> {
-    if dialect != Dialect::Postgres {
+    if dialect.key_collation().is_none() {
         return Vec::new();
     }
     let app_keys: Vec<&str> = INTERNAL_COLUMNS
@@ -186,7 +189,7 @@ pub(crate) fn key_collation_upgrades(
                 c.collation.is_none() && c.declared_type.eq_ignore_ascii_case("text")
             });
             if legacy {
-                statements.push(Statement::new(alter_key_collation_sql(table, key)));
+                statements.push(Statement::new(alter_key_collation_sql(table, key, dialect)));
             }
         }
     }

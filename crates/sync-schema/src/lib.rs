@@ -34,15 +34,17 @@ mod physical;
 mod plan;
 mod query;
 mod ready;
+mod registry;
 mod rewrite;
 mod statement;
 
 pub use compile::{compile, MAX_COLUMNS};
 pub use ddl::{
     add_column_sql, alter_key_collation_sql, create_index_sql, create_table_sql, drop_column_sql,
-    drop_index_sql, drop_table_sql, quote_ident,
+    drop_index_sql, drop_table_sql, quote_ident, standard_create_index_sql,
+    standard_create_table_sql,
 };
-pub use dialect::{Dialect, InternalColumn, INTERNAL_COLUMNS};
+pub use dialect::{Dialect, InternalColumn, InternalRole, SqlDialect, INTERNAL_COLUMNS};
 pub use identifiers::{
     identifier_failure, is_reserved_name, validate_identifier, IdentifierFailure,
     MAX_IDENTIFIER_BYTES,
@@ -58,11 +60,16 @@ pub use layouts::{
 };
 pub use legacy::{plan_legacy_upgrade, LegacyUpgradePlan, INTERNAL_KEY_COLUMNS};
 pub use observed::{
-    ObservedColumn, ObservedConstraint, ObservedIndex, ObservedTable, ObservedTables,
+    ObserveTables, ObservedColumn, ObservedConstraint, ObservedIndex, ObservedTable, ObservedTables,
 };
 pub use physical::check_physical;
 pub use plan::{plan_migration, MigrationPlan, RetiredTable};
-pub use query::{prepare_query, prepare_request, PreparedQuery};
+pub use query::{
+    prepare_query, prepare_request, Construct, PreparedQuery, QueryRules, PORTABLE_QUERY_RULES,
+};
 pub use ready::{ensure_ready, ensure_ready_with};
+pub use registry::{
+    check_registry, find_dialect, find_dialect_for_url, url_scheme, DialectEntry, RegistryError,
+};
 pub use rewrite::{rewrite_plan, RewritePlan, REWRITE_PAGE_SIZE};
 pub use statement::Statement;

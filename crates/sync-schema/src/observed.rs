@@ -105,18 +105,20 @@ impl ObservedTable {
             let column = &INTERNAL_COLUMNS[i];
             ObservedColumn {
                 name: column.name.to_owned(),
-                declared_type: observed_type(column.sql_type(dialect), dialect),
+                declared_type: dialect.observed_type(column.sql_type(dialect)),
                 not_null: true,
                 primary_key_position: column.primary_key_position,
-                collation: (column.is_key() && dialect == Dialect::Postgres)
-                    .then(|| "C".to_owned()),
+                collation: dialect
+                    .key_collation()
+                    .filter(|_| column.is_key())
+                    .map(str::to_owned),
             }
         };
         let mut columns = vec![internal(0), internal(1)];
         if table.materialize {
             columns.extend(table.columns.iter().map(|c| ObservedColumn {
                 name: c.name.clone(),
-                declared_type: observed_type(dialect.sql_type(c.column_type), dialect),
+                declared_type: dialect.observed_type(dialect.sql_type(c.column_type)),
                 not_null: !c.nullable,
                 primary_key_position: 0,
                 collation: None,
@@ -152,14 +154,6 @@ impl ObservedTable {
     /// The index with this exact name.
     pub fn index(&self, name: &str) -> Option<&ObservedIndex> {
         self.indexes.iter().find(|i| i.name == name)
-    }
-}
-
-/// SQLite reports declared types as written; Postgres `format_type` is lower case.
-fn observed_type(sql_type: &str, dialect: Dialect) -> String {
-    match dialect {
-        Dialect::Sqlite => sql_type.to_owned(),
-        Dialect::Postgres => sql_type.to_ascii_lowercase(),
     }
 }
 
@@ -205,4 +199,14 @@ impl FromIterator<ObservedTable> for ObservedTables {
         }
         tables
     }
+}
+
+/// Read-only introspection a dialect's storage offers to operator tools
+/// (`syncstore plan`, `syncstore status`): the named application tables
+/// (absent ones recorded as absent) plus whatever internal tables the
+/// dialect's legacy upgrade inspects, exactly as `ensure_schema` observes
+/// them (`schema-and-migrations.md` §7.1), in one read snapshot.
+pub trait ObserveTables {
+    /// Observes `tables`; nothing is created or altered.
+    fn observe_tables(&self, tables: &[String]) -> sync_core::Result<ObservedTables>;
 }

@@ -29,8 +29,8 @@ pub fn check_physical(
     }
     check_internal_columns(t, observed, dialect)?;
     check_primary_key(t, observed)?;
-    if dialect == Dialect::Postgres {
-        check_key_collations(t, observed)?;
+    if let Some(collation) = dialect.key_collation() {
+        check_key_collations(t, observed, collation)?;
     }
     if table.materialize {
         check_application_columns(table, observed, dialect)?;
@@ -98,15 +98,15 @@ fn check_primary_key(t: &str, observed: &ObservedTable) -> Result<()> {
     Ok(())
 }
 
-fn check_key_collations(t: &str, observed: &ObservedTable) -> Result<()> {
+fn check_key_collations(t: &str, observed: &ObservedTable, collation: &str) -> Result<()> {
     for internal in INTERNAL_COLUMNS.iter().filter(|c| c.is_key()) {
         let Some(column) = observed.column(internal.name) else {
             continue;
         };
-        if column.collation.as_deref() != Some("C") {
+        if column.collation.as_deref() != Some(collation) {
             return Err(differs(
                 column_mismatch(t, internal.name, "collation"),
-                "C",
+                collation,
                 column.collation.as_deref().unwrap_or("default"),
             ));
         }

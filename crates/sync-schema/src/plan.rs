@@ -203,7 +203,7 @@ fn plan_absent(table: &CompiledTable, dialect: Dialect, plan: &mut MigrationPlan
             table
                 .indexes
                 .iter()
-                .map(|index| Statement::new(create_index_sql(&table.name, index))),
+                .map(|index| Statement::new(create_index_sql(&table.name, index, dialect))),
         );
     }
 }
@@ -220,7 +220,7 @@ fn plan_present(
             .indexes
             .iter()
             .filter(|index| owned(&index.name))
-            .map(|index| Statement::new(drop_index_sql(&index.name))),
+            .map(|index| Statement::new(drop_index_sql(&table.name, &index.name, dialect))),
     );
     if table.materialize {
         plan.creates.extend(
@@ -234,7 +234,7 @@ fn plan_present(
             table
                 .indexes
                 .iter()
-                .map(|index| Statement::new(create_index_sql(&table.name, index))),
+                .map(|index| Statement::new(create_index_sql(&table.name, index, dialect))),
         );
         return Ok(());
     }

@@ -8,7 +8,6 @@ use sync_core::{
     AuthoritativeQueryRequest, CompiledSchema, CompiledTable, Error, ErrorCode, Result, SqlValue,
 };
 
-use crate::ddl::quote_ident;
 use crate::dialect::{Dialect, INTERNAL_COLUMNS};
 use crate::identifiers::is_reserved_name;
 
@@ -250,8 +249,9 @@ pub fn prepare_query(
     params: &[SqlValue],
     tables: &[String],
 ) -> Result<PreparedQuery> {
+    let rules = dialect.query_rules();
     let tokens = tokenize(sql)?;
-    if let Some(construct) = dialect_specific_construct(&tokens) {
+    if let Some(construct) = dialect_specific_construct(&tokens, rules) {
         return Err(rejected("unsupported_syntax").detail("construct", construct));
     }
     if tokens.iter().any(|t| t.kind == Kind::Semicolon) {
@@ -263,7 +263,7 @@ pub fn prepare_query(
     if let Some(name) = tokens
         .iter()
         .filter_map(Token::name)
-        .find(|name| is_reserved_name(name) || is_system_name(name))
+        .find(|name| is_reserved_name(name) || rules.is_system_name(name))
     {
         return Err(rejected("reserved_reference").detail("identifier", name));
     }
@@ -301,30 +301,138 @@ pub fn prepare_request(
     )
 }
 
-/// Lexical forms one of the two dialects reads differently from the mask of
+/// A lexical form some database reads differently from the mask of
 /// [`tokenize`] (which follows the SQLite family), so that text the mask
 /// takes for a literal or a comment would run as SQL there, or a quoted name
-/// would escape the reserved-name rule **(decision)**: Postgres dollar quotes
-/// (`$$…$$`, `$tag$…$tag$`, and `$n` parameters), `E'…'` escape strings
-/// (`\'` ends no literal there), `U&"…"` / `U&'…'` Unicode escapes
-/// (`U&"\0073ync_commits"` names `sync_commits`) and nested block comments.
-fn dialect_specific_construct(tokens: &[Token<'_>]) -> Option<&'static str> {
+/// would escape the reserved-name rule **(decision)**. A query containing
+/// one of the constructs of [`SqlDialect::query_rules`] is refused with
+/// `unsupported_syntax` and `details.construct` = [`Construct::as_str`].
+///
+/// [`SqlDialect::query_rules`]: crate::SqlDialect::query_rules
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Construct {
+    /// `$$…$$`, `$tag$…$tag$` dollar quotes and `$n` parameters.
+    DollarQuote,
+    /// `E'…'` escape strings (`\'` ends no literal there).
+    EscapeString,
+    /// `U&"…"` / `U&'…'` Unicode escapes (`U&"\0073ync_commits"` names `sync_commits`).
+    UnicodeEscape,
+    /// Nested block comments (`/* /* */ … */`).
+    NestedComment,
+    /// A backslash inside a string literal (a database that reads `\'` as
+    /// an escaped quote ends the literal elsewhere than the mask).
+    BackslashInLiteral,
+}
+
+impl Construct {
+    /// The `details.construct` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DollarQuote => "dollar_quote",
+            Self::EscapeString => "escape_string",
+            Self::UnicodeEscape => "unicode_escape",
+            Self::NestedComment => "nested_comment",
+            Self::BackslashInLiteral => "backslash_in_literal",
+        }
+    }
+}
+
+/// What the registered-query mask refuses on a dialect
+/// ([`crate::SqlDialect::query_rules`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryRules {
+    /// Lexical constructs refused with `unsupported_syntax`.
+    pub constructs: &'static [Construct],
+    /// Name prefixes refused with `reserved_reference` (lower case, compared
+    /// ASCII case-insensitively).
+    pub system_prefixes: &'static [&'static str],
+    /// Whole names refused with `reserved_reference` (lower case).
+    pub system_names: &'static [&'static str],
+}
+
+impl QueryRules {
+    /// Whether `name` is one of the system names or starts with a system prefix.
+    pub fn is_system_name(&self, name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        self.system_prefixes.iter().any(|p| lower.starts_with(p))
+            || self.system_names.contains(&lower.as_str())
+    }
+}
+
+/// The rules every built-in dialect applies, so that one registered query
+/// is accepted or refused alike on every database **(decision)**: the
+/// lexical constructs any built-in database reads differently from the mask,
+/// and the names of the databases' own namespaces and of functions that run
+/// SQL text, read server files or change session state — a query naming one
+/// could read `sync_` tables or other partitions without naming them
+/// (`query_to_xml('select … from sync_' || 'commits', …)`), or poison a
+/// pooled connection (`set_config('search_path', …)`). A new dialect
+/// extends this set (never shrinks it) in its own crate.
+pub const PORTABLE_QUERY_RULES: QueryRules = QueryRules {
+    constructs: &[
+        Construct::DollarQuote,
+        Construct::EscapeString,
+        Construct::UnicodeEscape,
+        Construct::NestedComment,
+    ],
+    // tidy-allow-names: the portable namespace list names built-in databases' catalogs
+    system_prefixes: &[
+        "sqlite_",
+        "pg_",
+        "pragma_",
+        "query_to_",
+        "table_to_",
+        "cursor_to_",
+        "schema_to_",
+        "database_to_",
+        "dblink",
+    ],
+    system_names: &[
+        "information_schema",
+        "set_config",
+        "current_setting",
+        "load_extension",
+        "readfile",
+        "writefile",
+        "edit",
+        "fts3_tokenizer",
+        "lo_import",
+        "lo_export",
+        "lo_get",
+        "lo_put",
+        "lo_open",
+        "lo_create",
+        "lo_unlink",
+        "lo_from_bytea",
+        "loread",
+        "lowrite",
+    ],
+    // tidy-allow-names-end
+};
+
+fn dialect_specific_construct(tokens: &[Token<'_>], rules: &QueryRules) -> Option<&'static str> {
+    let refused = |c: Construct| rules.constructs.contains(&c).then_some(c.as_str());
     tokens.iter().enumerate().find_map(|(i, token)| {
         let previous = i.checked_sub(1).and_then(|p| tokens.get(p));
         match token.kind {
-            Kind::Word if token.text.starts_with('$') => Some("dollar_quote"),
+            Kind::Word if token.text.starts_with('$') => refused(Construct::DollarQuote),
             Kind::Literal
                 if previous
-                    .is_some_and(|p| p.kind == Kind::Word && p.text.eq_ignore_ascii_case("e")) =>
+                    .is_some_and(|p| p.kind == Kind::Word && p.text.eq_ignore_ascii_case("e"))
+                    && rules.constructs.contains(&Construct::EscapeString) =>
             {
-                Some("escape_string")
+                refused(Construct::EscapeString)
             }
-            Kind::Literal | Kind::DoubleQuoted if previous.is_some_and(|p| p.text == "&") => {
-                Some("unicode_escape")
+            Kind::Literal | Kind::DoubleQuoted
+                if previous.is_some_and(|p| p.text == "&")
+                    && rules.constructs.contains(&Construct::UnicodeEscape) =>
+            {
+                refused(Construct::UnicodeEscape)
             }
             Kind::Comment if token.text.starts_with("/*") && token.text[2..].contains("/*") => {
-                Some("nested_comment")
+                refused(Construct::NestedComment)
             }
+            Kind::Literal if token.text.contains('\\') => refused(Construct::BackslashInLiteral),
             _ => None,
         }
     })
@@ -349,48 +457,6 @@ fn non_query_construct(tokens: &[Token<'_>]) -> Option<&'static str> {
         .iter()
         .any(|t| WRITE_KEYWORDS.iter().any(|k| t.is_keyword(k)))
         .then_some("write_keyword")
-}
-
-/// Names of the databases' own namespaces and of functions that run SQL
-/// text, read server files or change session state — a query naming one
-/// could read `sync_` tables or other partitions without naming them
-/// (`query_to_xml('select … from sync_' || 'commits', …)`), or poison a
-/// pooled connection (`set_config('search_path', …)`) **(decision)**.
-/// Compared ASCII case-insensitively, like reserved names.
-fn is_system_name(name: &str) -> bool {
-    const PREFIXES: [&str; 9] = [
-        "sqlite_",
-        "pg_",
-        "pragma_",
-        "query_to_",
-        "table_to_",
-        "cursor_to_",
-        "schema_to_",
-        "database_to_",
-        "dblink",
-    ];
-    const NAMES: [&str; 18] = [
-        "information_schema",
-        "set_config",
-        "current_setting",
-        "load_extension",
-        "readfile",
-        "writefile",
-        "edit",
-        "fts3_tokenizer",
-        "lo_import",
-        "lo_export",
-        "lo_get",
-        "lo_put",
-        "lo_open",
-        "lo_create",
-        "lo_unlink",
-        "lo_from_bytea",
-        "loread",
-        "lowrite",
-    ];
-    let lower = name.to_ascii_lowercase();
-    PREFIXES.iter().any(|p| lower.starts_with(p)) || NAMES.contains(&lower.as_str())
 }
 
 /// The relation positions: after `FROM` or `JOIN`, skipping whitespace,
@@ -544,18 +610,21 @@ fn render(
                 .table
                 .columns
                 .iter()
-                .map(|c| quote_ident(&c.name))
+                .map(|c| dialect.quote_ident(&c.name))
                 .collect();
             pieces.push(Piece::Text(format!(
                 "(SELECT {} FROM {} WHERE {} = ",
                 columns.join(", "),
-                quote_ident(&r.table.name),
-                quote_ident(INTERNAL_COLUMNS[0].name)
+                dialect.quote_ident(&r.table.name),
+                dialect.quote_ident(INTERNAL_COLUMNS[0].name)
             )));
             pieces.push(Piece::Bind(SqlValue::Text(partition.to_owned())));
             pieces.push(Piece::Text(")".to_owned()));
             if r.alias.is_none() {
-                pieces.push(Piece::Text(format!(" AS {}", quote_ident(&r.table.name))));
+                pieces.push(Piece::Text(format!(
+                    " AS {}",
+                    dialect.quote_ident(&r.table.name)
+                )));
             }
             continue;
         }

@@ -8,7 +8,6 @@
 use serde_json::{json, Value};
 use sync_core::{CompiledTable, LayoutColumn, Result};
 
-use crate::ddl::quote_ident;
 use crate::dialect::{Dialect, INTERNAL_COLUMNS};
 use crate::layouts::compare_for_bump;
 use crate::observed::ObservedTable;
@@ -51,9 +50,9 @@ impl RewritePlan {
     /// with `after` it binds the last `(partition, row_id)` of the previous
     /// page. Stop after an empty or short page.
     pub fn page_sql(&self, dialect: Dialect, after: bool) -> String {
-        let partition = quote_ident(INTERNAL_COLUMNS[0].name);
-        let row_id = quote_ident(INTERNAL_COLUMNS[1].name);
-        let payload = quote_ident(INTERNAL_COLUMNS[4].name);
+        let partition = dialect.quote_ident(INTERNAL_COLUMNS[0].name);
+        let row_id = dialect.quote_ident(INTERNAL_COLUMNS[1].name);
+        let payload = dialect.quote_ident(INTERNAL_COLUMNS[4].name);
         let bound = if after {
             format!(
                 " WHERE ({partition}, {row_id}) > ({}, {})",
@@ -65,14 +64,14 @@ impl RewritePlan {
         };
         format!(
             "SELECT {partition}, {row_id}, {payload} FROM {}{bound} ORDER BY {partition}, {row_id} LIMIT {REWRITE_PAGE_SIZE}",
-            quote_ident(&self.table)
+            dialect.quote_ident(&self.table)
         )
     }
 
     /// `SELECT count(*)` of the table: the rows a rewrite will visit (for
-    /// progress reports; identical in every dialect).
-    pub fn count_sql(&self) -> String {
-        format!("SELECT count(*) FROM {}", quote_ident(&self.table))
+    /// progress reports).
+    pub fn count_sql(&self, dialect: Dialect) -> String {
+        format!("SELECT count(*) FROM {}", dialect.quote_ident(&self.table))
     }
 
     /// The per-row update: every projection column (materialized tables, in
@@ -87,16 +86,22 @@ impl RewritePlan {
         let assignments: Vec<String> = targets
             .iter()
             .enumerate()
-            .map(|(i, c)| format!("{} = {}", quote_ident(c), dialect.placeholder(i + 1)))
+            .map(|(i, c)| {
+                format!(
+                    "{} = {}",
+                    dialect.quote_ident(c),
+                    dialect.placeholder(i + 1)
+                )
+            })
             .collect();
         let n = targets.len();
         format!(
             "UPDATE {} SET {} WHERE {} = {} AND {} = {}",
-            quote_ident(&table.name),
+            dialect.quote_ident(&table.name),
             assignments.join(", "),
-            quote_ident(INTERNAL_COLUMNS[0].name),
+            dialect.quote_ident(INTERNAL_COLUMNS[0].name),
             dialect.placeholder(n + 1),
-            quote_ident(INTERNAL_COLUMNS[1].name),
+            dialect.quote_ident(INTERNAL_COLUMNS[1].name),
             dialect.placeholder(n + 2)
         )
     }

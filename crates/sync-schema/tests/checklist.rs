@@ -6,7 +6,7 @@ mod support;
 use serde_json::json;
 use support::*;
 use sync_core::{ColumnType, ErrorCode};
-use sync_schema::{create_table_sql, layouts_json, physical_index_name, Dialect};
+use sync_schema::{create_table_sql, layouts_json, physical_index_name};
 
 fn assert_code(text: &str, code: ErrorCode) -> sync_core::Error {
     let error = compile_error(text);
@@ -681,7 +681,7 @@ fn c072_compile_the_complete_example() {
         ]
     );
     assert!(
-        sync_schema::create_index_sql("projects", &projects.indexes[0])
+        sync_schema::create_index_sql("projects", &projects.indexes[0], sync_sqlite::DIALECT)
             .contains("(\"_sync_partition\", \"org_id\", \"name\")")
     );
 }
@@ -717,7 +717,7 @@ fn c073_physical_index_names() {
 
 #[test]
 fn c074_sqlite_ddl_golden_for_tasks() {
-    let sql = create_table_sql(fix1().table("tasks").unwrap(), Dialect::Sqlite);
+    let sql = create_table_sql(fix1().table("tasks").unwrap(), sync_sqlite::DIALECT);
     for part in [
         "\"done\" INTEGER NOT NULL",
         "\"meta\" TEXT",
@@ -734,7 +734,7 @@ fn c074_sqlite_ddl_golden_for_tasks() {
 
 #[test]
 fn c075_postgres_ddl_golden_for_tasks() {
-    let sql = create_table_sql(fix1().table("tasks").unwrap(), Dialect::Postgres);
+    let sql = create_table_sql(fix1().table("tasks").unwrap(), sync_postgres::DIALECT);
     for part in [
         "\"done\" BOOLEAN NOT NULL",
         "\"meta\" JSONB",

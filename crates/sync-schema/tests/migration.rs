@@ -9,8 +9,8 @@ use support::*;
 use sync_core::ErrorCode;
 use sync_schema::{
     compare_for_bump, compare_same_version, parse_layouts, plan_migration, retired_table_names,
-    rewrite_plan, Dialect, ObservedConstraint, ObservedIndex, ObservedTable, ObservedTables,
-    RewritePlan, StoredLayouts,
+    rewrite_plan, ObservedConstraint, ObservedIndex, ObservedTable, ObservedTables, RewritePlan,
+    StoredLayouts,
 };
 
 fn fix1_layouts() -> StoredLayouts {
@@ -32,7 +32,7 @@ fn c021_appending_a_non_nullable_column_is_refused() {
     assert_eq!(error.get_detail("reason"), Some("column_not_nullable"));
     assert_eq!(error.get_detail("column"), Some("owner"));
     assert_eq!(error.get_detail("table"), Some("tasks"));
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let error = plan_migration(&v2, &old, &created(&fix1(), dialect), dialect).unwrap_err();
         assert_eq!(error.get_detail("reason"), Some("column_not_nullable"));
     }
@@ -147,7 +147,7 @@ fn retired_tables_are_stored_tables_absent_from_configuration_in_byte_order() {
 
 #[test]
 fn c025_bump_from_empty_layouts_rewrites_nothing() {
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let plan = plan_migration(
             &fix2(),
             &StoredLayouts::new(),
@@ -169,7 +169,7 @@ fn fresh_database_creates_everything_and_rewrites_nothing() {
         &fix1(),
         &StoredLayouts::new(),
         &ObservedTables::new(),
-        Dialect::Sqlite,
+        sync_sqlite::DIALECT,
     )
     .unwrap();
     assert!(plan.drops.is_empty());
@@ -185,7 +185,7 @@ fn fresh_database_creates_everything_and_rewrites_nothing() {
         &stale,
         &fix1_layouts(),
         &ObservedTables::new(),
-        Dialect::Sqlite,
+        sync_sqlite::DIALECT,
     )
     .unwrap();
     assert_eq!(plan.needed_rewrites().count(), 0);
@@ -200,7 +200,7 @@ fn c016_an_index_name_moving_between_tables_is_dropped_before_it_is_created() {
             .unwrap()
             .push(json!({"name": "docs_by_body", "columns": ["title"]}));
     });
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let plan =
             plan_migration(&v2, &fix1_layouts(), &created(&fix1(), dialect), dialect).unwrap();
         let lines = plan.to_sql_lines();
@@ -235,8 +235,8 @@ fn c015_redefined_index_is_rebuilt_under_one_name() {
     let plan = plan_migration(
         &v2,
         &fix1_layouts(),
-        &created(&fix1(), Dialect::Sqlite),
-        Dialect::Sqlite,
+        &created(&fix1(), sync_sqlite::DIALECT),
+        sync_sqlite::DIALECT,
     )
     .unwrap();
     let lines = plan.to_sql_lines();
@@ -253,7 +253,7 @@ fn c015_redefined_index_is_rebuilt_under_one_name() {
 #[test]
 fn dropping_a_projection_column_with_a_dependent_object_fails_before_any_ddl() {
     let v2 = fix1_edited(|v| v["tables"][1]["materialize"] = json!(false));
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let mut observed = created(&fix1(), dialect);
         let mut docs = ObservedTable::as_created(fix1().table("docs").unwrap(), dialect);
         docs.indexes.push(ObservedIndex {
@@ -285,7 +285,7 @@ fn dropping_a_projection_column_with_a_dependent_object_fails_before_any_ddl() {
 #[test]
 fn operator_dropped_projection_column_is_backfilled() {
     let f1 = fix1();
-    let mut tasks = ObservedTable::as_created(f1.table("tasks").unwrap(), Dialect::Sqlite);
+    let mut tasks = ObservedTable::as_created(f1.table("tasks").unwrap(), sync_sqlite::DIALECT);
     tasks.columns.retain(|c| c.name != "priority");
     let rewrite = rewrite_plan(
         fix2().table("tasks").unwrap(),
@@ -294,9 +294,9 @@ fn operator_dropped_projection_column_is_backfilled() {
     )
     .unwrap();
     assert!(rewrite.migrate && rewrite.backfill);
-    let mut observed = created(&f1, Dialect::Sqlite);
+    let mut observed = created(&f1, sync_sqlite::DIALECT);
     observed.insert(tasks);
-    let plan = plan_migration(&fix2(), &fix1_layouts(), &observed, Dialect::Sqlite).unwrap();
+    let plan = plan_migration(&fix2(), &fix1_layouts(), &observed, sync_sqlite::DIALECT).unwrap();
     let lines = plan.to_sql_lines();
     assert!(lines.contains(&"ALTER TABLE \"tasks\" ADD COLUMN \"priority\" INTEGER".to_owned()));
     // Without a physical table before, nothing is rewritten.
@@ -313,20 +313,20 @@ fn operator_dropped_projection_column_is_backfilled() {
 fn rewrite_sql_pages_by_keyset_and_updates_every_projection() {
     let plan = RewritePlan::none("tasks");
     assert_eq!(
-        plan.page_sql(Dialect::Sqlite, false),
+        plan.page_sql(sync_sqlite::DIALECT, false),
         "SELECT \"_sync_partition\", \"_sync_row_id\", \"_sync_payload\" FROM \"tasks\" ORDER BY \"_sync_partition\", \"_sync_row_id\" LIMIT 500"
     );
     assert_eq!(
-        plan.page_sql(Dialect::Postgres, true),
+        plan.page_sql(sync_postgres::DIALECT, true),
         "SELECT \"_sync_partition\", \"_sync_row_id\", \"_sync_payload\" FROM \"tasks\" WHERE (\"_sync_partition\", \"_sync_row_id\") > ($1, $2) ORDER BY \"_sync_partition\", \"_sync_row_id\" LIMIT 500"
     );
     let f1 = fix1();
     assert_eq!(
-        RewritePlan::update_sql(f1.table("docs").unwrap(), Dialect::Postgres),
+        RewritePlan::update_sql(f1.table("docs").unwrap(), sync_postgres::DIALECT),
         "UPDATE \"docs\" SET \"id\" = $1, \"org_id\" = $2, \"project_id\" = $3, \"body\" = $4, \"_sync_payload\" = $5 WHERE \"_sync_partition\" = $6 AND \"_sync_row_id\" = $7"
     );
     assert_eq!(
-        RewritePlan::update_sql(f1.table("secrets").unwrap(), Dialect::Sqlite),
+        RewritePlan::update_sql(f1.table("secrets").unwrap(), sync_sqlite::DIALECT),
         "UPDATE \"secrets\" SET \"_sync_payload\" = ? WHERE \"_sync_partition\" = ? AND \"_sync_row_id\" = ?"
     );
 }

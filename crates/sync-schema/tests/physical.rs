@@ -42,7 +42,7 @@ fn column<'a>(observed: &'a mut ObservedTable, name: &str) -> &'a mut ObservedCo
 
 #[test]
 fn freshly_created_tables_pass_in_both_dialects() {
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         for t in &fix1().tables {
             check_physical(t, &ObservedTable::as_created(t, dialect), dialect).unwrap();
         }
@@ -51,7 +51,7 @@ fn freshly_created_tables_pass_in_both_dialects() {
 
 #[test]
 fn extra_columns_and_operator_indexes_are_tolerated() {
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let tasks = table("tasks");
         let mut observed = ObservedTable::as_created(&tasks, dialect);
         observed
@@ -64,7 +64,7 @@ fn extra_columns_and_operator_indexes_are_tolerated() {
         });
         check_physical(&tasks, &observed, dialect).unwrap();
         // SQLite declared types compare case-insensitively.
-        if dialect == Dialect::Sqlite {
+        if dialect == sync_sqlite::DIALECT {
             column(&mut observed, "priority").declared_type = "integer".into();
             check_physical(&tasks, &observed, dialect).unwrap();
         }
@@ -74,15 +74,19 @@ fn extra_columns_and_operator_indexes_are_tolerated() {
 #[test]
 fn missing_table() {
     let tasks = table("tasks");
-    let error =
-        check_physical(&tasks, &ObservedTable::absent("tasks"), Dialect::Sqlite).unwrap_err();
+    let error = check_physical(
+        &tasks,
+        &ObservedTable::absent("tasks"),
+        sync_sqlite::DIALECT,
+    )
+    .unwrap_err();
     assert_eq!(error.get_detail("reason"), Some("missing_table"));
     assert_eq!(error.get_detail("table"), Some("tasks"));
 }
 
 #[test]
 fn missing_internal_and_application_columns() {
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let (reason, column, ..) = failure("tasks", dialect, |o| {
             o.columns.retain(|c| c.name != "_sync_scopes")
         });
@@ -118,11 +122,11 @@ fn missing_internal_and_application_columns() {
 #[test]
 fn internal_and_application_types() {
     let cases = [
-        (Dialect::Sqlite, "_sync_payload", "TEXT", "BLOB"),
-        (Dialect::Postgres, "_sync_scopes", "text", "JSONB"),
-        (Dialect::Sqlite, "priority", "TEXT", "INTEGER"),
-        (Dialect::Postgres, "meta", "json", "JSONB"),
-        (Dialect::Postgres, "score", "real", "DOUBLE PRECISION"),
+        (sync_sqlite::DIALECT, "_sync_payload", "TEXT", "BLOB"),
+        (sync_postgres::DIALECT, "_sync_scopes", "text", "JSONB"),
+        (sync_sqlite::DIALECT, "priority", "TEXT", "INTEGER"),
+        (sync_postgres::DIALECT, "meta", "json", "JSONB"),
+        (sync_postgres::DIALECT, "score", "real", "DOUBLE PRECISION"),
     ];
     for (dialect, name, actual_type, expected_type) in cases {
         let (reason, column, expected, actual) = failure("tasks", dialect, |o| {
@@ -137,7 +141,7 @@ fn internal_and_application_types() {
 
 #[test]
 fn nullability() {
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let (reason, column, expected, actual) = failure("tasks", dialect, |o| {
             column(o, "_sync_server_version").not_null = false;
         });
@@ -163,14 +167,14 @@ fn nullability() {
     }
     // A NOT NULL application column on a materialized table is fine.
     let tasks = table("tasks");
-    let mut observed = ObservedTable::as_created(&tasks, Dialect::Sqlite);
+    let mut observed = ObservedTable::as_created(&tasks, sync_sqlite::DIALECT);
     column(&mut observed, "priority").not_null = true;
-    check_physical(&tasks, &observed, Dialect::Sqlite).unwrap();
+    check_physical(&tasks, &observed, sync_sqlite::DIALECT).unwrap();
 }
 
 #[test]
 fn primary_key() {
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let (reason, _, expected, actual) = failure("docs", dialect, |o| {
             column(o, "_sync_partition").primary_key_position = 2;
             column(o, "_sync_row_id").primary_key_position = 1;
@@ -187,7 +191,7 @@ fn primary_key() {
 
 #[test]
 fn postgres_key_collation() {
-    let (reason, column_name, expected, actual) = failure("tasks", Dialect::Postgres, |o| {
+    let (reason, column_name, expected, actual) = failure("tasks", sync_postgres::DIALECT, |o| {
         column(o, "_sync_row_id").collation = Some("POSIX".into());
     });
     assert_eq!(reason, "collation");
@@ -196,21 +200,21 @@ fn postgres_key_collation() {
         (expected.as_deref(), actual.as_deref()),
         (Some("C"), Some("POSIX"))
     );
-    let (reason, _, _, actual) = failure("tasks", Dialect::Postgres, |o| {
+    let (reason, _, _, actual) = failure("tasks", sync_postgres::DIALECT, |o| {
         column(o, "_sync_partition").collation = None;
     });
     assert_eq!(reason, "collation");
     assert_eq!(actual.as_deref(), Some("default"));
     // SQLite does not check collations.
     let tasks = table("tasks");
-    let mut observed = ObservedTable::as_created(&tasks, Dialect::Sqlite);
+    let mut observed = ObservedTable::as_created(&tasks, sync_sqlite::DIALECT);
     column(&mut observed, "_sync_row_id").collation = Some("NOCASE".into());
-    check_physical(&tasks, &observed, Dialect::Sqlite).unwrap();
+    check_physical(&tasks, &observed, sync_sqlite::DIALECT).unwrap();
 }
 
 #[test]
 fn missing_index_and_index_definition() {
-    for dialect in Dialect::ALL {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let (reason, index, ..) = failure("tasks", dialect, |o| {
             o.indexes.retain(|i| i.name != "sync_ix_tasks_by_title")
         });
@@ -255,8 +259,8 @@ fn missing_index_and_index_definition() {
     assert!(!secrets.materialize);
     check_physical(
         secrets,
-        &ObservedTable::as_created(secrets, Dialect::Sqlite),
-        Dialect::Sqlite,
+        &ObservedTable::as_created(secrets, sync_sqlite::DIALECT),
+        sync_sqlite::DIALECT,
     )
     .unwrap();
 }

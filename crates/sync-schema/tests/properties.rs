@@ -194,7 +194,7 @@ proptest! {
     #[test]
     fn query_preparation_never_panics(sql in any::<String>(), tail in "[ ?;'\"`\\[\\]()./*a-zA-Z_0-9-]{0,40}") {
         let schema = support::fix1();
-        for dialect in sync_schema::Dialect::ALL {
+        for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
             for text in [sql.as_str(), tail.as_str(), &format!("SELECT id FROM tasks {tail}")] {
                 let result = sync_schema::prepare_query(
                     &schema,

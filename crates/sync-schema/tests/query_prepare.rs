@@ -61,11 +61,11 @@ fn prepare(
 }
 
 fn ok(sql: &str, params: &[SqlValue], tables: &[&str]) -> PreparedQuery {
-    prepare(Dialect::Sqlite, sql, params, tables).unwrap()
+    prepare(sync_sqlite::DIALECT, sql, params, tables).unwrap()
 }
 
 fn reason(sql: &str, params: &[SqlValue], tables: &[&str]) -> String {
-    let error = prepare(Dialect::Sqlite, sql, params, tables).unwrap_err();
+    let error = prepare(sync_sqlite::DIALECT, sql, params, tables).unwrap_err();
     assert_eq!(error.code(), ErrorCode::QueryRejected, "{error:?}");
     assert_eq!(
         error.message(),
@@ -88,14 +88,20 @@ fn test_vector_prepares_exactly() {
 
 #[test]
 fn postgres_numbers_placeholders_and_leaves_protected_question_marks() {
-    let prepared = prepare(Dialect::Postgres, VECTOR_SQL, &[text("p1")], &["tasks"]).unwrap();
+    let prepared = prepare(
+        sync_postgres::DIALECT,
+        VECTOR_SQL,
+        &[text("p1")],
+        &["tasks"],
+    )
+    .unwrap();
     assert_eq!(
         prepared.sql,
         "SELECT id, '?; FROM tasks' AS lit FROM (SELECT \"id\", \"project_id\", \"title\" FROM \"tasks\" WHERE \"_sync_partition\" = $1) AS \"tasks\" /* ? FROM tasks */ WHERE project_id = $2 -- ? FROM tasks\n  OR title = $3"
     );
     assert_eq!(prepared.params, [text("part-1"), text("p1"), text("p1")]);
     let prepared = prepare(
-        Dialect::Postgres,
+        sync_postgres::DIALECT,
         "SELECT \"a?b\", `c?`, [d?] FROM tasks WHERE title = ? AND id = ?",
         &[text("x"), text("y")],
         &["tasks"],
@@ -114,7 +120,7 @@ fn prepare_request_uses_the_request_fields() {
         params: vec![text("p1")],
         tables: vec!["tasks".to_owned()],
     };
-    let prepared = prepare_request(&schema(), Dialect::Sqlite, "part-1", &request).unwrap();
+    let prepared = prepare_request(&schema(), sync_sqlite::DIALECT, "part-1", &request).unwrap();
     assert_eq!(prepared, ok(VECTOR_SQL, &[text("p1")], &["tasks"]));
 }
 
@@ -290,7 +296,7 @@ fn table_metadata_mismatch() {
         "table_metadata_mismatch"
     );
     let error = prepare(
-        Dialect::Sqlite,
+        sync_sqlite::DIALECT,
         "SELECT id FROM tasks JOIN docs",
         &[],
         &["tasks"],
@@ -397,7 +403,7 @@ fn postgres_lexical_forms_that_hide_sql_are_refused() {
             "nested_comment",
         ),
     ] {
-        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+        for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
             let error = prepare(dialect, sql, &[], &["tasks"]).unwrap_err();
             assert_eq!(
                 error.get_detail("reason"),

@@ -4,14 +4,13 @@
 mod support;
 
 use support::scenarios::*;
-use sync_schema::Dialect;
 
 /// Fresh database: DDL of a schema with every column type, both scope forms,
 /// a unique index, a quoted table name and a non-materialized table.
 #[test]
 fn fresh_every_type_sqlite() {
     assert_eq!(
-        fresh_every_type(Dialect::Sqlite).to_string(),
+        fresh_every_type(sync_sqlite::DIALECT).to_string(),
         r##"-- migration plan (sqlite) to schema version 7
 -- creates
 CREATE TABLE IF NOT EXISTS "Every ""Type""" ("_sync_partition" TEXT NOT NULL, "_sync_row_id" TEXT NOT NULL, "id" INTEGER NOT NULL, "org" TEXT NOT NULL, "flag" INTEGER NOT NULL, "label" TEXT, "amount" REAL NOT NULL, "doc" TEXT, "raw" BLOB NOT NULL, "file" TEXT, "state" BLOB, "sealed" BLOB, "_sync_server_version" INTEGER NOT NULL, "_sync_scopes" TEXT NOT NULL, "_sync_payload" BLOB NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
@@ -27,7 +26,7 @@ CREATE TABLE IF NOT EXISTS "vault" ("_sync_partition" TEXT NOT NULL, "_sync_row_
 #[test]
 fn fresh_every_type_postgres() {
     assert_eq!(
-        fresh_every_type(Dialect::Postgres).to_string(),
+        fresh_every_type(sync_postgres::DIALECT).to_string(),
         r##"-- migration plan (postgres) to schema version 7
 -- creates
 CREATE TABLE IF NOT EXISTS "Every ""Type""" ("_sync_partition" TEXT COLLATE "C" NOT NULL, "_sync_row_id" TEXT COLLATE "C" NOT NULL, "id" BIGINT NOT NULL, "org" TEXT NOT NULL, "flag" BOOLEAN NOT NULL, "label" TEXT, "amount" DOUBLE PRECISION NOT NULL, "doc" JSONB, "raw" BYTEA NOT NULL, "file" TEXT, "state" BYTEA, "sealed" BYTEA, "_sync_server_version" BIGINT NOT NULL, "_sync_scopes" JSONB NOT NULL, "_sync_payload" BYTEA NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
@@ -42,7 +41,7 @@ CREATE TABLE IF NOT EXISTS "vault" ("_sync_partition" TEXT COLLATE "C" NOT NULL,
 #[test]
 fn bump_fix1_fix2_sqlite() {
     assert_eq!(
-        bump_fix1_fix2(Dialect::Sqlite).to_string(),
+        bump_fix1_fix2(sync_sqlite::DIALECT).to_string(),
         r##"-- migration plan (sqlite) to schema version 2
 -- drops
 DROP INDEX IF EXISTS "sync_ix_tasks_by_title";
@@ -65,7 +64,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn bump_fix1_fix2_postgres() {
     assert_eq!(
-        bump_fix1_fix2(Dialect::Postgres).to_string(),
+        bump_fix1_fix2(sync_postgres::DIALECT).to_string(),
         r##"-- migration plan (postgres) to schema version 2
 -- drops
 DROP INDEX IF EXISTS "sync_ix_tasks_by_title";
@@ -88,7 +87,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn retire_docs_sqlite() {
     assert_eq!(
-        retire_docs(Dialect::Sqlite).to_string(),
+        retire_docs(sync_sqlite::DIALECT).to_string(),
         r##"-- migration plan (sqlite) to schema version 2
 -- retire "docs"
 DELETE FROM sync_row_scopes WHERE tbl = ?; -- params: ["docs"]
@@ -111,7 +110,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn retire_docs_postgres() {
     assert_eq!(
-        retire_docs(Dialect::Postgres).to_string(),
+        retire_docs(sync_postgres::DIALECT).to_string(),
         r##"-- migration plan (postgres) to schema version 2
 -- retire "docs"
 DELETE FROM sync_row_scopes WHERE tbl = $1; -- params: ["docs"]
@@ -135,7 +134,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn legacy_bump_sqlite() {
     assert_eq!(
-        legacy_bump(Dialect::Sqlite).to_string(),
+        legacy_bump(sync_sqlite::DIALECT).to_string(),
         r##"-- migration plan (sqlite) to schema version 2
 -- drops
 DROP INDEX IF EXISTS "tasks_by_title";
@@ -159,7 +158,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn legacy_bump_postgres() {
     assert_eq!(
-        legacy_bump(Dialect::Postgres).to_string(),
+        legacy_bump(sync_postgres::DIALECT).to_string(),
         r##"-- migration plan (postgres) to schema version 2
 -- key column collations
 ALTER TABLE "tasks" ALTER COLUMN "_sync_partition" TYPE text COLLATE "C";
@@ -186,7 +185,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn dematerialize_docs_sqlite() {
     assert_eq!(
-        dematerialize_docs(Dialect::Sqlite).to_string(),
+        dematerialize_docs(sync_sqlite::DIALECT).to_string(),
         r##"-- migration plan (sqlite) to schema version 2
 -- drops
 DROP INDEX IF EXISTS "sync_ix_tasks_by_title";
@@ -209,7 +208,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn dematerialize_docs_postgres() {
     assert_eq!(
-        dematerialize_docs(Dialect::Postgres).to_string(),
+        dematerialize_docs(sync_postgres::DIALECT).to_string(),
         r##"-- migration plan (postgres) to schema version 2
 -- drops
 DROP INDEX IF EXISTS "sync_ix_tasks_by_title";
@@ -232,7 +231,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn materialize_secrets_sqlite() {
     assert_eq!(
-        materialize_secrets(Dialect::Sqlite).to_string(),
+        materialize_secrets(sync_sqlite::DIALECT).to_string(),
         r##"-- migration plan (sqlite) to schema version 2
 -- drops
 DROP INDEX IF EXISTS "sync_ix_tasks_by_title";
@@ -258,7 +257,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn materialize_secrets_postgres() {
     assert_eq!(
-        materialize_secrets(Dialect::Postgres).to_string(),
+        materialize_secrets(sync_postgres::DIALECT).to_string(),
         r##"-- migration plan (postgres) to schema version 2
 -- drops
 DROP INDEX IF EXISTS "sync_ix_tasks_by_title";
@@ -286,7 +285,7 @@ CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_
 #[test]
 fn legacy_same_version_sqlite() {
     assert_eq!(
-        legacy_same_version(Dialect::Sqlite).to_string(),
+        legacy_same_version(sync_sqlite::DIALECT).to_string(),
         r##"-- legacy shape upgrade (sqlite)
 DROP INDEX IF EXISTS "tasks_by_title";
 DROP INDEX IF EXISTS "sync_ix_tasks_by_project_title";
@@ -302,7 +301,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("
 #[test]
 fn legacy_same_version_postgres() {
     assert_eq!(
-        legacy_same_version(Dialect::Postgres).to_string(),
+        legacy_same_version(sync_postgres::DIALECT).to_string(),
         r##"-- legacy shape upgrade (postgres)
 ALTER TABLE "tasks" ALTER COLUMN "_sync_partition" TYPE text COLLATE "C";
 ALTER TABLE "tasks" ALTER COLUMN "_sync_row_id" TYPE text COLLATE "C";
@@ -317,7 +316,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("
 
 #[test]
 fn bump_plan_serializes_to_json_for_dry_run() {
-    let plan = bump_fix1_fix2(Dialect::Postgres);
+    let plan = bump_fix1_fix2(sync_postgres::DIALECT);
     let value = plan.to_json();
     assert_eq!(value["dialect"], "postgres");
     assert_eq!(value["schemaVersion"], 2);
@@ -340,7 +339,7 @@ fn bump_plan_serializes_to_json_for_dry_run() {
         })
     );
     assert_eq!(value["rewrites"][1]["migrate"], false);
-    let retire = retire_docs(Dialect::Postgres).to_json();
+    let retire = retire_docs(sync_postgres::DIALECT).to_json();
     assert_eq!(
         retire["retired"][0]["statements"][0],
         serde_json::json!({"sql": "DELETE FROM sync_row_scopes WHERE tbl = $1", "params": ["docs"]})
@@ -349,13 +348,13 @@ fn bump_plan_serializes_to_json_for_dry_run() {
 
 #[test]
 fn plans_list_statements_in_execution_order() {
-    let plan = legacy_bump(Dialect::Postgres);
+    let plan = legacy_bump(sync_postgres::DIALECT);
     let lines = plan.to_sql_lines();
     assert_eq!(lines.len(), 3 + 4 + 5);
     assert!(lines[0].starts_with("ALTER TABLE \"tasks\" ALTER COLUMN"));
     assert_eq!(lines[3], "DROP INDEX IF EXISTS \"tasks_by_title\"");
     assert!(lines.iter().all(|l| !l.contains("ops_tasks_tuning")));
-    let retire = retire_docs(Dialect::Sqlite).to_sql_lines();
+    let retire = retire_docs(sync_sqlite::DIALECT).to_sql_lines();
     assert_eq!(
         &retire[..4],
         [
@@ -365,7 +364,7 @@ fn plans_list_statements_in_execution_order() {
             "DROP TABLE IF EXISTS \"docs\"",
         ]
     );
-    let legacy = legacy_same_version(Dialect::Sqlite);
+    let legacy = legacy_same_version(sync_sqlite::DIALECT);
     assert!(!legacy.is_empty());
     assert_eq!(legacy.to_json()["collations"], serde_json::json!([]));
     assert_eq!(legacy.to_sql_lines().len(), 4);

@@ -3,7 +3,7 @@
 
 use rusqlite::{params_from_iter, Connection, ToSql};
 use sync_core::{codec, CompiledTable, Result, RewriteTally, RowValue};
-use sync_schema::{Dialect, RewritePlan, Statement, REWRITE_PAGE_SIZE};
+use sync_schema::{RewritePlan, Statement, REWRITE_PAGE_SIZE};
 
 use crate::errors::DbResultExt;
 use crate::seam;
@@ -23,7 +23,7 @@ pub(crate) fn execute(conn: &Connection, statement: &Statement) -> Result<()> {
 
 /// The rows a rewrite of `plan`'s table will visit.
 pub(crate) fn count_rows(conn: &Connection, plan: &RewritePlan) -> Result<u64> {
-    let count: i64 = seam::uncached(conn, &plan.count_sql())
+    let count: i64 = seam::uncached(conn, &plan.count_sql(crate::DIALECT))
         .db()?
         .query_row([], |r| r.get(0))
         .db()?;
@@ -40,9 +40,9 @@ pub(crate) fn rewrite_rows(
     plan: &RewritePlan,
     tally: &mut RewriteTally<'_>,
 ) -> Result<()> {
-    let first_page = plan.page_sql(Dialect::Sqlite, false);
-    let next_page = plan.page_sql(Dialect::Sqlite, true);
-    let update = RewritePlan::update_sql(table, Dialect::Sqlite);
+    let first_page = plan.page_sql(crate::DIALECT, false);
+    let next_page = plan.page_sql(crate::DIALECT, true);
+    let update = RewritePlan::update_sql(table, crate::DIALECT);
     let mut after: Option<(String, String)> = None;
     loop {
         let page: Vec<(String, String, Vec<u8>)> = {

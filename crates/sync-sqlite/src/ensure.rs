@@ -10,7 +10,7 @@ use sync_core::{
 };
 use sync_schema::{
     check_physical, compare_same_version, layouts_json, parse_layouts, plan_legacy_upgrade,
-    plan_migration, Dialect, ObservedTable, ObservedTables, StoredLayouts,
+    plan_migration, ObservedTable, ObservedTables, StoredLayouts,
 };
 
 use crate::checkpoints;
@@ -116,8 +116,7 @@ fn same_version(
     let stored = parse_layouts(layouts)?;
     compare_same_version(schema, &stored)?;
     let observed = pools.read_snapshot(|conn| observe_schema(conn, schema))?;
-    let (observed, outcome) = if plan_legacy_upgrade(schema, &observed, Dialect::Sqlite).is_empty()
-    {
+    let (observed, outcome) = if plan_legacy_upgrade(schema, &observed, crate::DIALECT).is_empty() {
         (observed, EnsureOutcome::Verified)
     } else {
         (legacy_upgrade(pools, schema)?, EnsureOutcome::Upgraded)
@@ -128,7 +127,7 @@ fn same_version(
             .find(|t| t.name == table.name)
             .cloned()
             .unwrap_or_else(|| ObservedTable::absent(&table.name));
-        check_physical(table, &physical, Dialect::Sqlite)?;
+        check_physical(table, &physical, crate::DIALECT)?;
     }
     Ok(outcome)
 }
@@ -138,7 +137,7 @@ fn same_version(
 fn legacy_upgrade(pools: &Pools, schema: &CompiledSchema) -> Result<ObservedTables> {
     pools.write(|conn| {
         let observed = observe_schema(conn, schema)?;
-        let plan = plan_legacy_upgrade(schema, &observed, Dialect::Sqlite);
+        let plan = plan_legacy_upgrade(schema, &observed, crate::DIALECT);
         for statement in plan.statements() {
             ddl::execute(conn, statement)?;
         }
@@ -208,7 +207,7 @@ fn bump_locked(
         None => StoredLayouts::new(),
     };
     let observed = observe_schema(conn, schema)?;
-    let plan = plan_migration(schema, &stored, &observed, Dialect::Sqlite)?;
+    let plan = plan_migration(schema, &stored, &observed, crate::DIALECT)?;
     for statement in plan.statements() {
         ddl::execute(conn, statement)?;
     }

@@ -72,9 +72,46 @@ impl WriterProbe for SqliteProbe {
     }
 }
 
+/// What the SQLite harness declares: one writer for the whole file, plans
+/// fixed by shape, transactional DDL, no collation control or roles, an
+/// installable outdated fence trigger, reference files copied in, booleans
+/// as integers.
+pub const PROPERTIES: sync_conformance::Properties = sync_conformance::Properties {
+    write_locking: sync_conformance::WriteLocking::WholeDatabase,
+    planner: Some(sync_conformance::Planner::ByShape),
+    transactional_ddl: true,
+    key_collation_control: false,
+    outdated_trigger_install: true,
+    trigger_tamper: false,
+    reference_loading: true,
+    reference_start_replay: false,
+    database_roles: false,
+    booleans: sync_conformance::BooleanValues::Integers,
+    json_nul_projects_null: false,
+};
+
+/// The constructor of the dialect registry ([`sync_conformance::HarnessFn`]):
+/// SQLite needs no server.
+pub fn construct(
+    _env: &sync_conformance::HarnessEnv,
+) -> std::result::Result<Box<dyn Harness>, String> {
+    Ok(Box::new(SqliteHarness))
+}
+
+/// The registry entry of `cargo xtask conformance`.
+pub const ENTRY: sync_conformance::HarnessEntry = sync_conformance::HarnessEntry {
+    sql: crate::DIALECT,
+    url_schemes: crate::URL_SCHEMES,
+    hooks: construct,
+};
+
 impl Harness for SqliteHarness {
-    fn dialect(&self) -> &'static str {
-        "sqlite"
+    fn sql_dialect(&self) -> sync_schema::Dialect {
+        crate::DIALECT
+    }
+
+    fn properties(&self) -> sync_conformance::Properties {
+        PROPERTIES
     }
 
     fn create_database(&self) -> Result<DbHandle> {

@@ -2,7 +2,7 @@
 //! operator tool)**: whole commits with every change (`read_commits`), the
 //! rows of a table named in the stored layouts (`inspect_table_rows`), and
 //! read-only introspection of application tables for plan previews
-//! ([`SqliteStorage::observe_tables`](crate::SqliteStorage::observe_tables)).
+//! ([`sync_schema::ObserveTables`] of [`crate::SqliteStorage`]).
 
 use rusqlite::Connection;
 use sync_core::{validate, ChangeOp, CommitRecord, Error, Result, StoredChange, StoredRow};

@@ -45,6 +45,7 @@ mod clients;
 mod commit_log;
 mod config;
 mod ddl;
+mod dialect;
 mod ensure;
 mod errors;
 #[cfg(feature = "fault-injection")]
@@ -75,6 +76,7 @@ mod writer;
 pub mod harness;
 
 pub use config::{GroupCommit, SqliteConfig, Synchronous, WalCheckpoints};
+pub use dialect::{SqliteSql, DIALECT, URL_SCHEMES};
 pub use storage::SqliteStorage;
 pub use transaction::SqliteTransaction;
 pub use wal::WalCheckpointReport;

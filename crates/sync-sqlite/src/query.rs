@@ -8,7 +8,7 @@ use sync_core::{
     check_serve_gate, validate, AuthoritativeQueryRequest, AuthoritativeQueryResult, Error,
     ErrorCode, Result, ServeContext,
 };
-use sync_schema::{prepare_request, Dialect, PreparedQuery};
+use sync_schema::{prepare_request, PreparedQuery};
 
 use crate::commit_log::max_commit_seq;
 use crate::errors::DbResultExt;
@@ -27,7 +27,7 @@ pub(crate) fn prepare(
     let Some(ensured) = ensured else {
         return Err(Error::new(ErrorCode::SchemaNotEnsured));
     };
-    prepare_request(&ensured.schema, Dialect::Sqlite, partition, request)
+    prepare_request(&ensured.schema, crate::DIALECT, partition, request)
 }
 
 /// Runs a prepared query and reads `max_commit_seq` on the same connection.

@@ -153,15 +153,6 @@ impl SqliteStorage {
         self.pools.run_wal_checkpoint()
     }
 
-    /// Read-only introspection of the named application tables (absent ones
-    /// recorded as absent), as `ensure_schema` observes them
-    /// (`schema-and-migrations.md` §7.1), in one read snapshot. Lets operator
-    /// tools preview a migration plan without applying it.
-    pub fn observe_tables(&self, tables: &[String]) -> Result<ObservedTables> {
-        self.pools
-            .read_snapshot(|conn| inspect::observe_tables(conn, tables))
-    }
-
     fn ensured(&self) -> Option<Arc<Ensured>> {
         self.ensured
             .read()
@@ -822,5 +813,16 @@ impl ServerStorage for SqliteStorage {
 
     fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {
         self.pools.read_snapshot(bootstrap::fence_trigger_state)
+    }
+}
+
+impl sync_schema::ObserveTables for SqliteStorage {
+    /// Read-only introspection of the named application tables (absent ones
+    /// recorded as absent), as `ensure_schema` observes them
+    /// (`schema-and-migrations.md` §7.1), in one read snapshot. Lets operator
+    /// tools preview a migration plan without applying it.
+    fn observe_tables(&self, tables: &[String]) -> Result<ObservedTables> {
+        self.pools
+            .read_snapshot(|conn| inspect::observe_tables(conn, tables))
     }
 }

@@ -12,7 +12,7 @@ use sync_core::{
 };
 
 use crate::check::{
-    expect_code, expect_detail, expect_message_free_of, CheckDef, CheckResult, Failure,
+    expect_code, expect_detail, expect_message_free_of, CheckDef, CheckResult, Failure, Requires,
 };
 use crate::checks::support_lifecycle::{
     ensure_fails, ensure_fails_with_reason, fix1_variant, no_opts, one_change_commit, TASKS,
@@ -62,7 +62,8 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-320",
         "unparsable stored layouts during a bump: layouts_corrupt (not_json), marker unchanged",
         c320_layouts_not_json_bump,
-    ),
+    )
+    .requires(Requires::TransactionalDdl),
     check(
         GROUP,
         "C-321",
@@ -74,7 +75,8 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-322",
         "a corrupt stored payload aborts the bump rewrite with decode_failed",
         c322_corrupt_payload_bump,
-    ),
+    )
+    .requires(Requires::TransactionalDdl),
     check(
         GROUP,
         "C-323",

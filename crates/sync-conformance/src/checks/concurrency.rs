@@ -17,7 +17,7 @@ use sync_core::{
     NewCommit, PushOperationResult, ServerStorage, StoredPushResult, StoredRow,
 };
 
-use crate::check::{expect_code, Applies, CheckDef, CheckResult, Failure};
+use crate::check::{expect_code, CheckDef, CheckResult, Failure, Requires};
 use crate::checks::support_barrier::{
     checkpoint, commit_rows, commit_writer_version, database_fence, decl, empty_commit,
     fix1_storage, fix2_at, held_migration_lock, join_result, marker_version, partition_fence,
@@ -46,14 +46,14 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "a push lock held in p1 does not block a push to p2",
         c302_partitions_do_not_contend,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::PerPartitionLocking),
     check(
         GROUP,
         "C-303",
         "a push to p2 waits for the open transaction in p1, then commits",
-        c303_sqlite_writers_serialized,
+        c303_whole_database_writers_serialized,
     )
-    .only(Applies::Sqlite),
+    .requires(Requires::WholeDatabaseLocking),
     check(
         GROUP,
         "C-304",
@@ -83,7 +83,8 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-308",
         "an old writer racing a migration blocks, then is fenced out",
         c308_old_writer_races_migration,
-    ),
+    )
+    .requires(Requires::TransactionalDdl),
     check(
         GROUP,
         "C-309",
@@ -96,7 +97,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "declare does not wait for a locked writer; activation below its seq is Stale",
         c310_declare_does_not_wait,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::PerPartitionLocking),
     check(
         GROUP,
         "C-311",
@@ -217,7 +218,7 @@ fn c302_partitions_do_not_contend(ctx: &mut Ctx<'_>) -> CheckResult {
     Ok(())
 }
 
-fn c303_sqlite_writers_serialized(ctx: &mut Ctx<'_>) -> CheckResult {
+fn c303_whole_database_writers_serialized(ctx: &mut Ctx<'_>) -> CheckResult {
     let storage = fix1_storage(ctx)?;
     let s = storage.as_ref();
     let mut a = s.begin("p1")?;

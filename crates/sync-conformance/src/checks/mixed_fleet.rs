@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use sync_core::{CompiledSchema, ErrorCode, FenceTriggerState, ServerStorage};
 
-use crate::check::{expect_code, Applies, CheckDef, CheckResult, Failure};
+use crate::check::{expect_code, CheckDef, CheckResult, Failure, Requires};
 use crate::checks::support_barrier::{
     commit_writer_version, database_fence, decl, empty_commit, ensured_with, fix1_storage, fix2_at,
 };
@@ -33,35 +33,35 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "reference start replayed before our open: old writers stay fenced after a v2 bump",
         c330_reference_start_before_open,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::ReferenceStartReplay),
     check(
         GROUP,
         "C-331",
         "reference start replayed again after the bump: old writers stay fenced, our trigger enabled",
         c331_reference_restart_after_bump,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::ReferenceStartReplay),
     check(
         GROUP,
         "C-332",
         "fence trigger dropped or disabled: reported not enforced, re-created by the next open",
         c332_trigger_repaired_on_open,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::TriggerTamper),
     check(
         GROUP,
         "C-333",
         "the reference's BIGINT writer_version works for push, read_commits and the fence",
         c333_bigint_writer_version,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::ReferenceStartReplay),
     check(
         GROUP,
         "C-334",
         "a role shadowing the fence tables with its own cannot insert an old writer's commit",
         c334_shadowing_role_fenced,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::DatabaseRoles),
 ];
 
 /// Fixture directory used when `SYNCSTORE_FIXTURES` is not set: the

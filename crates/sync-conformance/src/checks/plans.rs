@@ -3,7 +3,7 @@
 use sync_core::{Capability, CompiledSchema, ServerStorage};
 
 use crate::check;
-use crate::check::{Applies, CheckDef, CheckResult};
+use crate::check::{CheckDef, CheckResult, Requires};
 use crate::checks::support_lifecycle::{one_change_commit, seeded_rows};
 use crate::context::Ctx;
 use crate::fixtures::fix1;
@@ -21,21 +21,21 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "window and scan candidates search the scope indexes by primary key",
         c326_candidate_plans,
     )
-    .only(Applies::Sqlite),
+    .requires(Requires::PlansByShape),
     check(
         GROUP,
         "C-327",
         "the exact scope delete searches sync_row_scopes by primary key",
         c327_scope_delete_plan,
     )
-    .only(Applies::Sqlite),
+    .requires(Requires::PlansByShape),
     check(
         GROUP,
         "C-328",
         "hot paths over 2 000 rows use index nodes and no Seq Scan",
         c328_pg_hot_paths,
     )
-    .only(Applies::Postgres)
+    .requires(Requires::PlansByStatistics)
     .needs(Capability::BlobRefs),
     check(
         GROUP,
@@ -43,7 +43,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "per-row scope replacement uses sync_row_scopes_by_row",
         c329_pg_scope_replacement,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::PlansByStatistics),
 ];
 
 /// Rows (and commits) the plan checks populate.

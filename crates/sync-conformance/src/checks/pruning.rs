@@ -11,7 +11,7 @@ use sync_core::{
     RetentionPolicy, ServerStorage,
 };
 
-use crate::check::{expect_code, Applies, CheckDef, CheckResult, Failure};
+use crate::check::{expect_code, CheckDef, CheckResult, Failure, Requires};
 use crate::checks::support_pdata::{
     append, append_empty, commit_at, joined, project, seqs, touch, upsert_change, window, EPOCH, P,
 };
@@ -128,7 +128,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "a prune waits for a transaction holding the partition push lock",
         c186_prune_waits_for_push_lock,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::PerPartitionLocking),
     check(
         GROUP,
         "C-335",

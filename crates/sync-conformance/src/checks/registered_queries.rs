@@ -8,11 +8,11 @@ use sync_core::{
 use sync_schema::{prepare_query, Dialect};
 
 use crate::check::{expect_code, expect_detail, CheckDef, CheckResult};
-use crate::check_eq;
 use crate::checks::support_barrier::{decl, fix1_storage, tables, CLIENT};
 use crate::context::{Ctx, NOW};
 use crate::fixtures::{compile_json, fix1, push, task, Op};
 use crate::registry::check;
+use crate::{check, check_eq};
 
 /// Group name.
 pub(crate) const GROUP: &str = "registered-queries";
@@ -44,8 +44,8 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "C-209",
-        "Postgres placeholders: `?` outside protected spans becomes $1..$n",
-        c209_postgres_placeholders,
+        "placeholders: each bind outside protected spans becomes the dialect's n-th, in order",
+        c209_placeholders_in_order,
     ),
     check(
         GROUP,
@@ -244,11 +244,24 @@ fn prepared_vector(dialect: Dialect) -> CheckResult<sync_schema::PreparedQuery> 
     )?)
 }
 
-fn c208_preparation_vector(_ctx: &mut Ctx<'_>) -> CheckResult {
-    let prepared = prepared_vector(Dialect::Sqlite)?;
+fn c208_preparation_vector(ctx: &mut Ctx<'_>) -> CheckResult {
+    let d = ctx.sql_dialect();
+    let prepared = prepared_vector(d)?;
+    let q = |name: &str| d.quote_ident(name);
     check_eq!(
         prepared.sql,
-        "SELECT id, '?; FROM tasks' AS lit FROM (SELECT \"id\", \"project_id\", \"title\" FROM \"tasks\" WHERE \"_sync_partition\" = ?) AS \"tasks\" /* ? FROM tasks */ WHERE project_id = ? -- ? FROM tasks\n  OR title = ?",
+        format!(
+            "SELECT id, '?; FROM tasks' AS lit FROM (SELECT {}, {}, {} FROM {} WHERE {} = {}) AS {} /* ? FROM tasks */ WHERE project_id = {} -- ? FROM tasks\n  OR title = {}",
+            q("id"),
+            q("project_id"),
+            q("title"),
+            q("tasks"),
+            q("_sync_partition"),
+            d.placeholder(1),
+            q("tasks"),
+            d.placeholder(2),
+            d.placeholder(3)
+        ),
         "prepared SQL"
     );
     check_eq!(
@@ -259,17 +272,30 @@ fn c208_preparation_vector(_ctx: &mut Ctx<'_>) -> CheckResult {
     Ok(())
 }
 
-fn c209_postgres_placeholders(_ctx: &mut Ctx<'_>) -> CheckResult {
-    let prepared = prepared_vector(Dialect::Postgres)?;
-    check_eq!(
-        prepared.sql,
-        "SELECT id, '?; FROM tasks' AS lit FROM (SELECT \"id\", \"project_id\", \"title\" FROM \"tasks\" WHERE \"_sync_partition\" = $1) AS \"tasks\" /* ? FROM tasks */ WHERE project_id = $2 -- ? FROM tasks\n  OR title = $3",
-        "prepared Postgres SQL"
-    );
+fn c209_placeholders_in_order(ctx: &mut Ctx<'_>) -> CheckResult {
+    let d = ctx.sql_dialect();
+    let schema = vector_schema()?;
+    let prepared = prepare_query(
+        &schema,
+        d,
+        "part-1",
+        "SELECT id FROM tasks WHERE title = ?2 AND project_id = ?1",
+        &[text("a"), text("b")],
+        &tables(&["tasks"]),
+    )?;
     check_eq!(
         prepared.params,
-        vec![text("part-1"), text("p1"), text("p1")],
-        "prepared parameters"
+        vec![text("part-1"), text("b"), text("a")],
+        "parameters in placeholder order"
+    );
+    let positions: Vec<Option<usize>> = (1..=3)
+        .map(|n| prepared.sql.find(&d.placeholder(n)))
+        .collect();
+    check!(
+        positions.iter().all(Option::is_some) && positions.windows(2).all(|w| w[0] <= w[1]),
+        "placeholders 1..3 of {} not in order in {}",
+        d,
+        prepared.sql
     );
     Ok(())
 }

@@ -7,7 +7,7 @@ use sync_core::{
     ChangeOp, CheckpointKey, CheckpointState, CommitPruneQuery, Coverage, ErrorCode, SourceChange,
 };
 
-use crate::check::{expect_code, expect_detail, Applies, CheckDef, CheckResult, Failure};
+use crate::check::{expect_code, expect_detail, CheckDef, CheckResult, Failure, Requires};
 use crate::checks::support_barrier::{
     checkpoint, fix1_storage, fix2_at, join_result, partition_fence, push_doc, push_task, tables,
     CLIENT,
@@ -45,7 +45,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(GROUP, "C-238", "internal RFC 0007 tables are not addressable through get_row", c238_internal_tables_not_rows),
     check(GROUP, "C-239", "read_checkpoints / read_checkpoint / list_pending_checkpoints ordering and filtering", c239_checkpoint_listings),
     check(GROUP, "C-240", "coverage probe and coverage seq plans use sync_changes_by_table", c240_coverage_plans)
-        .only(Applies::Sqlite),
+        .requires(Requires::PlansByShape),
 ];
 
 fn c219_declare_at_marker(ctx: &mut Ctx<'_>) -> CheckResult {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use sync_core::{ActivationOutcome, CheckpointKey, CheckpointState, EnsureOptions, ErrorCode};
 
-use crate::check::{expect_code, expect_detail, CheckDef, CheckResult, Failure};
+use crate::check::{expect_code, expect_detail, CheckDef, CheckResult, Failure, Requires};
 use crate::checks::support_barrier::{
     checkpoint, database_fence, decl, ensure_with, ensured_with, fix1_storage, fix2_at, has_column,
     marker_version, partition_fence,
@@ -37,13 +37,15 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-269",
         "failed declaration install rolls the whole bump back",
         c269_failed_install_rolls_back,
-    ),
+    )
+    .requires(Requires::TransactionalDdl),
     check(
         GROUP,
         "C-270",
         "failed v2 -> v3 bump leaves only the v2 checkpoint, fence and marker",
         c270_failed_second_bump,
-    ),
+    )
+    .requires(Requires::TransactionalDdl),
     check(
         GROUP,
         "C-271",

@@ -5,10 +5,11 @@ use sync_core::{
     StoredPushResult, StoredRow, StoredScopes,
 };
 
-use crate::check::{expect_code, Applies, CheckDef, CheckResult, Failure};
+use crate::check::{expect_code, CheckDef, CheckResult, Failure, Requires};
 use crate::context::Ctx;
 use crate::fixtures::{decode, doc, fix1, push, scopes, secret, task, task_values, task_with, Op};
 use crate::harness::RawFilter;
+use crate::properties::BooleanValues;
 use crate::registry::check;
 use crate::{check, check_eq};
 
@@ -89,7 +90,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "C-117",
-        "projection of done reads 0/1 on SQLite, false/true on Postgres",
+        "projection of done reads as the declared boolean values (0/1 or false/true)",
         c117_boolean_projection,
     )
     .needs(Capability::AuthoritativeQuery),
@@ -99,7 +100,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "json with \\u0000 projects NULL and keeps the payload",
         c118_json_nul_projection,
     )
-    .only(Applies::Postgres)
+    .requires(Requires::JsonNulProjectsNull)
     .needs(Capability::AuthoritativeQuery),
     check(
         GROUP,
@@ -552,10 +553,9 @@ fn c117_boolean_projection(ctx: &mut Ctx<'_>) -> CheckResult {
         &select("SELECT id, done FROM tasks ORDER BY id"),
         &ServeContext::default(),
     )?;
-    let (yes, no) = if ctx.dialect() == "postgres" {
-        (SqlValue::Bool(true), SqlValue::Bool(false))
-    } else {
-        (SqlValue::Integer(1), SqlValue::Integer(0))
+    let (yes, no) = match ctx.properties().booleans {
+        BooleanValues::Booleans => (SqlValue::Bool(true), SqlValue::Bool(false)),
+        BooleanValues::Integers => (SqlValue::Integer(1), SqlValue::Integer(0)),
     };
     let expected = vec![
         vec![SqlValue::Text("t1".to_owned()), yes],

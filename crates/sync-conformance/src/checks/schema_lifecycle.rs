@@ -10,7 +10,7 @@ use sync_core::{
     ServerStorage,
 };
 
-use crate::check::{expect_code, expect_detail, Applies, CheckDef, CheckResult, Failure};
+use crate::check::{expect_code, expect_detail, CheckDef, CheckResult, Failure, Requires};
 use crate::checks::support_lifecycle::{
     all_rows, column_names, ensure_fails, ensure_fails_with_reason, expect_no_detail, find_index,
     fix1_variant, index_names, no_opts, push_column, seed_tasks, seeded_rows, DOCS, INTERNAL_ONLY,
@@ -228,7 +228,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "explicit non-C key collation refused; default collation upgraded to C",
         c033_key_collation,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::KeyCollationControl),
     check(
         GROUP,
         "C-034",
@@ -247,20 +247,21 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "an outdated fence trigger definition is replaced at open",
         c036_outdated_trigger_replaced,
     )
-    .only(Applies::Sqlite),
+    .requires(Requires::OutdatedTriggerInstall),
     check(
         GROUP,
         "C-037",
         "warm ensure issues no DDL while a push holds the partition lock",
         c037_warm_ensure_no_ddl,
     )
-    .only(Applies::Postgres),
+    .requires(Requires::PerPartitionLocking),
     check(
         GROUP,
         "C-038",
         "two instances bump concurrently; rows rewritten exactly once",
         c038_concurrent_bumps,
-    ),
+    )
+    .requires(Requires::TransactionalDdl),
     check(
         GROUP,
         "C-039",

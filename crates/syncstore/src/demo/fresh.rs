@@ -34,6 +34,10 @@ pub fn prepare(explicit: Option<&str>) -> CliResult<Fresh> {
             url,
             schema: Some(schema),
         }) => given_postgres_schema(url, schema),
+        // The demo prepares and cleans up databases of the built-in dialects only.
+        Some(DatabaseUrl::Registered { .. }) => {
+            Err(CliError::new(CliCode::InvalidUrl).detail("reason", "demo_needs_builtin_dialect"))
+        }
     }
 }
 

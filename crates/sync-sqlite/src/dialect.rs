@@ -1,0 +1,44 @@
+//! The SQLite [`SqlDialect`]: type names and placeholders; every DDL text
+//! is the standard body the trait provides.
+
+use sync_core::ColumnType;
+use sync_schema::{Dialect, InternalRole, SqlDialect};
+
+/// SQLite's SQL text rules for the shared crates.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SqliteSql;
+
+impl SqlDialect for SqliteSql {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn sql_type(&self, column_type: ColumnType) -> &'static str {
+        use ColumnType as T;
+        match column_type {
+            T::String | T::BlobRef | T::Json => "TEXT",
+            T::Integer | T::Boolean => "INTEGER",
+            T::Float => "REAL",
+            T::Bytes | T::Crdt => "BLOB",
+        }
+    }
+
+    fn internal_type(&self, role: InternalRole) -> &'static str {
+        match role {
+            InternalRole::Partition | InternalRole::RowId | InternalRole::Scopes => "TEXT",
+            InternalRole::ServerVersion => "INTEGER",
+            InternalRole::Payload => "BLOB",
+        }
+    }
+
+    /// `?` (parameters are bound in order).
+    fn placeholder(&self, _n: usize) -> String {
+        "?".to_owned()
+    }
+}
+
+/// URL schemes of SQLite databases (`sqlite:PATH`).
+pub const URL_SCHEMES: &[&str] = &["sqlite"];
+
+/// The SQLite dialect value.
+pub const DIALECT: Dialect = Dialect::new(&SqliteSql);

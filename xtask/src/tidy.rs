@@ -1,0 +1,139 @@
+//! Tidy checks run by `cargo xtask test` (like rust-analyzer's tidy tests):
+//! the shared crates never name a dialect, so every dialect-specific
+//! decision goes through `SqlDialect`, the harness properties or the
+//! binaries' dialect registries.
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Crates that hold no dialect code (`docs/decisions.md`).
+    const SHARED_CRATES: [&str; 5] = [
+        "sync-core",
+        "sync-schema",
+        "sync-backfill",
+        "sync-engine",
+        "sync-conformance",
+    ];
+
+    /// Built-in dialect names and crates, compared ASCII case-insensitively.
+    const DIALECT_WORDS: [&str; 2] = ["sqlite", "postgres"];
+
+    /// A line carrying this marker names a dialect on purpose; the comment
+    /// says why (a contract-fixed message, a built-in default).
+    const LINE_MARKER: &str = "tidy: dialect-name";
+    /// Lines between these markers are data naming databases' catalogs
+    /// (the portable registered-query mask).
+    const REGION_START: &str = "tidy-allow-names";
+    const REGION_END: &str = "tidy-allow-names-end";
+
+    fn workspace_root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    }
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// `file:line: text` of every code line of `text` naming a dialect.
+    /// Comment lines are allowed: docs may give the built-in dialects as
+    /// examples of a behaviour; code may not branch on them.
+    fn offences(file: &str, text: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut in_region = false;
+        for (n, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            if trimmed.contains(REGION_END) {
+                in_region = false;
+                continue;
+            }
+            if trimmed.contains(REGION_START) {
+                in_region = true;
+                continue;
+            }
+            if in_region || trimmed.starts_with("//") || line.contains(LINE_MARKER) {
+                continue;
+            }
+            let lower = line.to_ascii_lowercase();
+            if DIALECT_WORDS.iter().any(|w| lower.contains(w)) {
+                found.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn shared_crates_name_no_dialect() {
+        let root = workspace_root();
+        let mut found = Vec::new();
+        for krate in SHARED_CRATES {
+            let mut files = Vec::new();
+            rust_files(&root.join("crates").join(krate).join("src"), &mut files);
+            assert!(!files.is_empty(), "no sources found for {krate}");
+            for path in files {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let shown = path
+                    .strip_prefix(&root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                found.extend(offences(&shown, &text));
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "shared crates name a dialect outside comments (use SqlDialect, a harness \
+             property or a registry entry instead):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn shared_crates_do_not_depend_on_dialect_crates() {
+        let root = workspace_root();
+        for krate in SHARED_CRATES {
+            let manifest =
+                std::fs::read_to_string(root.join("crates").join(krate).join("Cargo.toml"))
+                    .unwrap_or_default();
+            assert!(!manifest.is_empty(), "no manifest for {krate}");
+            // Only [dependencies] and [features] ship; dev-dependencies may
+            // bring the built-in dialects' values for golden tests.
+            let shipped: String = manifest
+                .split("\n[")
+                .filter(|section| !section.starts_with("dev-dependencies"))
+                .collect::<Vec<_>>()
+                .join("\n[");
+            for word in ["sync-sqlite", "sync-postgres", "rusqlite", "postgres"] {
+                assert!(
+                    !shipped.lines().any(|l| l.trim_start().starts_with(word)),
+                    "{krate} depends on {word}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_scan_flags_code_and_spares_comments() {
+        let text = "// SQLite docs\nlet d = Dialect::Sqlite;\nx(); // tidy: dialect-name (why)\nif name == \"postgres\" {}\n// tidy-allow-names\n\"sqlite_\",\n// tidy-allow-names-end\n\"pg\"";
+        assert_eq!(
+            offences("f.rs", text),
+            [
+                "f.rs:2: let d = Dialect::Sqlite;",
+                "f.rs:4: if name == \"postgres\" {}"
+            ]
+        );
+    }
+}
