@@ -2,7 +2,7 @@
 //! (`docs/benchmarks.md`, "Group commit and background checkpoints").
 //!
 //! ```text
-//! cargo run --release -p sync-sqlite --example group_commit_figures [PUSHES] [ROUNDS]
+//! cargo run --release -p sync-sqlite --example group_commit_figures [PUSHES] [ROUNDS] [THREADS]
 //! ```
 //!
 //! Each cell pushes single-row commits through the storage API (the W1
@@ -15,8 +15,10 @@
 //! the committing connection — the storage before issue 17), `background`
 //! (grouping off, background checkpoints — the new default) and `grouped`
 //! (`GroupCommit::ON`, background checkpoints); each under
-//! `synchronous = FULL` and `NORMAL`. PUSHES (default 2 000) is the number
-//! of pushes per cell, split between the threads.
+//! `synchronous = FULL` and `NORMAL`; `background-1000` is `background`
+//! with a pass every 1 000 commits instead of 100. PUSHES (default 2 000)
+//! is the number of pushes per cell, split between the threads; THREADS is
+//! a comma-separated list (default `1,4,16`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +38,7 @@ struct Mode {
     wal: Option<WalCheckpoints>,
 }
 
-const MODES: [Mode; 3] = [
+const MODES: [Mode; 4] = [
     Mode {
         name: "inline",
         group: GroupCommit::OFF,
@@ -47,6 +49,14 @@ const MODES: [Mode; 3] = [
         group: GroupCommit::OFF,
         wal: Some(WalCheckpoints {
             every_commits: 100,
+            truncate_above_pages: 4_000,
+        }),
+    },
+    Mode {
+        name: "background-1000",
+        group: GroupCommit::OFF,
+        wal: Some(WalCheckpoints {
+            every_commits: 1_000,
             truncate_above_pages: 4_000,
         }),
     },
@@ -69,11 +79,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let pushes: usize = args.first().map_or(Ok(2_000), |a| a.parse())?;
     let rounds: usize = args.get(1).map_or(Ok(2), |a| a.parse())?;
+    let thread_counts: Vec<usize> = args
+        .get(2)
+        .map_or("1,4,16", String::as_str)
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
     let schema = sync_schema::compile(&sync_schema::parse_schema_json(SCHEMA)?)?;
     println!("| synchronous | threads | mode | commits/s (per round) | p50 µs | p99 µs |");
     println!("|---|---|---|---|---|---|");
     for synchronous in [Synchronous::Full, Synchronous::Normal] {
-        for threads in [1usize, 4, 16] {
+        for &threads in &thread_counts {
             let mut results: Vec<Vec<Cell>> = MODES.iter().map(|_| Vec::new()).collect();
             for _ in 0..rounds {
                 for (i, mode) in MODES.iter().enumerate() {

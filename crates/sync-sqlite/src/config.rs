@@ -147,8 +147,10 @@ pub struct SqliteConfig {
     pub synchronous: Synchronous,
     /// Group commit of queued transactions (default off: [`GroupCommit::OFF`]).
     pub group_commit: GroupCommit,
-    /// Background WAL checkpoints (`None`: SQLite's own automatic
-    /// checkpoint on the committing connection, as before).
+    /// Background WAL checkpoints (default `None`: SQLite's own automatic
+    /// checkpoint on the committing connection; `Some` moves checkpoints to
+    /// a background thread — opt-in until measured on an idle machine,
+    /// `docs/benchmarks.md`).
     pub wal_checkpoints: Option<WalCheckpoints>,
     /// Source of installation timestamps (checkpoints declared by `ensure_schema`).
     pub clock: Arc<dyn Clock>,
@@ -162,7 +164,7 @@ impl Default for SqliteConfig {
             writer_wait_ms: DEFAULT_POOL_WAIT_MS,
             synchronous: Synchronous::Full,
             group_commit: GroupCommit::OFF,
-            wal_checkpoints: Some(WalCheckpoints::default()),
+            wal_checkpoints: None,
             clock: Arc::new(SystemClock),
         }
     }

@@ -50,14 +50,15 @@ fn page_size(db: &Db) -> u64 {
 }
 
 #[test]
-fn background_checkpoints_are_on_by_default() {
-    assert_eq!(
-        SqliteConfig::default().wal_checkpoints,
-        Some(WalCheckpoints::default())
-    );
+fn background_checkpoints_are_opt_in() {
+    assert_eq!(SqliteConfig::default().wal_checkpoints, None);
     let db = Db::new();
     let storage = db.ready();
     push_many(&storage, 0, 3);
+    assert_eq!(storage.run_wal_checkpoint().unwrap(), None);
+    drop(storage);
+    let storage = open(&db, Some(WalCheckpoints::default()));
+    push_many(&storage, 3, 3);
     let report = storage.run_wal_checkpoint().unwrap().unwrap();
     assert_eq!(report.checkpointed_pages, report.wal_pages);
 }
