@@ -6,7 +6,7 @@
 //! A statement prepared once and executed in a loop is counted per
 //! execution: the loop calls [`check`] before each run.
 
-use rusqlite::{CachedStatement, Connection, Statement};
+use rusqlite::{ffi, CachedStatement, Connection, Statement};
 
 /// Consulted before one execution of a statement (`sql` is for the log).
 #[inline]
@@ -38,7 +38,7 @@ pub(crate) fn uncached<'c>(conn: &'c Connection, sql: &str) -> rusqlite::Result<
 /// it ran (`ReplyLost`).
 #[inline]
 pub(crate) fn batch(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    around(conn, sql, || conn.execute_batch(sql))
+    around(conn, sql, || no_room(conn, conn.execute_batch(sql)))
 }
 
 /// One cached parameterless statement (`BEGIN IMMEDIATE`, `COMMIT`,
@@ -46,8 +46,45 @@ pub(crate) fn batch(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 #[inline]
 pub(crate) fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     around(conn, sql, || {
-        conn.prepare_cached(sql)?.execute([]).map(drop)
+        no_room(
+            conn,
+            conn.prepare_cached(sql)
+                .and_then(|mut s| s.execute([]).map(drop)),
+        )
     })
+}
+
+/// A write the file system had no room for is `SQLITE_FULL`, however it
+/// filled. SQLite reports `SQLITE_FULL` for a write that came back short or
+/// failed with `ENOSPC`, but `SQLITE_IOERR_*` when the write failed with
+/// `EDQUOT` (a quota) or `EFBIG` (the file size limit): the connection's
+/// last system error tells them apart. In WAL mode the pages of a
+/// transaction are written at its `COMMIT` (or DDL batch), which run here.
+fn no_room<T>(conn: &Connection, result: rusqlite::Result<T>) -> rusqlite::Result<T> {
+    match result {
+        Err(rusqlite::Error::SqliteFailure(e, message))
+            if e.code == ffi::ErrorCode::SystemIoFailure =>
+        {
+            // SAFETY: `conn.handle()` is the open database handle owned by
+            // `conn`, valid for the whole call (`conn` is borrowed);
+            // `sqlite3_system_errno` only reads its last system error code.
+            let errno = unsafe { ffi::sqlite3_system_errno(conn.handle()) };
+            let kind = std::io::Error::from_raw_os_error(errno).kind();
+            let full = matches!(
+                kind,
+                std::io::ErrorKind::StorageFull
+                    | std::io::ErrorKind::QuotaExceeded
+                    | std::io::ErrorKind::FileTooLarge
+            );
+            let e = if full {
+                ffi::Error::new(ffi::SQLITE_FULL)
+            } else {
+                e
+            };
+            Err(rusqlite::Error::SqliteFailure(e, message))
+        }
+        other => other,
+    }
 }
 
 #[inline]
