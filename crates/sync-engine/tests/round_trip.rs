@@ -143,3 +143,26 @@ fn json_lines_round_trip_a_whole_response() {
         items
     );
 }
+
+#[test]
+fn a_second_operation_on_a_row_sees_the_first_one_of_its_commit() {
+    // The push prelude reads each named row once, before any write; the
+    // second operation on the same row must read the first one's write.
+    let f = fixture();
+    let both = commit(
+        "k1",
+        vec![
+            task_op(&f, "t1", "p1", "a", None),
+            task_op(&f, "t1", "p1", "b", Some(1)),
+        ],
+    );
+    let result = f.push("alice", both);
+    assert_eq!(result.status, PushResultStatus::Applied);
+    let row = f
+        .storage
+        .get_row("P", "tasks", "t1")
+        .expect("read")
+        .expect("the row");
+    assert_eq!(row.server_version, 2);
+    assert_eq!(row.payload, f.task("t1", "p1", "b"));
+}

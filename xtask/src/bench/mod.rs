@@ -79,7 +79,8 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,NORMAL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W1P,NORMAL,CONC,RT;
+    /// W1P is W1 through the push prelude against W1 through the single calls;
     /// W3G is the W3 growth of scan pages with the table size).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -293,6 +294,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
     } else if only.has("W9") {
         let fixture = w1_push::build_fixture(env, scale)?;
         out.extend(w9_engine_pull::run(&fixture, scale)?);
+    }
+    if only.has("W1P") {
+        out.extend(w1_push::run_prelude(env, scale)?);
     }
     if only.has("W8") {
         out.extend(w8_engine_push::run(env, scale)?);

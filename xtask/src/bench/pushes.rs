@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use sync_core::{
-    check_serve_gate, NewChange, NewCommit, ServeContext, ServerStorage, StoredPushResult,
-    StoredRow,
+    check_serve_gate, NewChange, NewCommit, PushPreludeRequest, ServeContext, ServerStorage,
+    StoredPushResult, StoredRow,
 };
 
 use super::fixture::{BenchCommit, TABLE};
@@ -108,6 +108,44 @@ pub fn push_ours(
     Ok(seq)
 }
 
+/// The same push through the prelude (`begin_push`: lock, gate, push
+/// result and the row at once), as the engine pushes.
+pub fn push_ours_prelude(
+    storage: &dyn ServerStorage,
+    partition: &str,
+    commit: &OursCommit,
+    gate: Option<&ServeContext>,
+) -> Result<i64> {
+    let mut tx = storage.begin(partition)?;
+    let running = tx.writer_version();
+    let key = (&commit.commit.client_id, &commit.commit.client_commit_id);
+    let request = PushPreludeRequest {
+        running_schema_version: running,
+        client_id: key.0.clone(),
+        client_commit_id: key.1.clone(),
+        rows: vec![(
+            TABLE.to_owned(),
+            commit.rows.iter().map(|r| r.row_id.clone()).collect(),
+        )],
+    };
+    let prelude = tx.begin_push(&request)?;
+    if let Some(ctx) = gate {
+        check_serve_gate(&prelude.gate, running, ctx)?;
+    }
+    if prelude.push_result?.is_some() {
+        bail!("commit {} was already pushed", key.1);
+    }
+    for (index, row) in commit.rows.iter().enumerate() {
+        tx.upsert_row(TABLE, row, u32::try_from(index).ok())?;
+    }
+    let seq = tx.append_commit(&commit.commit)?;
+    let mut result = commit.result.clone();
+    result.commit_seq = Some(seq);
+    tx.put_push_result(key.0, key.1, &result)?;
+    tx.commit()?;
+    Ok(seq)
+}
+
 /// What a timed push loop measured.
 #[derive(Debug, Clone)]
 pub struct PushRun {
@@ -175,6 +213,20 @@ pub fn run_ours(
     let gate = gate.then_some(&ctx);
     timed(commits.ours.len(), row_count(&commits.bench), |i| {
         push_ours(storage, partition, &commits.ours[i], gate).map(|_| ())
+    })
+}
+
+/// [`run_ours`] through [`push_ours_prelude`].
+pub fn run_ours_prelude(
+    storage: &dyn ServerStorage,
+    partition: &str,
+    commits: &Prepared,
+    gate: bool,
+) -> Result<PushRun> {
+    let ctx = ServeContext::default();
+    let gate = gate.then_some(&ctx);
+    timed(commits.ours.len(), row_count(&commits.bench), |i| {
+        push_ours_prelude(storage, partition, &commits.ours[i], gate).map(|_| ())
     })
 }
 

@@ -148,6 +148,7 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
     let pulls = w4_pull::run(&fixture, &scale).unwrap();
     check(&pulls, "W4", 1);
     check(&w1_push::run_normal(&env, &scale).unwrap(), "W1", 3);
+    check(&w1_push::run_prelude(&env, &scale).unwrap(), "W1", 3);
     check(&w6_fence_gate::run(&env, &scale).unwrap(), "W6", 4);
     check(&w7_growth::run(&env, &scale).unwrap(), "W7", 9);
     check(&w3_growth::run(&env, &scale).unwrap(), "W3", 6);

@@ -1,8 +1,9 @@
 //! W10 concurrent push: 1, 4, 16 and 64 client threads, each pushing
 //! single-row commits, all to one partition or each thread to its own.
 //! Three implementations per variant, run A B C A B C … on fresh databases:
-//! ours through the storage API's push sequence (`pushes::push_ours`, one
-//! shared storage), ours through `Engine::handle` (one push per request,
+//! ours through the storage API's push sequence with the prelude
+//! (`pushes::push_ours_prelude`, as the engine pushes; one shared
+//! storage), ours through `Engine::handle` (one push per request,
 //! one shared engine), and the raw one-transaction-per-push client (one
 //! connection per thread). Commits/s over the whole run and p50/p99 of the
 //! per-push latencies of every thread; ratios are ours / raw.
@@ -21,7 +22,7 @@ use sync_sqlite::{SqliteConfig, Synchronous};
 use super::db::{Db, Dialect, Env};
 use super::engine;
 use super::fixture;
-use super::pushes::{push_ours, Prepared};
+use super::pushes::{push_ours_prelude, Prepared};
 use super::report::{quantile, Better, Measure, Sample};
 use super::w8_engine_push::requests;
 use super::{progress, Scale};
@@ -192,7 +193,8 @@ fn run_path(
                 .map(|t| (partition_of(t, distinct), &commits[t]))
                 .collect();
             run_threads(workers, per_thread, |(partition, commits), i| {
-                push_ours(storage.as_ref(), partition, &commits.ours[i], Some(&ctx)).map(|_| ())
+                push_ours_prelude(storage.as_ref(), partition, &commits.ours[i], Some(&ctx))
+                    .map(|_| ())
             })?
         }
         Path::Engine => {

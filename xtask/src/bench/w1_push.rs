@@ -9,7 +9,7 @@ use sync_sqlite::Synchronous;
 
 use super::db::{Db, Dialect, Env};
 use super::fixture::{self, BenchCommit};
-use super::pushes::{run_ours, run_raw, Prepared, PushRun};
+use super::pushes::{run_ours, run_ours_prelude, run_raw, Prepared, PushRun};
 use super::report::{Better, Measure, Sample};
 use super::{progress, w2_push10, Scale};
 
@@ -138,6 +138,80 @@ pub fn build_fixture(env: &Env, scale: &Scale) -> Result<Db> {
         &format!("{} rows pushed", scale.fixture_rows()),
     );
     Ok(db)
+}
+
+/// W1 through the prelude (`begin_push`, as the engine pushes) against
+/// W1 through the single calls (`push_ours`) in the same rounds, each on a
+/// fresh database: the ratio is prelude / single calls; the raw client runs
+/// between them so both also have a ratio to raw in the W1 rows.
+pub fn run_prelude(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
+    let w1 = Prepared::new(commits(scale.w1_commits, "w1p")?);
+    let mut rate = Vec::new();
+    let mut to_raw = Vec::new();
+    let mut p50 = Vec::new();
+    for round in 0..scale.rounds {
+        let db = env.fresh(Synchronous::default())?;
+        let storage = db.storage(false)?;
+        let prelude = run_ours_prelude(storage.as_ref(), PARTITION, &w1, true)?;
+        drop(storage);
+        drop(db);
+        let raw_db = env.fresh(Synchronous::default())?;
+        drop(raw_db.storage(false)?);
+        let raw = run_raw(raw_db.raw()?.as_mut(), PARTITION, &w1, true)?;
+        drop(raw_db);
+        let db = env.fresh(Synchronous::default())?;
+        let storage = db.storage(false)?;
+        let single = run_ours(storage.as_ref(), PARTITION, &w1, true)?;
+        progress(
+            env.dialect,
+            &format!("W1 prelude round {}/{}", round + 1, scale.rounds),
+            &format!(
+                "prelude {:.0} single calls {:.0} raw {:.0} commits/s",
+                prelude.commits_per_s(),
+                single.commits_per_s(),
+                raw.commits_per_s()
+            ),
+        );
+        rate.push(Sample {
+            ours: prelude.commits_per_s(),
+            raw: Some(single.commits_per_s()),
+        });
+        to_raw.push(Sample {
+            ours: prelude.commits_per_s(),
+            raw: Some(raw.commits_per_s()),
+        });
+        p50.push(Sample {
+            ours: prelude.latency(0.5),
+            raw: Some(single.latency(0.5)),
+        });
+    }
+    let d = env.dialect;
+    Ok(vec![
+        Measure::from_samples(
+            "W1",
+            "sequence=prelude/single-calls",
+            d,
+            "commits/s",
+            Better::Higher,
+            rate,
+        ),
+        Measure::from_samples(
+            "W1",
+            "sequence=prelude/single-calls,latency=p50",
+            d,
+            "µs",
+            Better::Lower,
+            p50,
+        ),
+        Measure::from_samples(
+            "W1",
+            "sequence=prelude",
+            d,
+            "commits/s",
+            Better::Higher,
+            to_raw,
+        ),
+    ])
 }
 
 /// W1 with `synchronous=NORMAL` (SQLite only): the opt-in that syncs the
