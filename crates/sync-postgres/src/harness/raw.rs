@@ -45,6 +45,11 @@ impl PgRaw {
         })
     }
 
+    /// Whether the server is a Citus coordinator.
+    pub(crate) fn citus(&self) -> bool {
+        self.citus
+    }
+
     /// Runs `f` on the raw connection.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
         let mut guard = self.conn.lock().map_err(|_| {
@@ -346,7 +351,14 @@ impl RawAccess for PgRaw {
         for statement in mixed_fleet::statements_of(mixed_fleet::REFERENCE_0_23_START_SQL) {
             self.batch(statement)?;
         }
-        Ok(())
+        // The reference's function names its tables unqualified; on a
+        // worker the session's search_path is not the storage schema, so
+        // a reference sharing a Citus database needs its function pinned
+        // to the schema, as its operator would have to (docs/scale-out.md).
+        self.batch(&format!(
+            "ALTER FUNCTION syncular_writer_fence() SET search_path = {}",
+            quote_ident(&self.schema)
+        ))
     }
 
     fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
