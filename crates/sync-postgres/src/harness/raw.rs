@@ -351,14 +351,7 @@ impl RawAccess for PgRaw {
         for statement in mixed_fleet::statements_of(mixed_fleet::REFERENCE_0_23_START_SQL) {
             self.batch(statement)?;
         }
-        // The reference's function names its tables unqualified; on a
-        // worker the session's search_path is not the storage schema, so
-        // a reference sharing a Citus database needs its function pinned
-        // to the schema, as its operator would have to (docs/scale-out.md).
-        self.batch(&format!(
-            "ALTER FUNCTION syncular_writer_fence() SET search_path = {}",
-            quote_ident(&self.schema)
-        ))
+        Ok(())
     }
 
     fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
