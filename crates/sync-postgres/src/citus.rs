@@ -172,11 +172,19 @@ pub(crate) fn distribute_new_tables(conn: &mut Conn) -> Result<()> {
     distribute_pending(conn, pending, &DistributeOptions::default()).map(drop)
 }
 
+/// Serializes distributions database-wide: Citus's metadata is shared by
+/// every schema, and concurrent `create_distributed_table` calls of two
+/// schemas can deadlock on it.
+const DISTRIBUTE_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock(hashtext('sync-distribute'))";
+
 fn distribute_pending(
     conn: &mut Conn,
     pending: Vec<Pending>,
     options: &DistributeOptions,
 ) -> Result<DistributeReport> {
+    if pending.iter().any(|t| t.storage || t.column.is_some()) {
+        conn.query(DISTRIBUTE_LOCK_SQL, &[])?;
+    }
     let mut report = DistributeReport {
         already_distributed: pending.iter().all(|t| !t.storage && t.column.is_none()),
         ..DistributeReport::default()

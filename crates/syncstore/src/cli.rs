@@ -337,6 +337,16 @@ pub struct DemoArgs {
     /// Rows the v1 fleet pushes.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub rows: u32,
+
+    /// On a Citus coordinator: distribute the fresh tables by partition
+    /// before the first write (as `distribute` does; see docs/scale-out.md).
+    #[arg(long)]
+    pub distribute: bool,
+
+    /// Shards with `--distribute` (default: the server's `citus.shard_count`).
+    #[arg(long, value_name = "N", requires = "distribute",
+          value_parser = clap::value_parser!(u32).range(1..=64000))]
+    pub shard_count: Option<u32>,
 }
 
 /// `sync`.

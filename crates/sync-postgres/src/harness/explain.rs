@@ -44,16 +44,24 @@ fn sample_row(schema: &CompiledSchema) -> Result<StoredRow> {
     })
 }
 
-/// Explains one hot path inside a transaction with `enable_seqscan = off`.
+/// Explains one hot path inside a transaction with `enable_seqscan = off`
+/// (on Citus also on the workers that run it).
 pub(crate) fn explain(raw: &PgRaw, path: HotPath) -> Result<PlanSummary> {
     let schema = fixture()?;
     let tasks = schema
         .table("tasks")
         .ok_or_else(|| Error::unknown_table("tasks"))?;
     let sql = TableSql::new(tasks);
+    // On Citus the plan that matters is the worker's: the setting must
+    // travel with the transaction to the worker connections.
+    let begin = if raw.citus() {
+        "BEGIN; SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL enable_seqscan = off"
+    } else {
+        "BEGIN; SET LOCAL enable_seqscan = off"
+    };
     raw.with(|conn| {
         conn.simple(ANALYZE_SQL)?;
-        conn.simple("BEGIN; SET LOCAL enable_seqscan = off")?;
+        conn.simple(begin)?;
         let plan = plan_text(conn, &schema, &sql, path);
         conn.simple("ROLLBACK")?;
         let text = plan?;

@@ -45,6 +45,11 @@ impl PgRaw {
         })
     }
 
+    /// Whether the server is a Citus coordinator.
+    pub(crate) fn citus(&self) -> bool {
+        self.citus
+    }
+
     /// Runs `f` on the raw connection.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
         let mut guard = self.conn.lock().map_err(|_| {

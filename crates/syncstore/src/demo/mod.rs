@@ -33,7 +33,10 @@ pub fn run(explicit_db: Option<&str>, args: &DemoArgs, format: Format) -> CliRes
         "syncstore demo: a schema upgrade under live traffic (RFC 0007), from start to finish.",
     );
     narrator.intro(&format!("Database: {}.", fresh.description));
-    let mut story = Story::new(fresh.url.clone(), args.rows)?;
+    let distribute = args.distribute.then_some(sync_postgres::DistributeOptions {
+        shard_count: args.shard_count,
+    });
+    let mut story = Story::new(fresh.url.clone(), args.rows, distribute)?;
     for step in STEPS {
         step(&mut story, &mut narrator).map_err(|error| narrator.unexpected(error))?;
     }

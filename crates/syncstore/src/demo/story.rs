@@ -58,6 +58,7 @@ impl Server {
 pub struct Story {
     url: DatabaseUrl,
     rows: u32,
+    distribute: Option<sync_postgres::DistributeOptions>,
     v1: CompiledSchema,
     v2: CompiledSchema,
     a: Option<Server>,
@@ -90,10 +91,17 @@ fn table_of(schema: &CompiledSchema) -> CliResult<CompiledTable> {
 
 impl Story {
     /// A story about `rows` todos on the database at `url`.
-    pub fn new(url: DatabaseUrl, rows: u32) -> CliResult<Self> {
+    /// With `distribute`, the fresh tables are distributed by partition on
+    /// a Citus coordinator before the first write (`syncstore distribute`).
+    pub fn new(
+        url: DatabaseUrl,
+        rows: u32,
+        distribute: Option<sync_postgres::DistributeOptions>,
+    ) -> CliResult<Self> {
         Ok(Self {
             url,
             rows,
+            distribute,
             v1: todos::schema_v1()?,
             v2: todos::schema_v2()?,
             a: None,
@@ -160,6 +168,16 @@ impl Story {
              in the partition registry.",
         );
         let a = self.start(&self.v1.clone(), Vec::new())?;
+        if let Some(options) = &self.distribute {
+            let report = a.db.distribute(options)?;
+            n.say(&format!(
+                "Before the first write the empty tables are distributed by partition on the Citus \
+                 coordinator (syncstore distribute): {} tables colocated by partition, {} reference table(s).",
+                report.distributed.len(),
+                report.reference.len()
+            ));
+            n.fact("distributed_tables", report.distributed.len());
+        }
         a.storage()
             .touch_partition(PARTITION, now(), "acme-log-1")?;
         let marker = a.storage().read_schema_marker()?;
