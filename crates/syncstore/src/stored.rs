@@ -1,6 +1,7 @@
 //! Reads several commands share: the schema file, the stored marker and
 //! layouts, whether a partition is known, and checkpoint rows as JSON.
 
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -12,15 +13,29 @@ use sync_schema::StoredLayouts;
 use crate::error::{CliCode, CliError, CliResult};
 use crate::output::safe;
 
-/// Reads, parses and compiles a schema file. An unreadable file is
-/// `sync.cli.schema_file`; bad content keeps the parser's or compiler's
-/// `schema.*` code.
+/// The largest schema file read (16 MiB; real ones are a few KiB). A
+/// device or a runaway file fails with `reason = too_large` instead of
+/// exhausting memory.
+pub const MAX_SCHEMA_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Reads, parses and compiles a schema file. An unreadable, oversized or
+/// non-UTF-8 file is `sync.cli.schema_file`; bad content keeps the
+/// parser's or compiler's `schema.*` code.
 pub fn load_schema_file(path: &Path) -> CliResult<CompiledSchema> {
-    let text = std::fs::read_to_string(path).map_err(|error| {
+    let failed = |reason: &dyn std::fmt::Display| {
         CliError::new(CliCode::SchemaFile)
             .detail("path", path.display())
-            .detail("reason", error.kind())
-    })?;
+            .detail("reason", reason)
+    };
+    let file = std::fs::File::open(path).map_err(|error| failed(&error.kind()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCHEMA_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| failed(&error.kind()))?;
+    if bytes.len() as u64 > MAX_SCHEMA_FILE_BYTES {
+        return Err(failed(&"too_large").detail("max_bytes", MAX_SCHEMA_FILE_BYTES));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| failed(&"not_utf8"))?;
     let input = sync_schema::parse_schema_json(&text)?;
     Ok(sync_schema::compile(&input)?)
 }

@@ -464,16 +464,16 @@ fn postgres_url(text: &str) -> Result<DatabaseUrl, &'static str> {
         Some((base, query)) => (base, query),
         None => (text, ""),
     };
+    check_authority(base)?;
     let mut schema = None;
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("schema", value)) => {
-                let name = percent_decode(value).ok_or("bad_schema")?;
-                if name.is_empty() {
-                    return Err("bad_schema");
+                if schema.is_some() {
+                    return Err("duplicate_schema");
                 }
-                schema = Some(name);
+                schema = Some(schema_name(value)?);
             }
             _ => kept.push(pair),
         }
@@ -485,6 +485,38 @@ fn postgres_url(text: &str) -> Result<DatabaseUrl, &'static str> {
     let url = format!("{base}?{}", kept.join("&"));
     url.parse::<postgres::Config>().map_err(|_| "unparsable")?;
     Ok(DatabaseUrl::Postgres { url, schema })
+}
+
+/// Longest identifier Postgres keeps (`NAMEDATALEN - 1` bytes); a longer
+/// one is silently truncated, so two long names could meet in one schema.
+const MAX_SCHEMA_BYTES: usize = 63;
+
+/// The decoded `schema=` value: non-empty, at most 63 bytes, no NUL, and
+/// not in the `pg_` namespace Postgres reserves for itself.
+fn schema_name(value: &str) -> Result<String, &'static str> {
+    let name = percent_decode(value).ok_or("bad_schema")?;
+    if name.is_empty() || name.contains('\0') {
+        return Err("bad_schema");
+    }
+    if name.len() > MAX_SCHEMA_BYTES {
+        return Err("schema_too_long");
+    }
+    if name.to_ascii_lowercase().starts_with("pg_") {
+        return Err("reserved_schema");
+    }
+    Ok(name)
+}
+
+/// A second `@` in the authority is a password (or user) with an
+/// unencoded `@`: the driver would take the rest as the host and report a
+/// failed host lookup instead.
+fn check_authority(base: &str) -> Result<(), &'static str> {
+    let rest = base.split_once("://").map_or(base, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    if authority.matches('@').count() > 1 {
+        return Err("unencoded_at");
+    }
+    Ok(())
 }
 
 fn percent_decode(text: &str) -> Option<String> {
@@ -520,6 +552,35 @@ mod tests {
             path: PathBuf::from(path),
             synchronous,
         }
+    }
+
+    fn invalid_reason(url: &str) -> String {
+        let error = DatabaseUrl::parse(url).unwrap_err();
+        assert_eq!(error.code(), "sync.cli.invalid_url", "{url}");
+        error.details().get("reason").cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn postgres_urls_with_a_doubtful_schema_or_authority_are_refused() {
+        let base = "postgres://u@h/db";
+        let long = "x".repeat(64);
+        for (url, reason) in [
+            (format!("{base}?schema=a&schema=b"), "duplicate_schema"),
+            (format!("{base}?schema={long}"), "schema_too_long"),
+            (format!("{base}?schema=pg_catalog"), "reserved_schema"),
+            (format!("{base}?schema=PG_x"), "reserved_schema"),
+            (format!("{base}?schema=a%00b"), "bad_schema"),
+            (format!("{base}?schema="), "bad_schema"),
+            ("postgres://u:p@ss@h/db".to_owned(), "unencoded_at"),
+            ("postgres://u@x:p@h/db?schema=s".to_owned(), "unencoded_at"),
+        ] {
+            assert_eq!(invalid_reason(&url), reason, "{url}");
+        }
+        let ok = DatabaseUrl::parse(&format!(
+            "postgres://u:p%40ss@h/db?schema={}",
+            "x".repeat(63)
+        ));
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]

@@ -30,6 +30,7 @@ on_both!(
     a_declaration_names_a_known_partition,
     runner_arguments_and_names_are_checked,
     a_bump_past_an_unfinished_checkpoint_is_refused,
+    the_library_refuses_a_bump_past_an_unfinished_checkpoint,
     carrying_an_unfinished_checkpoint_lets_the_new_code_finish_it,
     abandoning_an_unfinished_checkpoint_opens_the_gate,
     schema_files_with_repeated_members_are_refused,
@@ -313,4 +314,41 @@ fn the_dry_run_says_what_would_happen_to_each_declaration(db: Db) {
         applied["declared_online"],
         json!([{"partition": "acme", "name": "other_v2", "schemaVersion": 2}])
     );
+}
+
+/// The library, not only the command's preview: `ensure_schema` with
+/// `refuse_unfinished` refuses the bump past a pending checkpoint in the
+/// dialect's migration transaction (the preview reads the same state, so
+/// only a concurrent change could reach this path from the command line),
+/// changes nothing, and bumps once the checkpoint is resolved.
+fn the_library_refuses_a_bump_past_an_unfinished_checkpoint(db: Db) {
+    let (_dir, _v2, _v3) = pending_at_v2(&db);
+    let storage = db.storage();
+    let v3 = common::compile(&todos_schema(3, true, ""));
+    let refusing = sync_core::EnsureOptions {
+        refuse_unfinished: true,
+        ..sync_core::EnsureOptions::default()
+    };
+    let error = storage
+        .ensure_schema_outcome(&v3, &refusing)
+        .expect_err("the bump is refused");
+    assert_eq!(error.code(), sync_core::ErrorCode::CheckpointUnfinished);
+    assert_eq!(error.get_detail("checkpoints"), Some("acme:search_v2@2"));
+    let marker = storage.read_schema_marker().expect("marker");
+    assert_eq!(marker.map(|m| m.schema_version), Some(2));
+    let carrying = sync_core::EnsureOptions {
+        unfinished: vec![sync_core::UnfinishedResolution::new(
+            "acme",
+            "search_v2",
+            sync_core::Resolution::Carry,
+        )],
+        ..refusing
+    };
+    let outcome = storage.ensure_schema_outcome(&v3, &carrying);
+    assert!(outcome.is_ok(), "{outcome:?}");
+    let checkpoint = storage
+        .read_checkpoint("acme", "search_v2")
+        .expect("read")
+        .expect("carried, not deleted");
+    assert_eq!(checkpoint.schema_version, 3);
 }

@@ -30,6 +30,7 @@ on_both!(
     refused_migrations_change_nothing,
     schema_file_errors_keep_their_codes,
     a_bump_that_rewrites_rows_logs_its_progress_off_a_terminal,
+    hostile_arguments_are_coded_and_create_nothing,
 );
 
 fn statements(plan: &Value, key: &str) -> Vec<String> {
@@ -367,4 +368,122 @@ fn a_bump_that_rewrites_rows_logs_its_progress_off_a_terminal(db: Db) {
         "verifying rewrites nothing: {}",
         again.stderr
     );
+}
+
+/// A fresh database stays untouched by a `migrate` or `backfill` whose
+/// schema file is missing, empty, binary, a directory, oversized or an
+/// endless device, or whose checkpoint names are invalid: every error is
+/// one coded JSON document (exit 1), and afterwards there is no SQLite
+/// file and no storage table (`status` answers not_a_sync_database).
+fn hostile_arguments_are_coded_and_create_nothing(db: Db) {
+    let dir = db.scratch();
+    let v1 = write_file(&dir, "v1.json", &todos_schema(1, false, ""));
+    let empty = write_file(&dir, "empty.json", "");
+    let binary = dir.path().join("binary.json");
+    std::fs::write(&binary, [0xff_u8, 0xfe, 0x00, 0x7b, 0x80, 0x81]).unwrap();
+    let binary = binary.display().to_string();
+    let huge = dir.path().join("huge.json");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len(17 * 1024 * 1024))
+        .unwrap();
+    let huge = huge.display().to_string();
+    let directory = dir.path().display().to_string();
+    let long = "n".repeat(129);
+    let declare_long = format!("acme:{long}");
+    let cases: Vec<(Vec<&str>, &str, Option<&str>)> = vec![
+        (
+            vec!["migrate", "--schema", &empty],
+            "schema.malformed_input",
+            None,
+        ),
+        (
+            vec!["migrate", "--schema", &binary],
+            "sync.cli.schema_file",
+            Some("not_utf8"),
+        ),
+        (
+            vec!["migrate", "--schema", &directory],
+            "sync.cli.schema_file",
+            None,
+        ),
+        (
+            vec!["migrate", "--schema", &huge],
+            "sync.cli.schema_file",
+            Some("too_large"),
+        ),
+        (
+            vec!["migrate", "--schema", "/dev/zero"],
+            "sync.cli.schema_file",
+            Some("too_large"),
+        ),
+        (
+            vec!["migrate", "--schema", &v1, "--declare", &declare_long],
+            "sync.storage.invalid_argument",
+            None,
+        ),
+        (
+            vec![
+                "migrate",
+                "--schema",
+                &v1,
+                "--new-partition",
+                "--carry",
+                &declare_long,
+            ],
+            "sync.storage.invalid_argument",
+            None,
+        ),
+        (
+            vec![
+                "backfill",
+                "--partition",
+                "acme",
+                "--name",
+                "x_v1",
+                "--schema",
+                &empty,
+                "--projector",
+                "derived-column",
+                "--table",
+                "todos",
+                "--column",
+                "title",
+                "--from",
+                "title",
+            ],
+            "schema.malformed_input",
+            None,
+        ),
+        (
+            vec![
+                "backfill",
+                "--partition",
+                "acme",
+                "--name",
+                &long,
+                "--schema",
+                &v1,
+                "--projector",
+                "derived-column",
+                "--table",
+                "todos",
+                "--column",
+                "title",
+                "--from",
+                "title",
+            ],
+            "sync.storage.invalid_argument",
+            None,
+        ),
+    ];
+    for (args, code, reason) in cases {
+        let details = db.json_error(&args, code);
+        if let Some(reason) = reason {
+            assert_eq!(details["reason"], reason, "{args:?}: {details:#}");
+        }
+        if let Db::Sqlite { path, .. } = &db {
+            assert!(!path.exists(), "{args:?} created the database file");
+        }
+        db.json_error(&["status"], "sync.storage.not_a_sync_database");
+    }
 }

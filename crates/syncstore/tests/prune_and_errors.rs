@@ -96,9 +96,11 @@ fn an_unreachable_postgres_server_is_coded() {
     let details = syncstore(&[
         "--db",
         &format!("{url}?schema=x"),
-        "migrate",
-        "--schema",
-        "x.json",
+        "prune",
+        "--partition",
+        "acme",
+        "--through",
+        "1",
         "--json",
     ])
     .json_error("sync.cli.unreachable");

@@ -27,13 +27,14 @@ use crate::error::{CliCode, CliError, CliResult};
 use crate::output::{safe, Report};
 use crate::progress::BackfillProgress;
 use crate::projectors;
-use crate::stored::{count_rows, load_schema_file, require_known_partition};
+use crate::stored::{count_rows, require_known_partition};
 use crate::url::Database;
 
 /// Runs `backfill`.
-pub fn run(db: &Database, args: &BackfillArgs) -> CliResult<Report> {
+/// `schema` is the loaded `--schema` file (loaded before the database is
+/// opened, so a bad file changes nothing).
+pub fn run(db: &Database, args: &BackfillArgs, schema: CompiledSchema) -> CliResult<Report> {
     let storage = db.storage();
-    let schema = load_schema_file(&args.schema)?;
     let version = schema.version;
     let stored = storage.read_schema_marker()?.map(|m| m.schema_version);
     if stored != Some(i64::from(version)) {

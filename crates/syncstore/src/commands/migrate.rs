@@ -16,8 +16,8 @@
 
 use serde_json::{json, Value};
 use sync_core::{
-    CheckpointDeclaration, Clock, EnsureOptions, Error, ErrorCode, Resolution, ServerStorage,
-    StoredCheckpoint, SystemClock, UnfinishedResolution,
+    CheckpointDeclaration, Clock, CompiledSchema, EnsureOptions, Error, ErrorCode, Resolution,
+    ServerStorage, StoredCheckpoint, SystemClock, UnfinishedResolution,
 };
 
 use crate::cli::MigrateArgs;
@@ -32,17 +32,42 @@ use crate::url::Database;
 /// the pending checkpoints under it.
 const RACE_RETRIES: u32 = 8;
 
-/// Runs `migrate`.
-pub fn run(db: &Database, args: &MigrateArgs) -> CliResult<Report> {
+/// What `migrate` checks before opening the database: the schema file and
+/// the declarations (valid partition and checkpoint names), so a bad
+/// argument never creates a file, a schema or a table.
+#[derive(Debug)]
+pub struct Prepared {
+    schema: CompiledSchema,
+    declarations: Vec<CheckpointDeclaration>,
+}
+
+/// Loads the schema file and validates every named checkpoint.
+pub fn prepare(args: &MigrateArgs) -> CliResult<Prepared> {
     let schema = load_schema_file(&args.schema)?;
-    let storage = db.storage();
-    let (marker, layouts) = stored_schema(storage)?;
-    let from = marker.as_ref().map(|m| m.schema_version);
     let declarations: Vec<CheckpointDeclaration> = args
         .declare
         .iter()
         .map(|d| CheckpointDeclaration::new(&d.partition, &d.name, schema.version))
         .collect();
+    for d in args.declare.iter().chain(&args.carry).chain(&args.abandon) {
+        sync_core::validate::partition(&d.partition)?;
+        sync_core::validate::checkpoint_name(&d.name)?;
+    }
+    Ok(Prepared {
+        schema,
+        declarations,
+    })
+}
+
+/// Runs `migrate` with what [`prepare`] checked.
+pub fn run(db: &Database, args: &MigrateArgs, prepared: Prepared) -> CliResult<Report> {
+    let Prepared {
+        schema,
+        declarations,
+    } = prepared;
+    let storage = db.storage();
+    let (marker, layouts) = stored_schema(storage)?;
+    let from = marker.as_ref().map(|m| m.schema_version);
     check_declarations(storage, &declarations, args.new_partition)?;
     let resolutions = resolutions(args);
     let before = existing(storage, &declarations)?;

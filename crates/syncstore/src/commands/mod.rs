@@ -33,10 +33,19 @@ pub fn run(cli: &Cli, format: Format) -> CliResult<Report> {
             crate::demo::run(explicit.as_deref(), args, format)
         }
         Command::Errors(args) => errors::run(args),
-        Command::Migrate(args) => migrate::run(&open()?, args),
+        // The schema file and the names are checked before the database is
+        // opened: a bad argument never creates a file, a schema or a table.
+        Command::Migrate(args) => {
+            let prepared = migrate::prepare(args)?;
+            migrate::run(&open()?, args, prepared)
+        }
         Command::Status(args) => status::run(&inspect()?, args),
         Command::Checkpoints(args) => checkpoints::run(&inspect()?, args),
-        Command::Backfill(args) => backfill::run(&open()?, args),
+        Command::Backfill(args) => {
+            let schema = crate::stored::load_schema_file(&args.schema)?;
+            sync_core::validate::checkpoint_name(&args.name)?;
+            backfill::run(&open()?, args, schema)
+        }
         Command::Prune(args) => prune::run(&open()?, args),
         Command::Distribute(args) => distribute::run(&open()?, args),
         Command::Rows(args) => rows::run(&inspect()?, args),
