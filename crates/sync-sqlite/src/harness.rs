@@ -318,9 +318,9 @@ fn hot_path_sql(path: HotPath) -> String {
         HotPath::WindowCandidates => hot::window_candidates_sql(1),
         HotPath::WindowPage => hot::window_page_sql(1),
         HotPath::WindowPageMulti => hot::window_page_sql(3),
-        HotPath::ScanCandidates => hot::scan_candidates_sql(1),
+        HotPath::ScanCandidates => hot::scan_candidates_sql(&quote("tasks"), 1),
         HotPath::ScanPage => hot::scan_page_sql(&quote("tasks"), 1),
-        HotPath::ScanCandidatesMulti => hot::scan_candidates_sql(3),
+        HotPath::ScanCandidatesMulti => hot::scan_candidates_sql(&quote("tasks"), 3),
         HotPath::ScanPageMulti => hot::scan_page_sql(&quote("tasks"), 3),
         HotPath::IndexLookup => hot::index_lookup_sql(
             &quote("tasks"),

@@ -90,7 +90,8 @@ pub mod hot_path_sql {
     pub use crate::gate::SERVE_GATE;
     pub use crate::reads::{
         index_lookup_sql, scan_candidates_sql, scan_page_sql, window_candidates_sql,
-        window_page_sql, MERGED_SCAN_VALUES, MERGED_WINDOW_VALUES,
+        window_page_sql, MERGED_SCAN_VALUES, MERGED_WINDOW_VALUES, SCAN_DENSE_MATCHES,
+        SCAN_PROBE_ROWS,
     };
     pub use crate::scopes::DELETE_ROW_SCOPES_EXACT;
 }

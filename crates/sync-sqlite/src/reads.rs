@@ -117,30 +117,98 @@ pub fn window_page_sql(values: usize) -> String {
     )
 }
 
-/// Most values a row-scan candidate query merges range by range (see
-/// [`scan_candidates_sql`]); larger lists use the `IN` form.
+/// Most values a row-scan candidate query serves with the walk and merged
+/// ranges of [`scan_candidates_sql`]; larger lists use the `IN` form.
 pub const MERGED_SCAN_VALUES: usize = 128;
 
-/// Candidate page of a row scan: distinct row ids from the row-scope
-/// primary key. Parameters: partition, table, variable, after, page size,
+/// Rows after the cursor a many-value scan page reads first, in row-id
+/// order, to judge whether the filter matches densely there.
+pub const SCAN_PROBE_ROWS: usize = 64;
+
+/// Matches among the [`SCAN_PROBE_ROWS`] that make a many-value scan page
+/// walk the table in row-id order (a quarter of them).
+pub const SCAN_DENSE_MATCHES: usize = 16;
+
+/// Candidate page of a row scan of the table `quoted_table`: distinct row
+/// ids in order. Parameters: partition, table, variable, after, page size,
 /// then one per value (or one JSON array of them).
 ///
 /// For one value, or more than [`MERGED_SCAN_VALUES`], this is the shape of
 /// `dialects.md` §7 (`value IN (…)`; one value is one ordered range). For 2
-/// to [`MERGED_SCAN_VALUES`] values the `IN` form collects every entry
-/// above the cursor of every value and sorts them on every page, so it is
-/// instead the merge of one primary-key range per value, as for commit
-/// windows: the same rows, at a page cost independent of the table's size
-/// (`docs/decisions.md`).
-pub fn scan_candidates_sql(values: usize) -> String {
+/// to [`MERGED_SCAN_VALUES`] values, the `IN` form collects every entry
+/// above the cursor of every value and sorts them on every page, so the
+/// page is instead served in two bounded parts (`docs/decisions.md`):
+///
+/// - **a walk of the table in row-id order** when the filter matches
+///   densely after the cursor — at least [`SCAN_DENSE_MATCHES`] of the next
+///   [`SCAN_PROBE_ROWS`] rows: the next page-size rows of the primary key,
+///   each tested against the row's stored scope map (exactly the row's index
+///   entries; see [`scan_match_sql`]);
+/// - **one primary-key range of `sync_row_scopes` per value, merged**
+///   (`MERGE (UNION)`, stopping at the page size) above the last walked row,
+///   only when the walk found fewer matches than the page size — or, when
+///   the probe found the filter sparse, from the cursor.
+///
+/// Either part reads at most a page (plus the probe) whatever the table's
+/// size; a dense filter streams the table instead of merging a hundred
+/// ranges. The rows are the pinned shape's: the walk's matches all lie at
+/// or below its last row and the ranges' above it.
+pub fn scan_candidates_sql(quoted_table: &str, values: usize) -> String {
     if (2..=MERGED_SCAN_VALUES).contains(&values) {
-        return merged_candidates("row_id", "sync_row_scopes", "row_id > ?4", 6, values, "?5");
+        return walk_or_merge_candidates(quoted_table, values);
     }
     format!(
         "SELECT DISTINCT row_id FROM sync_row_scopes \
          WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \
          AND row_id > ?4 ORDER BY row_id LIMIT ?5",
         value_list_sql(6, values)
+    )
+}
+
+/// Whether row `t` of the scanned table has an index entry for variable
+/// `?3` with one of the values `?6…`: read from its stored scope map, whose
+/// `json_each` pairs are exactly the entries the storage wrote
+/// (`INSERT_ROW_SCOPES`; the text of a non-text value as SQLite's text
+/// affinity stores it). A map that is not a JSON object asks the index.
+fn scan_match_sql(values: usize) -> String {
+    let list = placeholders(6, values);
+    format!(
+        "CASE WHEN json_valid(t.\"_sync_scopes\") AND json_type(t.\"_sync_scopes\") = 'object' \
+         THEN EXISTS (SELECT 1 FROM json_each(t.\"_sync_scopes\") AS j \
+           WHERE j.key = ?3 AND CAST(j.value AS TEXT) IN ({list})) \
+         ELSE EXISTS (SELECT 1 FROM sync_row_scopes AS e WHERE e.partition = ?1 AND e.tbl = ?2 \
+           AND e.var = ?3 AND e.value IN ({list}) AND e.row_id = t.\"_sync_row_id\") END"
+    )
+}
+
+/// The two-part candidates of [`scan_candidates_sql`] for 2 to
+/// [`MERGED_SCAN_VALUES`] values. `probe` decides whether to walk (as the
+/// walk's `LIMIT`: the same test as a `WHERE` term made SQLite evaluate
+/// the probe far more often, about 25 times slower a page); `w`
+/// holds the walked rows and whether each matches; `hi` the last walked row
+/// (the cursor when nothing was walked) and the matches; the merged ranges
+/// run only while the matches fall short of the page.
+fn walk_or_merge_candidates(quoted_table: &str, values: usize) -> String {
+    let test = scan_match_sql(values);
+    let ranges = merged_candidates(
+        "row_id",
+        "sync_row_scopes",
+        "row_id > (SELECT v FROM hi) AND (SELECT n < ?5 FROM hi)",
+        6,
+        values,
+        "?5 - (SELECT n FROM hi)",
+    );
+    format!(
+        "WITH probe AS MATERIALIZED (SELECT coalesce(sum(q.hit), 0) >= {SCAN_DENSE_MATCHES} AS dense \
+           FROM (SELECT {test} AS hit FROM {quoted_table} AS t \
+             WHERE t.\"_sync_partition\" = ?1 AND t.\"_sync_row_id\" > ?4 \
+             ORDER BY t.\"_sync_row_id\" LIMIT {SCAN_PROBE_ROWS}) AS q), \
+         w AS MATERIALIZED (SELECT t.\"_sync_row_id\" AS row_id, {test} AS hit FROM {quoted_table} AS t \
+           WHERE t.\"_sync_partition\" = ?1 AND t.\"_sync_row_id\" > ?4 \
+           ORDER BY t.\"_sync_row_id\" LIMIT (SELECT CASE WHEN dense THEN ?5 ELSE 0 END FROM probe)), \
+         hi AS MATERIALIZED (SELECT coalesce(max(row_id), ?4) AS v, coalesce(sum(hit), 0) AS n FROM w) \
+         SELECT row_id FROM w WHERE hit \
+         UNION ALL SELECT m.row_id FROM ({ranges}) AS m"
     )
 }
 
@@ -151,7 +219,7 @@ pub fn scan_page_sql(quoted_table: &str, values: usize) -> String {
          FROM ({}) AS c \
          LEFT JOIN {quoted_table} AS t ON t.\"_sync_partition\" = ?1 AND t.\"_sync_row_id\" = c.row_id \
          ORDER BY c.row_id",
-        scan_candidates_sql(values)
+        scan_candidates_sql(quoted_table, values)
     )
 }
 

@@ -92,7 +92,7 @@ fn hot_paths_use_their_indexes() {
     // ranges for 2…MERGED_SCAN_VALUES; neither collects entries into a
     // temporary B-tree (that page cost grows with the table).
     for values in 1..=hot::MERGED_SCAN_VALUES + 1 {
-        let scan = plan(&conn, &hot::scan_candidates_sql(values));
+        let scan = plan(&conn, &hot::scan_candidates_sql("\"tasks\"", values));
         assert!(
             scan.iter()
                 .any(|l| l.starts_with("SEARCH sync_row_scopes USING PRIMARY KEY")),

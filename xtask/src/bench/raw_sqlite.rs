@@ -72,7 +72,7 @@ fn scan_sql(values: usize) -> String {
          FROM ({}) AS c \
          LEFT JOIN todos AS t ON t._sync_partition = ?1 AND t._sync_row_id = c.row_id \
          ORDER BY c.row_id",
-        sync_sqlite::hot_path_sql::scan_candidates_sql(values)
+        sync_sqlite::hot_path_sql::scan_candidates_sql("todos", values)
     )
 }
 

@@ -113,6 +113,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "scan_rows with a two-variable filter returns only rows matching both (pool and transaction)",
         c337_scan_two_variable_filter,
     ),
+    check(
+        GROUP,
+        "C-346",
+        "scan_rows with many values returns every matching row once, in order, where they match densely and sparsely (pool and transaction)",
+        c340_scan_many_values_dense_and_sparse,
+    ),
 ];
 
 /// Appends one commit with one `tasks` upsert of `id` in `project`.
@@ -576,5 +582,107 @@ fn c337_scan_two_variable_filter(ctx: &mut Ctx<'_>) -> CheckResult {
         strings(&["d4"]),
         "scan after d1 with limit 1 skips non-matching candidates"
     );
+    Ok(())
+}
+
+/// The project of row `n` of C-346: rows 0…299 cycle over four projects
+/// `a0`…`a3`, rows 300…699 over forty projects `b00`…`b39`.
+fn c340_project(n: usize) -> String {
+    if n < 300 {
+        format!("a{}", n % 4)
+    } else {
+        format!("b{:02}", n % 40)
+    }
+}
+
+/// Every row of `filter` by paging `scan_rows` (pool or transaction) with `limit`.
+fn c340_scan_all(
+    storage: &dyn ServerStorage,
+    in_tx: bool,
+    scope_filter: &ScopeFilter,
+    limit: i64,
+) -> CheckResult<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    loop {
+        let query = row_scan(
+            "tasks",
+            scope_filter.clone(),
+            out.last().map(String::as_str),
+            limit,
+        );
+        let page = if in_tx {
+            let mut tx = storage.begin(P)?;
+            let page = tx.scan_rows(&query);
+            tx.rollback()?;
+            page?
+        } else {
+            storage.scan_rows(P, &query)?
+        };
+        let done = (page.len() as i64) < limit;
+        out.extend(ids(&page));
+        if done || page.is_empty() {
+            return Ok(out);
+        }
+    }
+}
+
+/// A dialect may serve a many-value scan by walking the table where the
+/// values match densely and by merging per-value ranges where they match
+/// sparsely (`docs/decisions.md`): either way, and across the switch from
+/// one to the other inside a page, the rows are exactly the matching ones
+/// in byte order, each once, also after rows changed scope or were deleted.
+fn c340_scan_many_values_dense_and_sparse(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let mut projects: Vec<String> = (0..700).map(c340_project).collect();
+    let rows = projects
+        .iter()
+        .enumerate()
+        .map(|(n, p)| task(&schema, &format!("m{n:04}"), p, &format!("title {n}")))
+        .collect::<CheckResult<Vec<_>>>()?;
+    write_rows(storage.as_ref(), P, "tasks", &rows)?;
+    // Rescope some rows into and out of the filter and delete others.
+    let mut tx = storage.begin(P)?;
+    for n in (0..700).step_by(37) {
+        let moved = if projects[n].starts_with('a') {
+            "b01"
+        } else {
+            "a1"
+        };
+        projects[n] = moved.to_owned();
+        tx.upsert_row(
+            "tasks",
+            &task(&schema, &format!("m{n:04}"), moved, &format!("moved {n}"))?,
+            None,
+        )?;
+    }
+    for n in (5..700).step_by(53) {
+        projects[n] = String::new();
+        tx.delete_row("tasks", &format!("m{n:04}"))?;
+    }
+    tx.commit()?;
+    let cases: [&[&str]; 4] = [
+        &["a0", "a1", "a2", "b07"],
+        &["a1", "b00", "b01", "b02", "b03", "b04", "b05", "b06", "b07"],
+        &["b03", "b11", "b19", "b27", "b35"],
+        &["a3", "zz", "b39"],
+    ];
+    for values in cases {
+        let expected: Vec<String> = (0..700)
+            .filter(|&n| values.contains(&projects[n].as_str()))
+            .map(|n| format!("m{n:04}"))
+            .collect();
+        let scope_filter = filter(&[("project_id", values)]);
+        for limit in [1, 7, 64, 100, 1000] {
+            for in_tx in [false, true] {
+                let got = c340_scan_all(storage.as_ref(), in_tx, &scope_filter, limit)?;
+                check_eq!(
+                    got,
+                    expected,
+                    "project_id in {values:?}, limit {limit}, transaction {in_tx}"
+                );
+            }
+        }
+    }
     Ok(())
 }
