@@ -112,13 +112,7 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
         }
         return Ok(0);
     }
-    let mut options = RunOptions {
-        filter: args.filter.clone(),
-        ..RunOptions::default()
-    };
-    if let Some(threads) = args.threads {
-        options.threads = threads.max(1);
-    }
+    let options = run_options(args);
     let mut reports = Vec::new();
     for entry in &entries {
         let harness = match (entry.hooks)(&env(args)) {
@@ -129,16 +123,16 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
             }
         };
         let report = run_suite(harness.as_ref(), &options);
-        if !args.json {
-            for line in report.lines() {
-                println!("{line}");
-            }
-            println!("{}", report.summary_line());
-        }
+        print_report(args, &report);
         reports.push(report);
     }
+    finish(args, &reports)
+}
+
+/// The JSON document and JUnit file of the run, and its exit code.
+fn finish(args: &ConformanceArgs, reports: &[SuiteReport]) -> Result<i32> {
     if args.json {
-        let document = match reports.as_slice() {
+        let document = match reports {
             [single] if args.dialect != "all" => single.to_json(),
             many => Value::Array(many.iter().map(SuiteReport::to_json).collect()),
         };
@@ -151,7 +145,7 @@ pub fn run(args: &ConformanceArgs) -> Result<i32> {
         );
         std::fs::write(path, document).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(exit_code(&reports, args.allow_skip))
+    Ok(exit_code(reports, args.allow_skip))
 }
 
 /// 0 when every report passed and, unless `allow_skip`, nothing was skipped.
@@ -201,6 +195,19 @@ fn run_citus(args: &ConformanceArgs) -> Result<i32> {
             },
         ],
     };
+    let options = run_options(args);
+    let mut reports = Vec::new();
+    for layout in layouts {
+        let harness = PostgresHarness::citus(url.clone(), layout);
+        let mut report = run_suite(&harness as &dyn Harness, &options);
+        report.dialect = format!("postgres+citus-{}", layout.name());
+        print_report(args, &report);
+        reports.push(report);
+    }
+    finish(args, &reports)
+}
+
+fn run_options(args: &ConformanceArgs) -> RunOptions {
     let mut options = RunOptions {
         filter: args.filter.clone(),
         ..RunOptions::default()
@@ -208,24 +215,17 @@ fn run_citus(args: &ConformanceArgs) -> Result<i32> {
     if let Some(threads) = args.threads {
         options.threads = threads.max(1);
     }
-    let mut reports = Vec::new();
-    for layout in layouts {
-        let harness = PostgresHarness::citus(url.clone(), layout);
-        let mut report = run_suite(&harness as &dyn Harness, &options);
-        report.dialect = format!("postgres+citus-{}", layout.name());
-        if !args.json {
-            for line in report.lines() {
-                println!("{line}");
-            }
-            println!("{}", report.summary_line());
+    options
+}
+
+/// One line per check and the summary, unless `--json`.
+fn print_report(args: &ConformanceArgs, report: &SuiteReport) {
+    if !args.json {
+        for line in report.lines() {
+            println!("{line}");
         }
-        reports.push(report);
+        println!("{}", report.summary_line());
     }
-    if args.json {
-        let document = Value::Array(reports.iter().map(SuiteReport::to_json).collect());
-        println!("{document}");
-    }
-    Ok(exit_code(&reports, args.allow_skip))
 }
 
 fn env(args: &ConformanceArgs) -> HarnessEnv {
