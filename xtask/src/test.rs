@@ -2,6 +2,7 @@
 //! the engine's examples.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
@@ -95,12 +96,23 @@ pub fn run(args: &TestArgs) -> Result<()> {
 /// exits non-zero and fails the run.
 const EXAMPLES: [&str; 2] = ["todos_sqlite", "todos_postgres"];
 
+/// Runs the example binaries that `cargo test` has just built (it builds
+/// every example to check that it compiles). Running them through
+/// `cargo run` instead would build the whole workspace a second time under
+/// another profile and feature set: slower, and on a small CI disk the
+/// second build is what runs out of space.
 fn run_examples(url: &str) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let dir = examples_dir()?;
     for example in EXAMPLES {
         println!("xtask: example {example}");
-        let status = Command::new(&cargo)
-            .args(["run", "--quiet", "-p", "sync-engine", "--example", example])
+        let binary = dir.join(format!("{example}{}", std::env::consts::EXE_SUFFIX));
+        if !binary.is_file() {
+            bail!(
+                "example {example} was not built by cargo test (looked for {})",
+                binary.display()
+            );
+        }
+        let status = Command::new(&binary)
             .env(postgres_server::PG_URL_ENV, url)
             .status()
             .with_context(|| format!("running example {example}"))?;
@@ -110,6 +122,19 @@ fn run_examples(url: &str) -> Result<()> {
     }
     println!("examples: {} ran", EXAMPLES.len());
     Ok(())
+}
+
+/// Where `cargo test` puts the example binaries: `debug/examples` under the
+/// target directory (`CARGO_TARGET_DIR`, else `target` in the workspace).
+fn examples_dir() -> Result<PathBuf> {
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .context("the xtask package has no parent directory")?
+            .join("target"),
+    };
+    Ok(target.join("debug").join("examples"))
 }
 
 #[cfg(test)]
