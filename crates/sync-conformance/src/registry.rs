@@ -5,7 +5,7 @@ use crate::checks::*;
 
 /// Every registered check, ordered by ID.
 pub fn registry() -> Vec<&'static CheckDef> {
-    let groups: [&'static [CheckDef]; 32] = [
+    let groups: [&'static [CheckDef]; 33] = [
         schema_lifecycle::CHECKS,
         schema_compile::CHECKS,
         codec::CHECKS,
@@ -38,6 +38,7 @@ pub fn registry() -> Vec<&'static CheckDef> {
         engine_command::CHECKS,
         mixed_fleet::CHECKS,
         commit_groups::CHECKS,
+        round_entry::CHECKS,
     ];
     let mut all: Vec<&'static CheckDef> = groups.iter().flat_map(|g| g.iter()).collect();
     all.sort_by_key(|c| c.id);
@@ -83,14 +84,14 @@ mod tests {
     #[test]
     fn every_checklist_id_has_exactly_one_check() {
         let ids: Vec<&str> = registry().iter().map(|c| c.id).collect();
-        // C-336…C-346 guard behaviours beyond the checklist (`docs/decisions.md`).
-        let expected: Vec<String> = (1..=346)
+        // C-336…C-347 guard behaviours beyond the checklist (`docs/decisions.md`).
+        let expected: Vec<String> = (1..=347)
             .map(|n| format!("C-{n:03}"))
             .chain((1..=82).map(|n| format!("E-{n:03}")))
             .collect();
         assert_eq!(
             ids, expected,
-            "the registry must hold C-001…C-346 and E-001…E-082 exactly once each"
+            "the registry must hold C-001…C-347 and E-001…E-082 exactly once each"
         );
     }
 

@@ -71,6 +71,7 @@ mod queries;
 mod reactions;
 mod retention;
 mod rewrite_progress;
+mod round_entry;
 mod rows;
 mod schema;
 mod scope;
@@ -107,6 +108,7 @@ pub use reactions::{
 };
 pub use retention::{prune_commit_log, RetentionPolicy};
 pub use rewrite_progress::{RewriteObserver, RewriteProgress, RewriteTally};
+pub use round_entry::{RoundEntry, RoundEntryRequest};
 pub use rows::{
     ChangeOp, CommitMetadata, CommitRecord, NewChange, NewCommit, SourceChange, StoredChange,
     StoredCommit, StoredRow,

@@ -27,6 +27,7 @@ use crate::reactions::{
     ReactionPruneQuery, StoredReaction,
 };
 use crate::rewrite_progress::{RewriteObserver, RewriteTally};
+use crate::round_entry::{RoundEntry, RoundEntryRequest};
 use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, StoredRow};
 use crate::schema::CompiledSchema;
 use crate::scope::{ScopeFilter, StoredScopes};
@@ -179,6 +180,41 @@ pub trait ServerStorage: Send + Sync {
     ) -> Result<PartitionRegistryEntry>;
     /// The registry epoch, without refreshing activity.
     fn get_partition_log_epoch(&self, partition: &str) -> Result<Option<String>>;
+    /// The round entry: [`touch_partition`](Self::touch_partition), then
+    /// [`read_serve_gate`](Self::read_serve_gate) of
+    /// `running_schema_version`, [`get_client_record`](Self::get_client_record)
+    /// of the client and [`get_push_result`](Self::get_push_result) of each
+    /// requested commit id.
+    ///
+    /// Batch form for dialects that pay per round trip or per commit: a
+    /// dialect may serve all of it in one statement, provided the result
+    /// is one that the single methods called in that order could have
+    /// returned — except that a registry entry fresher than
+    /// `refresh_after_ms` may be returned as stored instead of refreshed
+    /// (no write at all when the partition is busy). The touch, the gate and the record fail the call as the
+    /// single methods do; each push-result read's own error is returned in
+    /// [`RoundEntry::push_results`]. The default calls the single methods
+    /// in that order, so a dialect needs nothing to support it.
+    fn enter_round(&self, request: &RoundEntryRequest) -> Result<RoundEntry> {
+        let registry = self.touch_partition(
+            &request.partition,
+            request.authenticated_at_ms,
+            &request.initial_log_epoch,
+        )?;
+        let gate = self.read_serve_gate(&request.partition, request.running_schema_version)?;
+        let client_record = self.get_client_record(&request.partition, &request.client_id)?;
+        let push_results = request
+            .client_commit_ids
+            .iter()
+            .map(|id| self.get_push_result(&request.partition, &request.client_id, id))
+            .collect();
+        Ok(RoundEntry {
+            registry,
+            gate,
+            client_record,
+            push_results,
+        })
+    }
     /// Every registry entry, byte-ordered by partition.
     fn list_partition_registry(&self) -> Result<Vec<PartitionRegistryEntry>>;
     /// The registered partition names, byte-ordered.

@@ -1,7 +1,7 @@
 //! Server commands: operations built under the partition lock
 //! (`engine.md` §4.13).
 
-use sync_core::{codec, IndexRowScanQuery, RowValue, ServerStorage};
+use sync_core::{codec, IndexRowScanQuery, RoundEntry, RoundEntryRequest, RowValue, ServerStorage};
 
 use crate::context::RequestContext;
 use crate::engine::Engine;
@@ -166,12 +166,29 @@ impl Engine {
         let mut run = || -> Result<CommandOutcome, Abort> {
             let storage: &dyn ServerStorage = self.storage.as_ref();
             let now = self.config.clock.now_ms();
-            let reg = storage
-                .touch_partition(&ctx.partition, now, &self.config.ids.new_id())
+            // E2, E3 and P1 at once (a command's client has no record).
+            let entry_request = RoundEntryRequest {
+                partition: ctx.partition.clone(),
+                authenticated_at_ms: now,
+                initial_log_epoch: self.config.ids.new_id(),
+                refresh_after_ms: self.config.registry_refresh_ms,
+                running_schema_version: self.schema.version,
+                client_id: cid.clone(),
+                client_commit_ids: vec![ccid.clone()],
+            };
+            let RoundEntry {
+                registry: reg,
+                gate,
+                push_results,
+                ..
+            } = storage
+                .enter_round(&entry_request)
                 .map_err(Abort::storage)?;
-            let gate = storage
-                .read_serve_gate(&ctx.partition, self.schema.version)
-                .map_err(Abort::storage)?;
+            let prefetched = entry_request
+                .client_commit_ids
+                .into_iter()
+                .zip(push_results)
+                .collect();
             sync_core::check_serve_gate(&gate, self.schema.version, &serve_context(self, &reg))
                 .map_err(|e| Abort::Request(WireError::from_storage(&e)))?;
             let resolved = crate::round::entry::resolve(self, ctx, &cid)?;
@@ -181,6 +198,7 @@ impl Engine {
                 req: &request,
                 reg,
                 record: None,
+                prefetched,
                 resolved,
                 outcome: RoundOutcome::default(),
             };

@@ -101,6 +101,7 @@ mod query_values;
 mod reactions;
 mod registry;
 mod rewrites;
+mod round_entry;
 mod rows;
 mod scans;
 mod session;

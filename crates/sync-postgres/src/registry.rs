@@ -24,7 +24,7 @@ const LIST_SQL: &str = "SELECT partition, log_epoch, epoch_required, last_authen
 const NAMES_SQL: &str =
     "SELECT partition FROM sync_partition_registry ORDER BY partition COLLATE \"C\"";
 
-fn entry(row: &Row) -> Result<PartitionRegistryEntry> {
+pub(crate) fn entry(row: &Row) -> Result<PartitionRegistryEntry> {
     Ok(PartitionRegistryEntry {
         partition: col(row, 0)?,
         log_epoch: col(row, 1)?,

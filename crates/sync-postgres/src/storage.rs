@@ -10,9 +10,10 @@ use sync_core::{
     CommitRecord, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, Error,
     FenceTriggerState, IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts,
     ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result,
-    RowScanQuery, SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext,
-    ServeGate, ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
-    StoredPushResult, StoredReaction, StoredRow, StoredScopes,
+    RoundEntry, RoundEntryRequest, RowScanQuery, SchemaMarker, ScopeActivityQuery,
+    ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate, ServerStorage, SourceChange,
+    StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
+    StoredRow, StoredScopes,
 };
 
 use crate::instance::{Finish, PostgresStorage};
@@ -20,8 +21,8 @@ use crate::state::{require_tables, resolve};
 use crate::transaction::PgTransaction;
 use crate::{
     admin, blobs, checkpoints, clients, commit_log, coverage, ensure, fence_trigger, gate, inspect,
-    marker, partition_lock, pruning, push_results, query, reactions, registry, rows, scans,
-    validation, window,
+    marker, partition_lock, pruning, push_results, query, reactions, registry, round_entry, rows,
+    scans, validation, window,
 };
 
 impl ServerStorage for PostgresStorage {
@@ -66,6 +67,13 @@ impl ServerStorage for PostgresStorage {
         // retry-on-a-fresh-connection path of reads instead of paying a
         // liveness round trip before every engine round.
         self.with_conn(|c| registry::touch(c, partition, at_ms, initial_log_epoch))
+    }
+
+    fn enter_round(&self, request: &RoundEntryRequest) -> Result<RoundEntry> {
+        round_entry::validate_request(request)?;
+        // Idempotent like the touch it contains: a replay after a lost reply
+        // reads the same entry.
+        self.with_conn(|c| round_entry::enter(c, request))
     }
 
     fn rotate_partition_log_epoch(

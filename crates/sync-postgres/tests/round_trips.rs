@@ -14,7 +14,9 @@ use common::*;
 use postgres::config::Host;
 use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
-use sync_core::{EnsureOptions, PushPreludeRequest, ServerStorage, StoredPushResult};
+use sync_core::{
+    EnsureOptions, PushPreludeRequest, RoundEntryRequest, ServerStorage, StoredPushResult,
+};
 use sync_postgres::PostgresStorage;
 
 /// Forwards a local port to the server and counts client writes.
@@ -128,6 +130,33 @@ fn a_warm_single_row_push_costs_four_round_trips() {
     assert_eq!(
         round_trips, 4,
         "begin+lock+savepoint+fence+gate, get_push_result, upsert_row, append_commit+put_push_result+commit"
+    );
+}
+
+#[test]
+fn a_warm_round_entry_costs_one_round_trip() {
+    let db = TestDb::new();
+    let (storage, count) = proxied_storage(&db);
+    let request = |ids: &[&str]| RoundEntryRequest {
+        partition: "acme".into(),
+        authenticated_at_ms: 1_700_000_000_000,
+        initial_log_epoch: "epoch-1".into(),
+        refresh_after_ms: 0,
+        running_schema_version: 1,
+        client_id: "c".into(),
+        client_commit_ids: ids.iter().map(|id| (*id).to_owned()).collect(),
+    };
+    storage.enter_round(&request(&["warm-up"])).unwrap();
+    let before = count.load(Ordering::SeqCst);
+    let entry = storage.enter_round(&request(&["a", "b", "c"])).unwrap();
+    let round_trips = count.load(Ordering::SeqCst) - before;
+    assert_eq!(entry.registry.log_epoch, "epoch-1");
+    assert_eq!(entry.gate.stored_schema_version, 1);
+    assert!(entry.client_record.is_none());
+    assert_eq!(entry.push_results.len(), 3);
+    assert_eq!(
+        round_trips, 1,
+        "touch, gate, client record and three push results in one statement"
     );
 }
 

@@ -61,6 +61,7 @@ mod query;
 mod reactions;
 mod reads;
 mod registry;
+mod round_entry;
 mod rows;
 mod scopes;
 mod seam;

@@ -58,6 +58,18 @@ pub(crate) fn rotate(
     Ok(entry)
 }
 
+/// One entry, as stored.
+pub(crate) fn get(conn: &Connection, partition: &str) -> Result<Option<PartitionRegistryEntry>> {
+    seam::cached(
+        conn,
+        &format!("SELECT {COLUMNS} FROM sync_partition_registry WHERE partition = ?1"),
+    )
+    .db()?
+    .query_row([partition], entry)
+    .optional()
+    .db()
+}
+
 /// The registry epoch.
 pub(crate) fn log_epoch(conn: &Connection, partition: &str) -> Result<Option<String>> {
     seam::cached(

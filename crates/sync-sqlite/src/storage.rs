@@ -12,9 +12,10 @@ use sync_core::{
     CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, Error, ErrorCode,
     FenceTriggerState, IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts,
     ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result,
-    RowScanQuery, SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, ServeContext,
-    ServeGate, ServerStorage, SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit,
-    StoredPushResult, StoredReaction, StoredRow, StoredScopes,
+    RoundEntry, RoundEntryRequest, RowScanQuery, SchemaMarker, ScopeActivityQuery,
+    ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate, ServerStorage, SourceChange,
+    StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
+    StoredRow, StoredScopes,
 };
 use sync_schema::ObservedTables;
 
@@ -26,7 +27,7 @@ use crate::transaction::SqliteTransaction;
 use crate::wal::WalCheckpointReport;
 use crate::{
     admin, blobs, bootstrap, checkpoints, clients, commit_log, ensure, gate, inspect, pruning,
-    push_results, query, reactions, reads, registry, rows,
+    push_results, query, reactions, reads, registry, round_entry, rows,
 };
 
 /// Server storage on one SQLite database file: a single writer connection
@@ -241,6 +242,10 @@ impl ServerStorage for SqliteStorage {
         self.pools.write_once(|conn| {
             registry::touch(conn, partition, authenticated_at_ms, initial_log_epoch)
         })
+    }
+
+    fn enter_round(&self, request: &RoundEntryRequest) -> Result<RoundEntry> {
+        round_entry::enter(&self.pools, request)
     }
 
     fn rotate_partition_log_epoch(

@@ -180,6 +180,26 @@ mod tests {
         assert!(text.contains("\n  partition: p9\n"));
     }
 
+    /// A driver message may quote the connection string: every rendering
+    /// of an error masks passwords in its message and in each detail.
+    #[test]
+    fn errors_mask_passwords_in_every_detail() {
+        let error = CliError::new(CliCode::Unreachable)
+            .detail("reason", "refused: postgres://app:hunter2@db:5432/x")
+            .detail("dsn", "host=db password=hunter2 user=app");
+        let json = error_json(&error);
+        assert_eq!(
+            json["error"]["details"],
+            json!({
+                "reason": "refused: postgres://app:***@db:5432/x",
+                "dsn": "host=db password=*** user=app",
+            })
+        );
+        let text = error_text(&error);
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("postgres://app:***@db:5432/x"), "{text}");
+    }
+
     #[test]
     fn control_characters_never_reach_the_terminal() {
         assert_eq!(safe("plain"), "plain");

@@ -32,6 +32,7 @@ pub(crate) mod rfc0007_ensure;
 pub(crate) mod rfc0007_fence;
 pub(crate) mod rfc0007_runner;
 pub(crate) mod rfc0007_serve_gate;
+pub(crate) mod round_entry;
 pub(crate) mod rows;
 pub(crate) mod schema_compile;
 pub(crate) mod schema_lifecycle;

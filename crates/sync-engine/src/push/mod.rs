@@ -58,8 +58,12 @@ pub(crate) fn run_pipeline(
     ops: Ops<'_, '_>,
 ) -> Result<PushResult, Abort> {
     let storage = round.engine.storage.as_ref();
-    // P1
-    match storage.get_push_result(&round.ctx.partition, key.client_id, key.client_commit_id) {
+    // P1 (read at round entry for the round's own pushes)
+    let stored = match round.take_prefetched(key.client_id, key.client_commit_id) {
+        Some(read) => read,
+        None => storage.get_push_result(&round.ctx.partition, key.client_id, key.client_commit_id),
+    };
+    match stored {
         Ok(Some(stored)) => return Ok(records::from_stored(key.client_commit_id, stored, false)),
         Ok(None) => {}
         Err(e) if e.is(ErrorCode::IdempotencyCacheMiss) => {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use sync_core::{serve_gate_refusal, serve_not_ready_error};
+use sync_core::{serve_gate_refusal, serve_not_ready_error, RoundEntry, RoundEntryRequest};
 
 use super::abort::Abort;
 use super::emitter::Emitter;
@@ -31,12 +31,33 @@ pub(crate) fn enter<'a>(
     let storage = engine.storage.as_ref();
     let running = engine.schema.version;
     let now = engine.config.clock.now_ms();
-    let reg = storage
-        .touch_partition(&ctx.partition, now, &engine.config.ids.new_id())
-        .map_err(Abort::storage)?; // E2
-    let gate = storage
-        .read_serve_gate(&ctx.partition, running)
-        .map_err(Abort::storage)?; // E3
+    // E2, E3, the client record of E10 and each push's P1, read at once
+    // (one round trip on a dialect that batches them); the decisions below
+    // keep the order of engine.md.
+    let request = RoundEntryRequest {
+        partition: ctx.partition.clone(),
+        authenticated_at_ms: now,
+        initial_log_epoch: engine.config.ids.new_id(),
+        refresh_after_ms: engine.config.registry_refresh_ms,
+        running_schema_version: running,
+        client_id: req.header.client_id.clone(),
+        client_commit_ids: req
+            .pushes
+            .iter()
+            .map(|c| c.client_commit_id.clone())
+            .collect(),
+    };
+    let RoundEntry {
+        registry: reg,
+        gate,
+        client_record: record,
+        push_results,
+    } = storage.enter_round(&request).map_err(Abort::storage)?;
+    let prefetched = request
+        .client_commit_ids
+        .into_iter()
+        .zip(push_results)
+        .collect();
     if let Some(refusal) = serve_gate_refusal(&gate, running, &serve_context(engine, &reg)) {
         return Err(Abort::Request(WireError::from_storage(
             &serve_not_ready_error(&refusal),
@@ -86,9 +107,6 @@ pub(crate) fn enter<'a>(
     if client_id.starts_with(COMMAND_CLIENT_PREFIX) {
         return Err(invalid_client()); // E9
     }
-    let record = storage
-        .get_client_record(&ctx.partition, client_id)
-        .map_err(Abort::storage)?;
     if record.as_ref().is_some_and(|r| r.actor_id != ctx.actor_id) {
         return Err(invalid_client()); // E10
     }
@@ -112,6 +130,7 @@ pub(crate) fn enter<'a>(
         req,
         reg,
         record,
+        prefetched,
         resolved,
         outcome: RoundOutcome::default(),
     }))

@@ -5,7 +5,9 @@ pub(crate) mod emitter;
 pub(crate) mod entry;
 pub(crate) mod invariants;
 
-use sync_core::{ClientRecord, PartitionRegistryEntry, ServeContext};
+use sync_core::{
+    ClientRecord, PartitionRegistryEntry, Result as StorageResult, ServeContext, StoredPushResult,
+};
 
 use crate::context::RequestContext;
 use crate::engine::Engine;
@@ -26,6 +28,9 @@ pub(crate) struct Round<'a> {
     pub(crate) req: &'a SyncRequest,
     pub(crate) reg: PartitionRegistryEntry,
     pub(crate) record: Option<ClientRecord>,
+    /// P1 of each pushed commit, read at entry: `(client_commit_id,
+    /// stored result)`, taken by the first commit with that id.
+    pub(crate) prefetched: Vec<(String, StorageResult<Option<StoredPushResult>>)>,
     pub(crate) resolved: Resolved,
     pub(crate) outcome: RoundOutcome,
 }
@@ -34,6 +39,23 @@ impl Round<'_> {
     /// The running schema version.
     pub(crate) fn running(&self) -> i32 {
         self.engine.schema.version
+    }
+
+    /// Takes the P1 read made at entry for this round's client and
+    /// `client_commit_id`; `None` when none is left (the caller reads).
+    pub(crate) fn take_prefetched(
+        &mut self,
+        client_id: &str,
+        client_commit_id: &str,
+    ) -> Option<StorageResult<Option<StoredPushResult>>> {
+        if client_id != self.req.header.client_id {
+            return None;
+        }
+        let index = self
+            .prefetched
+            .iter()
+            .position(|(id, _)| id == client_commit_id)?;
+        Some(self.prefetched.remove(index).1)
     }
 
     /// The serve context of every gate of this round: the configured

@@ -1,0 +1,224 @@
+//! The round entry, C-347 (beyond the checklist; `docs/decisions.md`):
+//! `enter_round` reads what `touch_partition`, `read_serve_gate`,
+//! `get_client_record` and `get_push_result` read when called in that
+//! order, whether a dialect batches them or not.
+
+use sync_core::{
+    ClientRecord, ErrorCode, PartitionRegistryEntry, Result as StorageResult, RoundEntryRequest,
+    ServerStorage, StoredPushResult,
+};
+
+use crate::check::{expect_code, CheckDef, CheckResult};
+use crate::check_eq;
+use crate::checks::support_pdata::{EPOCH, P};
+use crate::context::{Ctx, NOW};
+use crate::fixtures::fix1;
+use crate::registry::check;
+
+/// Group name.
+pub(crate) const GROUP: &str = "round_entry";
+
+/// The checks of this group.
+pub(crate) const CHECKS: &[CheckDef] = &[check(
+    GROUP,
+    "C-347",
+    "enter_round returns what touch_partition, read_serve_gate, get_client_record and get_push_result return in that order (first contact, refresh, refresh interval, unreadable result, bad input)",
+    c347_enter_round_matches_the_single_reads,
+)];
+
+const CLIENT: &str = "client-1";
+
+fn request(at_ms: i64, epoch: &str, running: i32, ids: &[&str]) -> RoundEntryRequest {
+    RoundEntryRequest {
+        partition: P.to_owned(),
+        authenticated_at_ms: at_ms,
+        initial_log_epoch: epoch.to_owned(),
+        refresh_after_ms: 0,
+        running_schema_version: running,
+        client_id: CLIENT.to_owned(),
+        client_commit_ids: ids.iter().map(|id| (*id).to_owned()).collect(),
+    }
+}
+
+/// A push-result read as comparable text: the result, or the error code.
+fn shown(read: &StorageResult<Option<StoredPushResult>>) -> String {
+    match read {
+        Ok(found) => format!("{found:?}"),
+        Err(error) => error.code().as_str().to_owned(),
+    }
+}
+
+fn single_reads(storage: &dyn ServerStorage, ids: &[&str]) -> Vec<String> {
+    ids.iter()
+        .map(|id| shown(&storage.get_push_result(P, CLIENT, id)))
+        .collect()
+}
+
+fn c347_enter_round_matches_the_single_reads(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let running = schema.version;
+    let storage = ctx.ensured(&schema)?;
+    let ids = ["cc-1", "cc-2", "cc-bad", "cc-1"];
+
+    // First contact: registers the partition with the given epoch.
+    let first = storage.enter_round(&request(NOW, EPOCH, running, &ids))?;
+    let registered = PartitionRegistryEntry {
+        partition: P.to_owned(),
+        log_epoch: EPOCH.to_owned(),
+        epoch_required: false,
+        last_authenticated_at_ms: NOW,
+    };
+    check_eq!(
+        first.registry,
+        registered,
+        "registry entry of a first contact"
+    );
+    check_eq!(
+        storage.list_partition_registry()?,
+        vec![registered],
+        "stored registry after a first contact"
+    );
+    check_eq!(
+        first.gate,
+        storage.read_serve_gate(P, running)?,
+        "gate of a first contact"
+    );
+    check_eq!(first.client_record, None, "record of an unknown client");
+    let none: Vec<String> = ids.iter().map(|_| "None".to_owned()).collect();
+    check_eq!(
+        first.push_results.iter().map(shown).collect::<Vec<_>>(),
+        none,
+        "push results before any is stored"
+    );
+
+    // A known client, stored results (one unreadable), a pending checkpoint.
+    let record = ClientRecord {
+        client_id: CLIENT.to_owned(),
+        actor_id: "actor-1".to_owned(),
+        wire_version: 2,
+        cursor: 7,
+        updated_at_ms: NOW,
+        subscriptions: Vec::new(),
+    };
+    storage.put_client_record(P, &record)?;
+    let mut tx = storage.begin(P)?;
+    tx.put_push_result(CLIENT, "cc-1", &StoredPushResult::applied(3))?;
+    tx.commit()?;
+    ctx.raw()?
+        .set_push_result_text(P, CLIENT, "cc-bad", "not json")?;
+    storage.declare_checkpoint(P, "entry_backfill", running, NOW)?;
+
+    let second = storage.enter_round(&request(NOW + 500, "epoch-other", running, &ids))?;
+    let refreshed = PartitionRegistryEntry {
+        last_authenticated_at_ms: NOW + 500,
+        ..storage.list_partition_registry()?.remove(0)
+    };
+    check_eq!(
+        second.registry,
+        PartitionRegistryEntry {
+            partition: P.to_owned(),
+            log_epoch: EPOCH.to_owned(),
+            epoch_required: false,
+            last_authenticated_at_ms: NOW + 500,
+        },
+        "registry entry of a refresh (the stored epoch wins)"
+    );
+    check_eq!(
+        storage.list_partition_registry()?,
+        vec![refreshed],
+        "stored registry after a refresh"
+    );
+    let gate = storage.read_serve_gate(P, running)?;
+    check_eq!(
+        gate.pending,
+        vec!["entry_backfill".to_owned()],
+        "the single gate read lists the pending checkpoint"
+    );
+    check_eq!(second.gate, gate, "gate after a refresh");
+    check_eq!(
+        second.client_record,
+        Some(record),
+        "record of a known client"
+    );
+    check_eq!(
+        second.push_results.iter().map(shown).collect::<Vec<_>>(),
+        single_reads(storage.as_ref(), &ids),
+        "push results as get_push_result reads them, in the request's order"
+    );
+    check_eq!(
+        shown(&second.push_results[2]),
+        ErrorCode::IdempotencyCacheMiss.as_str().to_owned(),
+        "an unreadable stored result"
+    );
+
+    // With a refresh interval a fresh entry may come back as stored (or be
+    // refreshed); a stale one is refreshed; stored and returned agree.
+    let mut within = request(NOW + 900, EPOCH, running, &[]);
+    within.refresh_after_ms = 1_000;
+    let third = storage.enter_round(&within)?;
+    let stamp = third.registry.last_authenticated_at_ms;
+    if stamp != NOW + 500 && stamp != NOW + 900 {
+        return Err(crate::Failure::new(format!(
+            "an entry inside the refresh interval came back at {stamp}, neither as stored nor refreshed"
+        )));
+    }
+    check_eq!(
+        storage.list_partition_registry()?[0].last_authenticated_at_ms,
+        stamp,
+        "stored entry inside the refresh interval"
+    );
+    check_eq!(
+        third.gate,
+        storage.read_serve_gate(P, running)?,
+        "gate inside the refresh interval"
+    );
+    let mut after = request(NOW + 2_000, EPOCH, running, &[]);
+    after.refresh_after_ms = 1_000;
+    let fourth = storage.enter_round(&after)?;
+    check_eq!(
+        fourth.registry.last_authenticated_at_ms,
+        NOW + 2_000,
+        "an entry older than the refresh interval is refreshed"
+    );
+    check_eq!(
+        storage.list_partition_registry()?[0].last_authenticated_at_ms,
+        NOW + 2_000,
+        "stored entry after the interval"
+    );
+    let mut first_contact = request(NOW + 3_000, "epoch-2", running, &[]);
+    first_contact.partition = "part-2".to_owned();
+    first_contact.refresh_after_ms = 1_000;
+    let fifth = storage.enter_round(&first_contact)?;
+    check_eq!(
+        fifth.registry.log_epoch,
+        "epoch-2".to_owned(),
+        "a first contact with a refresh interval registers"
+    );
+    check_eq!(
+        fifth.gate,
+        storage.read_serve_gate("part-2", running)?,
+        "gate of a first contact with a refresh interval"
+    );
+
+    // Bad input is refused before anything is written.
+    let mut bad = request(NOW + 900, "", running, &[]);
+    bad.partition = "part-new".to_owned();
+    expect_code(
+        storage.enter_round(&bad),
+        ErrorCode::InvalidLogEpoch,
+        "an empty initial epoch",
+    )?;
+    let mut negative = request(NOW + 900, EPOCH, -1, &[]);
+    negative.partition = "part-new".to_owned();
+    if storage.enter_round(&negative).is_ok() {
+        return Err(crate::Failure::new(
+            "a negative running version was accepted",
+        ));
+    }
+    check_eq!(
+        storage.list_partitions()?,
+        vec![P.to_owned(), "part-2".to_owned()],
+        "no partition registered by refused entries"
+    );
+    Ok(())
+}
