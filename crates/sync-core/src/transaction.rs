@@ -9,6 +9,7 @@
 use crate::authoritative::{AuthoritativeQueryRequest, AuthoritativeQueryResult};
 use crate::capabilities::Capability;
 use crate::checkpoints::{ActivationOutcome, Coverage, StoredCheckpoint};
+use crate::clients::ClientRecord;
 use crate::error::Result;
 use crate::gate::ServeGate;
 use crate::push_prelude::{PushPrelude, PushPreludeRequest};
@@ -150,6 +151,18 @@ pub trait StorageTransaction: Send {
     fn enqueue_reactions(&mut self, reactions: &[NewReaction]) -> Result<()> {
         let _ = reactions;
         Err(Capability::Reactions.unsupported())
+    }
+    /// Stages the round's client record (`engine.md` §5.8) in this push
+    /// transaction, written by its `commit` as
+    /// [`ServerStorage::put_client_record`](crate::ServerStorage::put_client_record)
+    /// would write it, and discarded by a rollback. Returns `false` when
+    /// the dialect does not stage records (the default): the caller then
+    /// writes the record itself after the commit. The engine stages the
+    /// record in the last push of a round without a pull, so such a round
+    /// commits once instead of twice.
+    fn stage_client_record(&mut self, record: &ClientRecord) -> Result<bool> {
+        let _ = record;
+        Ok(false)
     }
     /// Stores a push result if its key is absent (first writer wins).
     fn put_push_result(

@@ -201,6 +201,8 @@ impl Engine {
                 prefetched,
                 resolved,
                 outcome: RoundOutcome::default(),
+                stage_record: false,
+                record_staged: false,
             };
             let mut build = |reader: &mut dyn CommandReader| {
                 builder(reader).and_then(|writes| encode(self, writes))

@@ -5,10 +5,11 @@ use sync_core::{ClientCursorInfo, ClientRecord, Result};
 
 use crate::json::{parse_subscriptions, subscriptions_json};
 use crate::pool::{col, Conn};
+use crate::sql::quote_literal;
 
 const RECORD_COLUMNS: &str =
     "client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions::text";
-const PUT_SQL: &str = "INSERT INTO sync_clients \
+pub(crate) const PUT_SQL: &str = "INSERT INTO sync_clients \
     (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) \
     VALUES ($1, $2, $3, $4, $5, ($6::text)::jsonb, $7) \
     ON CONFLICT (partition, client_id) DO UPDATE SET actor_id = excluded.actor_id, \
@@ -61,6 +62,22 @@ pub(crate) fn get(
         .as_ref()
         .map(record)
         .transpose()
+}
+
+/// The arguments of [`PUT_SQL`] as literals, for an `EXECUTE` of
+/// `named::PUT_CLIENT_RECORD` that travels in the `COMMIT` message; `None`
+/// when a value holds NUL (no text literal can) — the caller then uses
+/// [`put`].
+pub(crate) fn put_args(partition: &str, r: &ClientRecord) -> Option<Vec<String>> {
+    Some(vec![
+        quote_literal(partition)?,
+        quote_literal(&r.client_id)?,
+        quote_literal(&r.actor_id)?,
+        format!("({})::int4", r.wire_version),
+        format!("({})::int8", r.cursor),
+        quote_literal(&subscriptions_json(&r.subscriptions))?,
+        format!("({})::int8", r.updated_at_ms),
+    ])
 }
 
 /// Inserts or fully replaces a record.

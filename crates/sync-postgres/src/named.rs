@@ -15,7 +15,7 @@
 
 use std::sync::LazyLock;
 
-use crate::{commit_log, partition_lock, push_results};
+use crate::{clients, commit_log, partition_lock, push_results};
 
 /// One named statement: its name, parameter types and SQL text.
 pub(crate) struct Named {
@@ -86,8 +86,17 @@ pub(crate) static PUT_PUSH_RESULT: Named = Named {
     sql: LazyLock::new(|| push_results::PUT_SQL.to_owned()),
 };
 
+/// The deferred client record of a round's last push: `$1` partition,
+/// `$2` client, `$3` actor, `$4` wire version, `$5` cursor, `$6`
+/// subscriptions JSON, `$7` time.
+pub(crate) static PUT_CLIENT_RECORD: Named = Named {
+    name: "sync_deferred_client_record",
+    types: "text, text, text, int4, int8, text, int8",
+    sql: LazyLock::new(|| clients::PUT_SQL.to_owned()),
+};
+
 /// Every named statement a push uses, prepared together on first use.
-pub(crate) fn all() -> [&'static Named; 6] {
+pub(crate) fn all() -> [&'static Named; 7] {
     [
         &LOCK_INSERT,
         &LOCK_ROW,
@@ -95,6 +104,7 @@ pub(crate) fn all() -> [&'static Named; 6] {
         &GET_PUSH_RESULT,
         &APPEND,
         &PUT_PUSH_RESULT,
+        &PUT_CLIENT_RECORD,
     ]
 }
 

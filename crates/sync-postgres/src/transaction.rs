@@ -26,9 +26,9 @@ use std::sync::Arc;
 use postgres::SimpleQueryRow;
 use sync_core::{
     validate, writer_fence_allows, ActivationOutcome, AuthoritativeQueryRequest,
-    AuthoritativeQueryResult, Coverage, Error, ErrorCode, IndexRowScanQuery, NewCommit,
-    NewReaction, PushPrelude, PushPreludeRequest, Result, RowScanQuery, ServeGate, SourceChange,
-    StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
+    AuthoritativeQueryResult, ClientRecord, Coverage, Error, ErrorCode, IndexRowScanQuery,
+    NewCommit, NewReaction, PushPrelude, PushPreludeRequest, Result, RowScanQuery, ServeGate,
+    SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
 };
 
 use crate::instance::PostgresStorage;
@@ -37,8 +37,8 @@ use crate::pool::Conn;
 use crate::session::{self, Isolation};
 use crate::state::{resolve, Ensured};
 use crate::{
-    checkpoints, commit_log, coverage, gate, named, prelude, push_results, query, reactions, rows,
-    scans,
+    checkpoints, clients, commit_log, coverage, gate, named, prelude, push_results, query,
+    reactions, rows, scans,
 };
 
 /// A gate read together with the push lock, valid until the next statement.
@@ -509,6 +509,27 @@ impl StorageTransaction for PgTransaction<'_> {
 
     fn enqueue_reactions(&mut self, reactions: &[NewReaction]) -> Result<()> {
         self.run(|c| reactions::enqueue(c.conn, c.partition, reactions))
+    }
+
+    fn stage_client_record(&mut self, record: &ClientRecord) -> Result<bool> {
+        if self.poison.is_some() || self.conn.is_none() {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        }
+        if record.client_id.is_empty() {
+            return Err(Error::invalid_argument("client_id", "empty"));
+        }
+        let prepared = self
+            .conn
+            .as_ref()
+            .is_some_and(|conn| conn.has_named(&named::PUT_CLIENT_RECORD));
+        let args = prepared
+            .then(|| clients::put_args(&self.partition, record))
+            .flatten();
+        match args {
+            Some(args) => self.defer(named::PUT_CLIENT_RECORD.execute_sql(&args)),
+            None => self.run(|c| clients::put(c.conn, c.partition, record))?,
+        }
+        Ok(true)
     }
 
     fn put_push_result(

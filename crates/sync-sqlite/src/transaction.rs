@@ -7,15 +7,17 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 use sync_core::{
-    validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, Coverage,
-    Error, ErrorCode, IndexRowScanQuery, NewCommit, NewReaction, Result, RowScanQuery, ServeGate,
-    SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
+    validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, ClientRecord,
+    Coverage, Error, ErrorCode, IndexRowScanQuery, NewCommit, NewReaction, Result, RowScanQuery,
+    ServeGate, SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
 };
 
 use crate::pools::exec;
 use crate::state::{require_table, Ensured};
 use crate::writer::Seat;
-use crate::{blobs, checkpoints, commit_log, gate, push_results, query, reactions, reads, rows};
+use crate::{
+    blobs, checkpoints, clients, commit_log, gate, push_results, query, reactions, reads, rows,
+};
 
 /// The rejection savepoint taken by `lock_partition_for_push`.
 const SAVEPOINT: &str = "SAVEPOINT sync_push_candidate";
@@ -280,6 +282,15 @@ impl StorageTransaction for SqliteTransaction {
     fn enqueue_reactions(&mut self, reactions: &[NewReaction]) -> Result<()> {
         self.check_open()?;
         self.run(|conn, p| reactions::enqueue(conn, p, reactions))
+    }
+
+    fn stage_client_record(&mut self, record: &ClientRecord) -> Result<bool> {
+        self.check_open()?;
+        if record.client_id.is_empty() {
+            return Err(Error::invalid_argument("client_id", "empty"));
+        }
+        self.run(|conn, p| clients::put(conn, p, record))?;
+        Ok(true)
     }
 
     fn put_push_result(

@@ -1,11 +1,13 @@
-//! The round entry, C-347 (beyond the checklist; `docs/decisions.md`):
-//! `enter_round` reads what `touch_partition`, `read_serve_gate`,
-//! `get_client_record` and `get_push_result` read when called in that
-//! order, whether a dialect batches them or not.
+//! The round's batch methods, C-347 and C-348 (beyond the checklist;
+//! `docs/decisions.md`): `enter_round` reads what `touch_partition`,
+//! `read_serve_gate`, `get_client_record` and `get_push_result` read when
+//! called in that order, whether a dialect batches them or not; a client
+//! record staged in a push transaction is written by its commit exactly as
+//! `put_client_record` writes it, and by nothing else.
 
 use sync_core::{
-    ClientRecord, ErrorCode, PartitionRegistryEntry, Result as StorageResult, RoundEntryRequest,
-    ServerStorage, StoredPushResult,
+    ClientRecord, ClientSubscription, ErrorCode, PartitionRegistryEntry, Result as StorageResult,
+    RoundEntryRequest, ServerStorage, StoredPushResult,
 };
 
 use crate::check::{expect_code, CheckDef, CheckResult};
@@ -19,12 +21,20 @@ use crate::registry::check;
 pub(crate) const GROUP: &str = "round_entry";
 
 /// The checks of this group.
-pub(crate) const CHECKS: &[CheckDef] = &[check(
-    GROUP,
-    "C-347",
-    "enter_round returns what touch_partition, read_serve_gate, get_client_record and get_push_result return in that order (first contact, refresh, refresh interval, unreadable result, bad input)",
-    c347_enter_round_matches_the_single_reads,
-)];
+pub(crate) const CHECKS: &[CheckDef] = &[
+    check(
+        GROUP,
+        "C-347",
+        "enter_round returns what touch_partition, read_serve_gate, get_client_record and get_push_result return in that order (first contact, refresh, refresh interval, unreadable result, bad input)",
+        c347_enter_round_matches_the_single_reads,
+    ),
+    check(
+        GROUP,
+        "C-348",
+        "a client record staged in a push transaction is stored by its commit as put_client_record stores it, and not at all by a rollback or an empty client id",
+        c348_staged_client_record,
+    ),
+];
 
 const CLIENT: &str = "client-1";
 
@@ -220,5 +230,94 @@ fn c347_enter_round_matches_the_single_reads(ctx: &mut Ctx<'_>) -> CheckResult {
         vec![P.to_owned(), "part-2".to_owned()],
         "no partition registered by refused entries"
     );
+    Ok(())
+}
+
+fn c348_staged_client_record(ctx: &mut Ctx<'_>) -> CheckResult {
+    let storage = ctx.ensured(&fix1()?)?;
+    storage.touch_partition(P, NOW, EPOCH)?;
+    let record = |client_id: &str, cursor: i64| ClientRecord {
+        client_id: client_id.to_owned(),
+        actor_id: "actor-1".to_owned(),
+        wire_version: 2,
+        cursor,
+        updated_at_ms: NOW + cursor,
+        subscriptions: vec![ClientSubscription {
+            id: "sub-1".to_owned(),
+            table: "tasks".to_owned(),
+            scopes: [(
+                "project_id".to_owned(),
+                vec!["p1".to_owned(), "it's".to_owned()],
+            )]
+            .into_iter()
+            .collect(),
+        }],
+    };
+
+    // Staged, then committed with a push: stored as put_client_record would.
+    let first = record("client-staged", 5);
+    let mut tx = storage.begin(P)?;
+    tx.lock_partition_for_push()?;
+    let staged = tx.stage_client_record(&first)?;
+    tx.put_push_result("client-staged", "cc-1", &StoredPushResult::applied(1))?;
+    tx.commit()?;
+    if !staged {
+        // The dialect leaves the write to the caller: nothing is stored.
+        check_eq!(
+            storage.get_client_record(P, "client-staged")?,
+            None,
+            "a record the dialect declined to stage"
+        );
+        return Ok(());
+    }
+    check_eq!(
+        storage.get_client_record(P, "client-staged")?,
+        Some(first.clone()),
+        "the staged record after the commit"
+    );
+    storage.put_client_record(P, &record("client-put", 5))?;
+    check_eq!(
+        storage
+            .get_client_record(P, "client-put")?
+            .map(|r| r.subscriptions),
+        Some(first.subscriptions.clone()),
+        "put_client_record stores the same subscriptions"
+    );
+
+    // A replacement staged in a transaction that rolls back changes nothing.
+    let mut tx = storage.begin(P)?;
+    tx.lock_partition_for_push()?;
+    tx.stage_client_record(&record("client-staged", 9))?;
+    tx.rollback()?;
+    check_eq!(
+        storage.get_client_record(P, "client-staged")?,
+        Some(first.clone()),
+        "the record after a rolled-back replacement"
+    );
+
+    // A replacement committed replaces the whole record.
+    let replacement = ClientRecord {
+        subscriptions: Vec::new(),
+        ..record("client-staged", 11)
+    };
+    let mut tx = storage.begin(P)?;
+    tx.lock_partition_for_push()?;
+    tx.stage_client_record(&replacement)?;
+    tx.commit()?;
+    check_eq!(
+        storage.get_client_record(P, "client-staged")?,
+        Some(replacement),
+        "the record after a committed replacement"
+    );
+
+    // An empty client id is refused as put_client_record refuses it.
+    let mut tx = storage.begin(P)?;
+    tx.lock_partition_for_push()?;
+    expect_code(
+        tx.stage_client_record(&record("", 1)),
+        ErrorCode::InvalidArgument,
+        "an empty client id",
+    )?;
+    tx.rollback()?;
     Ok(())
 }

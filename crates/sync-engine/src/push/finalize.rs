@@ -30,7 +30,22 @@ pub(crate) fn applied(
 ) -> Result<PushResult, Abort> {
     match write_applied(round, key, tx.as_mut(), &applied) {
         Ok((seq, stored)) => {
+            // The last push of a round without a pull carries the round's
+            // client record (§5.8) when the dialect stages it.
+            let staged = if round.stage_record {
+                let record = crate::pull::client_record::record(round, None);
+                match tx.stage_client_record(&record) {
+                    Ok(staged) => staged,
+                    Err(e) => {
+                        let _ = tx.rollback();
+                        return Err(Abort::storage(e));
+                    }
+                }
+            } else {
+                false
+            };
             tx.commit().map_err(Abort::storage)?; // P15
+            round.record_staged = staged;
             round.outcome.applied.push(AppliedCommit {
                 commit_seq: seq,
                 created_at_ms: applied.now,

@@ -133,6 +133,8 @@ pub(crate) fn enter<'a>(
         prefetched,
         resolved,
         outcome: RoundOutcome::default(),
+        stage_record: false,
+        record_staged: false,
     }))
 }
 

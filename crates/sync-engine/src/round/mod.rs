@@ -33,6 +33,11 @@ pub(crate) struct Round<'a> {
     pub(crate) prefetched: Vec<(String, StorageResult<Option<StoredPushResult>>)>,
     pub(crate) resolved: Resolved,
     pub(crate) outcome: RoundOutcome,
+    /// Set while the round's last push runs in a round without a pull: its
+    /// transaction may carry the §5.8 client record.
+    pub(crate) stage_record: bool,
+    /// The last push's transaction committed the client record.
+    pub(crate) record_staged: bool,
 }
 
 impl Round<'_> {
@@ -117,7 +122,9 @@ fn run_steps(
 
 /// E16–E19: pushes, pull, client record, `End`.
 fn run_body(round: &mut Round<'_>, out: &mut Emitter<'_>) -> Result<(), Abort> {
-    for commit in &round.req.pushes {
+    let pushes = round.req.pushes.len();
+    for (i, commit) in round.req.pushes.iter().enumerate() {
+        round.stage_record = i + 1 == pushes && round.req.pull.is_none();
         let result = crate::push::push_commit(round, commit)?;
         out.emit(ResponseItem::PushResult(result))?;
     }
