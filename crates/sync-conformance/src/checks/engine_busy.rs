@@ -1,6 +1,9 @@
-//! A storage wrapper for E-048: every call delegates to the wrapped
-//! storage, except that a transaction's `scan_rows` fails with
-//! `sync.storage.busy` (a reader call that poisons the push transaction).
+//! A storage wrapper for E-048 and C-349: every call delegates to the
+//! wrapped storage, except that a transaction's `scan_rows` fails with
+//! `sync.storage.busy` (a reader call that poisons the push transaction),
+//! and the batch methods `enter_round`, `begin_push` and
+//! `stage_client_record` keep their default bodies (the path of a dialect
+//! that does not batch or stage).
 
 use std::sync::Arc;
 

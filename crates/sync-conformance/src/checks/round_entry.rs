@@ -3,19 +3,27 @@
 //! `read_serve_gate`, `get_client_record` and `get_push_result` read when
 //! called in that order, whether a dialect batches them or not; a client
 //! record staged in a push transaction is written by its commit exactly as
-//! `put_client_record` writes it, and by nothing else.
+//! `put_client_record` writes it, and by nothing else; the engine stores a
+//! push-only round's record on both paths, staged or written after.
 
 use sync_core::{
     ClientRecord, ClientSubscription, ErrorCode, PartitionRegistryEntry, Result as StorageResult,
     RoundEntryRequest, ServerStorage, StoredPushResult,
 };
 
+use std::sync::Arc;
+
+use sync_engine::PushResultStatus;
+
+use super::engine_busy::BusyScans;
+use super::engine_fixture::P as P_ENGINE;
+use super::engine_round::{build, env, expect_applied, run};
 use crate::check::{expect_code, CheckDef, CheckResult};
-use crate::check_eq;
 use crate::checks::support_pdata::{EPOCH, P};
 use crate::context::{Ctx, NOW};
 use crate::fixtures::fix1;
 use crate::registry::check;
+use crate::{check, check_eq};
 
 /// Group name.
 pub(crate) const GROUP: &str = "round_entry";
@@ -33,6 +41,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-348",
         "a client record staged in a push transaction is stored by its commit as put_client_record stores it, and not at all by a rollback or an empty client id",
         c348_staged_client_record,
+    ),
+    check(
+        GROUP,
+        "C-349",
+        "a push-only engine round stores its client record whether or not the storage's transactions stage it",
+        c349_push_only_round_stores_the_record,
     ),
 ];
 
@@ -319,5 +333,44 @@ fn c348_staged_client_record(ctx: &mut Ctx<'_>) -> CheckResult {
         "an empty client id",
     )?;
     tx.rollback()?;
+    Ok(())
+}
+
+fn c349_push_only_round_stores_the_record(ctx: &mut Ctx<'_>) -> CheckResult {
+    let env = env(ctx)?;
+    // Through the dialect itself (it may stage the record in the push).
+    let engine = env.engine()?;
+    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
+    expect_applied(
+        run(&engine, "alice", req).result(0)?,
+        PushResultStatus::Applied,
+        1,
+    )?;
+    let staged = env.storage.get_client_record(P_ENGINE, "dev-a")?;
+    check!(
+        staged
+            .as_ref()
+            .is_some_and(|r| r.actor_id == "alice" && r.cursor == -1 && r.wire_version == 2),
+        "the record of a push-only round: {staged:?}"
+    );
+    // Through a wrapper whose transactions keep the default (no staging):
+    // the engine writes the record after the round instead.
+    let declining: Arc<dyn ServerStorage> = Arc::new(BusyScans {
+        inner: env.storage.clone(),
+    });
+    let engine = build(declining, env.schema.clone(), env.config())?;
+    let req = env.insert_req("dev-b", "c1", "t2", "p1")?;
+    expect_applied(
+        run(&engine, "alice", req).result(0)?,
+        PushResultStatus::Applied,
+        1,
+    )?;
+    let written = env.storage.get_client_record(P_ENGINE, "dev-b")?;
+    check!(
+        written
+            .as_ref()
+            .is_some_and(|r| r.actor_id == "alice" && r.cursor == -1 && r.wire_version == 2),
+        "the record of a push-only round through a storage that does not stage: {written:?}"
+    );
     Ok(())
 }
