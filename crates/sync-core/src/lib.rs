@@ -108,7 +108,7 @@ pub use reactions::{
 };
 pub use retention::{prune_commit_log, RetentionPolicy};
 pub use rewrite_progress::{RewriteObserver, RewriteProgress, RewriteTally};
-pub use round_entry::{RoundEntry, RoundEntryRequest};
+pub use round_entry::{LogBounds, RoundEntry, RoundEntryRequest};
 pub use rows::{
     ChangeOp, CommitMetadata, CommitRecord, NewChange, NewCommit, SourceChange, StoredChange,
     StoredCommit, StoredRow,

@@ -30,6 +30,19 @@ pub struct RoundEntryRequest {
     pub client_id: String,
     /// Commit ids whose stored push results are read (may be empty).
     pub client_commit_ids: Vec<String>,
+    /// Also read the partition's log bounds ([`RoundEntry::log_bounds`]).
+    pub log_bounds: bool,
+}
+
+/// The partition's commit counter and horizon, as
+/// [`get_max_commit_seq`](crate::ServerStorage::get_max_commit_seq) and
+/// [`get_horizon_seq`](crate::ServerStorage::get_horizon_seq) return them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogBounds {
+    /// The allocated commit counter (0 for an unknown partition).
+    pub max_commit_seq: i64,
+    /// The horizon (0 by default).
+    pub horizon_seq: i64,
 }
 
 /// What [`enter_round`](crate::ServerStorage::enter_round) read.
@@ -48,4 +61,7 @@ pub struct RoundEntry {
     /// for it (an unreadable stored result is its
     /// `sync.idempotency_cache_miss` error, left for the caller to weigh).
     pub push_results: Vec<Result<Option<StoredPushResult>>>,
+    /// The log bounds, read after the gate, when the request asked for
+    /// them (a dialect may return them unasked); else `None`.
+    pub log_bounds: Option<LogBounds>,
 }

@@ -27,7 +27,7 @@ use crate::reactions::{
     ReactionPruneQuery, StoredReaction,
 };
 use crate::rewrite_progress::{RewriteObserver, RewriteTally};
-use crate::round_entry::{RoundEntry, RoundEntryRequest};
+use crate::round_entry::{LogBounds, RoundEntry, RoundEntryRequest};
 use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, StoredRow};
 use crate::schema::CompiledSchema;
 use crate::scope::{ScopeFilter, StoredScopes};
@@ -184,7 +184,9 @@ pub trait ServerStorage: Send + Sync {
     /// [`read_serve_gate`](Self::read_serve_gate) of
     /// `running_schema_version`, [`get_client_record`](Self::get_client_record)
     /// of the client and [`get_push_result`](Self::get_push_result) of each
-    /// requested commit id.
+    /// requested commit id, and — when asked — the log bounds
+    /// ([`get_max_commit_seq`](Self::get_max_commit_seq),
+    /// [`get_horizon_seq`](Self::get_horizon_seq)).
     ///
     /// Batch form for dialects that pay per round trip or per commit: a
     /// dialect may serve all of it in one statement, provided the result
@@ -208,11 +210,20 @@ pub trait ServerStorage: Send + Sync {
             .iter()
             .map(|id| self.get_push_result(&request.partition, &request.client_id, id))
             .collect();
+        let log_bounds = if request.log_bounds {
+            Some(LogBounds {
+                max_commit_seq: self.get_max_commit_seq(&request.partition)?,
+                horizon_seq: self.get_horizon_seq(&request.partition)?,
+            })
+        } else {
+            None
+        };
         Ok(RoundEntry {
             registry,
             gate,
             client_record,
             push_results,
+            log_bounds,
         })
     }
     /// Every registry entry, byte-ordered by partition.

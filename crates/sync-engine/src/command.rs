@@ -175,6 +175,7 @@ impl Engine {
                 running_schema_version: self.schema.version,
                 client_id: cid.clone(),
                 client_commit_ids: vec![ccid.clone()],
+                log_bounds: false,
             };
             let RoundEntry {
                 registry: reg,
@@ -199,6 +200,7 @@ impl Engine {
                 reg,
                 record: None,
                 prefetched,
+                pull_start: None,
                 resolved,
                 outcome: RoundOutcome::default(),
                 stage_record: false,

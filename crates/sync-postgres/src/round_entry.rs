@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use sync_core::{
-    validate, ClientRecord, Error, Result, RoundEntry, RoundEntryRequest, StoredPushResult,
+    validate, ClientRecord, Error, LogBounds, Result, RoundEntry, RoundEntryRequest,
+    StoredPushResult,
 };
 
 use crate::gate;
@@ -15,7 +16,8 @@ use crate::pool::{col, Conn};
 use crate::registry;
 
 /// `$1` partition, `$2` initial epoch, `$3` time, `$4` running version,
-/// `$5` client, `$6` commit ids, `$7` freshness bound (`NULL`: refresh).
+/// `$5` client, `$6` commit ids, `$7` freshness bound (`NULL`: refresh);
+/// the last two columns are the log bounds.
 ///
 /// The touch inserts nothing when the stored entry is fresh (newer than
 /// `$7`): no row is written or locked, so the statement
@@ -49,7 +51,9 @@ const ENTRY_SQL: &str = "WITH existing AS ( \
       k.subscriptions::text, \
       (SELECT coalesce(json_object_agg(p.client_commit_id, p.result::text), '{}'::json) \
          FROM sync_push_results p WHERE p.partition = $1 AND p.client_id = $5 \
-           AND p.client_commit_id = ANY($6::text[]))::text \
+           AND p.client_commit_id = ANY($6::text[]))::text, \
+      coalesce((SELECT s.max_commit_seq FROM sync_partitions s WHERE s.partition = $1), 0), \
+      coalesce((SELECT s.horizon_seq FROM sync_partitions s WHERE s.partition = $1), 0) \
     FROM entry t \
     LEFT JOIN sync_clients k ON k.partition = $1 AND k.client_id = $5";
 
@@ -116,10 +120,17 @@ pub(crate) fn enter(conn: &mut Conn, request: &RoundEntryRequest) -> Result<Roun
             None => Ok(None),
         })
         .collect();
+    // The log bounds cost two index lookups in the same statement: they
+    // are returned whether asked for or not.
+    let log_bounds = Some(LogBounds {
+        max_commit_seq: col(&row, 13)?,
+        horizon_seq: col(&row, 14)?,
+    });
     Ok(RoundEntry {
         registry,
         gate,
         client_record,
         push_results,
+        log_bounds,
     })
 }

@@ -145,6 +145,7 @@ fn a_warm_round_entry_costs_one_round_trip() {
         running_schema_version: 1,
         client_id: "c".into(),
         client_commit_ids: ids.iter().map(|id| (*id).to_owned()).collect(),
+        log_bounds: true,
     };
     storage.enter_round(&request(&["warm-up"])).unwrap();
     let before = count.load(Ordering::SeqCst);
@@ -156,7 +157,7 @@ fn a_warm_round_entry_costs_one_round_trip() {
     assert_eq!(entry.push_results.len(), 3);
     assert_eq!(
         round_trips, 1,
-        "touch, gate, client record and three push results in one statement"
+        "touch, gate, client record, three push results and the log bounds in one statement"
     );
 }
 

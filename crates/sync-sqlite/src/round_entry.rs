@@ -1,14 +1,16 @@
 //! The round entry (`ServerStorage::enter_round`): the registry entry, the
-//! serve gate, the client record and the stored push results read in one
-//! reader snapshot; then, only when the entry is missing or older than the
+//! serve gate, the client record, the stored push results and (asked for)
+//! the log bounds read in one reader snapshot; then, only when the entry is missing or older than the
 //! request's refresh interval, the registry touch on the writer. A busy
 //! partition's round therefore takes no write transaction at entry, and
 //! two connection checkouts at most instead of three plus one per commit.
 
-use sync_core::{validate, PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest};
+use sync_core::{
+    validate, LogBounds, PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest,
+};
 
 use crate::pools::Pools;
-use crate::{clients, gate, push_results, registry};
+use crate::{clients, commit_log, gate, push_results, registry};
 
 /// Validates the request as the single methods would, then reads.
 pub(crate) fn enter(pools: &Pools, request: &RoundEntryRequest) -> Result<RoundEntry> {
@@ -16,7 +18,7 @@ pub(crate) fn enter(pools: &Pools, request: &RoundEntryRequest) -> Result<RoundE
     validate::partition(partition)?;
     validate::log_epoch(&request.initial_log_epoch)?;
     gate::validate_args(partition, request.running_schema_version)?;
-    let (stored, gate, client_record, texts) = pools.read_snapshot(|conn| {
+    let (stored, gate, client_record, texts, log_bounds) = pools.read_snapshot(|conn| {
         let stored = registry::get(conn, partition)?;
         let gate = gate::read(conn, partition, request.running_schema_version)?;
         let record = clients::get(conn, partition, &request.client_id)?;
@@ -25,7 +27,15 @@ pub(crate) fn enter(pools: &Pools, request: &RoundEntryRequest) -> Result<RoundE
             .iter()
             .map(|id| push_results::get_text(conn, partition, &request.client_id, id))
             .collect::<Result<Vec<_>>>()?;
-        Ok((stored, gate, record, texts))
+        let bounds = if request.log_bounds {
+            Some(LogBounds {
+                max_commit_seq: commit_log::max_commit_seq(conn, partition)?,
+                horizon_seq: commit_log::horizon_seq(conn, partition)?,
+            })
+        } else {
+            None
+        };
+        Ok((stored, gate, record, texts, bounds))
     })?;
     let (registry, gate) = match stored.filter(|entry| fresh(entry, request)) {
         Some(entry) => (entry, gate),
@@ -53,6 +63,7 @@ pub(crate) fn enter(pools: &Pools, request: &RoundEntryRequest) -> Result<RoundE
         gate,
         client_record,
         push_results: texts.into_iter().map(push_results::parse).collect(),
+        log_bounds,
     })
 }
 

@@ -7,8 +7,8 @@
 //! push-only round's record on both paths, staged or written after.
 
 use sync_core::{
-    ClientRecord, ClientSubscription, ErrorCode, PartitionRegistryEntry, Result as StorageResult,
-    RoundEntryRequest, ServerStorage, StoredPushResult,
+    ClientRecord, ClientSubscription, ErrorCode, LogBounds, PartitionRegistryEntry,
+    Result as StorageResult, RoundEntryRequest, ServerStorage, StoredPushResult,
 };
 
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use super::engine_busy::BusyScans;
 use super::engine_fixture::P as P_ENGINE;
 use super::engine_round::{build, env, expect_applied, run};
 use crate::check::{expect_code, CheckDef, CheckResult};
-use crate::checks::support_pdata::{EPOCH, P};
+use crate::checks::support_pdata::{append_empty, EPOCH, P};
 use crate::context::{Ctx, NOW};
 use crate::fixtures::fix1;
 use crate::registry::check;
@@ -61,7 +61,16 @@ fn request(at_ms: i64, epoch: &str, running: i32, ids: &[&str]) -> RoundEntryReq
         running_schema_version: running,
         client_id: CLIENT.to_owned(),
         client_commit_ids: ids.iter().map(|id| (*id).to_owned()).collect(),
+        log_bounds: true,
     }
+}
+
+/// The log bounds as the single reads return them.
+fn single_bounds(storage: &dyn ServerStorage, partition: &str) -> CheckResult<LogBounds> {
+    Ok(LogBounds {
+        max_commit_seq: storage.get_max_commit_seq(partition)?,
+        horizon_seq: storage.get_horizon_seq(partition)?,
+    })
 }
 
 /// A push-result read as comparable text: the result, or the error code.
@@ -108,6 +117,11 @@ fn c347_enter_round_matches_the_single_reads(ctx: &mut Ctx<'_>) -> CheckResult {
         "gate of a first contact"
     );
     check_eq!(first.client_record, None, "record of an unknown client");
+    check_eq!(
+        first.log_bounds,
+        Some(LogBounds::default()),
+        "log bounds of a partition without commits"
+    );
     let none: Vec<String> = ids.iter().map(|_| "None".to_owned()).collect();
     check_eq!(
         first.push_results.iter().map(shown).collect::<Vec<_>>(),
@@ -131,6 +145,8 @@ fn c347_enter_round_matches_the_single_reads(ctx: &mut Ctx<'_>) -> CheckResult {
     ctx.raw()?
         .set_push_result_text(P, CLIENT, "cc-bad", "not json")?;
     storage.declare_checkpoint(P, "entry_backfill", running, NOW)?;
+    append_empty(storage.as_ref(), P, 3)?;
+    storage.set_horizon_seq(P, 2)?;
 
     let second = storage.enter_round(&request(NOW + 500, "epoch-other", running, &ids))?;
     let refreshed = PartitionRegistryEntry {
@@ -164,6 +180,27 @@ fn c347_enter_round_matches_the_single_reads(ctx: &mut Ctx<'_>) -> CheckResult {
         Some(record),
         "record of a known client"
     );
+    check_eq!(
+        second.log_bounds,
+        Some(single_bounds(storage.as_ref(), P)?),
+        "log bounds as get_max_commit_seq and get_horizon_seq read them"
+    );
+    check_eq!(
+        second.log_bounds.map(|b| (b.max_commit_seq, b.horizon_seq)),
+        Some((3, 2)),
+        "log bounds after three commits and a horizon"
+    );
+    // Not asked for: absent, or (a dialect may return them unasked) right.
+    let mut unasked = request(NOW + 500, EPOCH, running, &[]);
+    unasked.log_bounds = false;
+    let unasked = storage.enter_round(&unasked)?;
+    if let Some(bounds) = unasked.log_bounds {
+        check_eq!(
+            bounds,
+            single_bounds(storage.as_ref(), P)?,
+            "log bounds returned unasked"
+        );
+    }
     check_eq!(
         second.push_results.iter().map(shown).collect::<Vec<_>>(),
         single_reads(storage.as_ref(), &ids),

@@ -46,11 +46,22 @@ pub(crate) fn run_pull(
 ) -> Result<Vec<i64>, Abort> {
     let storage = round.engine.storage.as_ref();
     let partition = &round.ctx.partition;
-    let gate = read_gate(round)?; // L1
-    let max_seq = storage
-        .get_max_commit_seq(partition)
-        .map_err(Abort::storage)?; // L2
-    let horizon = storage.get_horizon_seq(partition).map_err(Abort::storage)?;
+    // A round without pushes reaches L1 straight from its entry: the gate
+    // checked at E3 and the bounds read with it serve (decisions.md).
+    let start = round.pull_start.as_ref();
+    let gate = match start {
+        Some(start) => start.gate.clone(),
+        None => read_gate(round)?,
+    }; // L1
+    let (max_seq, horizon) = match start.and_then(|s| s.log_bounds) {
+        Some(bounds) => (bounds.max_commit_seq, bounds.horizon_seq),
+        None => (
+            storage
+                .get_max_commit_seq(partition)
+                .map_err(Abort::storage)?, // L2
+            storage.get_horizon_seq(partition).map_err(Abort::storage)?,
+        ),
+    };
     #[cfg(feature = "test-hooks")]
     if let Some(hook) = &round.engine.config.test_hooks.after_l2 {
         hook();

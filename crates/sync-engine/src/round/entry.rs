@@ -6,7 +6,7 @@ use sync_core::{serve_gate_refusal, serve_not_ready_error, RoundEntry, RoundEntr
 
 use super::abort::Abort;
 use super::emitter::Emitter;
-use super::{invariants, serve_context, Round};
+use super::{invariants, serve_context, PullStart, Round};
 use crate::context::RequestContext;
 use crate::engine::Engine;
 use crate::hooks::scope_resolver::ResolveError;
@@ -46,12 +46,14 @@ pub(crate) fn enter<'a>(
             .iter()
             .map(|c| c.client_commit_id.clone())
             .collect(),
+        log_bounds: pull_only(req),
     };
     let RoundEntry {
         registry: reg,
         gate,
         client_record: record,
         push_results,
+        log_bounds,
     } = storage.enter_round(&request).map_err(Abort::storage)?;
     let prefetched = request
         .client_commit_ids
@@ -131,11 +133,18 @@ pub(crate) fn enter<'a>(
         reg,
         record,
         prefetched,
+        pull_start: pull_only(req).then(|| PullStart { gate, log_bounds }),
         resolved,
         outcome: RoundOutcome::default(),
         stage_record: false,
         record_staged: false,
     }))
+}
+
+/// A round whose pull follows its entry with no push in between: its L1 and
+/// L2 may use what the entry read (nothing of this round ran between them).
+fn pull_only(req: &SyncRequest) -> bool {
+    req.pushes.is_empty() && req.pull.is_some()
 }
 
 fn invalid_subscription(reason: &str) -> Abort {

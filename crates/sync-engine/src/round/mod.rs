@@ -6,7 +6,8 @@ pub(crate) mod entry;
 pub(crate) mod invariants;
 
 use sync_core::{
-    ClientRecord, PartitionRegistryEntry, Result as StorageResult, ServeContext, StoredPushResult,
+    ClientRecord, LogBounds, PartitionRegistryEntry, Result as StorageResult, ServeContext,
+    ServeGate, StoredPushResult,
 };
 
 use crate::context::RequestContext;
@@ -21,6 +22,13 @@ use crate::wire::response::{RespHeader, ResponseItem};
 use abort::Abort;
 use emitter::Emitter;
 
+/// What the entry read for the pull of a round without pushes: the gate
+/// (already checked at E3) serves as L1's, the log bounds as L2's.
+pub(crate) struct PullStart {
+    pub(crate) gate: ServeGate,
+    pub(crate) log_bounds: Option<LogBounds>,
+}
+
 /// State of one round after the entry checks.
 pub(crate) struct Round<'a> {
     pub(crate) engine: &'a Engine,
@@ -31,6 +39,8 @@ pub(crate) struct Round<'a> {
     /// P1 of each pushed commit, read at entry: `(client_commit_id,
     /// stored result)`, taken by the first commit with that id.
     pub(crate) prefetched: Vec<(String, StorageResult<Option<StoredPushResult>>)>,
+    /// Set for a round without pushes: the entry's reads that L1/L2 reuse.
+    pub(crate) pull_start: Option<PullStart>,
     pub(crate) resolved: Resolved,
     pub(crate) outcome: RoundOutcome,
     /// Set while the round's last push runs in a round without a pull: its
