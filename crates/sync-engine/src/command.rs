@@ -171,7 +171,7 @@ impl Engine {
                 partition: ctx.partition.clone(),
                 authenticated_at_ms: now,
                 initial_log_epoch: self.config.ids.new_id(),
-                refresh_after_ms: self.config.registry_refresh_ms,
+                refresh_after_ms: self.config.activity_refresh_ms,
                 running_schema_version: self.schema.version,
                 client_id: cid.clone(),
                 client_commit_ids: vec![ccid.clone()],

@@ -41,10 +41,11 @@ impl Default for Limits {
     }
 }
 
-/// Default [`EngineConfig::registry_refresh_ms`]: a busy partition's
-/// registry row is written at most about once a second, not once per round
-/// (each write is a commit of its own, a WAL flush on Postgres).
-pub const REGISTRY_REFRESH_MS: i64 = 1_000;
+/// Default [`EngineConfig::activity_refresh_ms`]: a busy partition's
+/// registry row and an unchanged client record are written at most about
+/// once a second, not once per round (each write is a commit of its own, a
+/// WAL flush on Postgres).
+pub const ACTIVITY_REFRESH_MS: i64 = 1_000;
 
 /// Configuration and hooks of an [`Engine`](crate::Engine).
 ///
@@ -76,11 +77,13 @@ pub struct EngineConfig {
     pub delete_policy: DeletePolicy,
     /// Retention policy of [`Engine::prune`](crate::Engine::prune).
     pub retention: RetentionPolicy,
-    /// How often a round refreshes the partition registry's
-    /// `last_authenticated_at_ms` (milliseconds): a round finding it newer
-    /// than this writes nothing at entry. `0` refreshes on every round, as
-    /// `engine.md` E2 reads. Default [`REGISTRY_REFRESH_MS`].
-    pub registry_refresh_ms: i64,
+    /// How often rounds refresh activity times (milliseconds): the
+    /// partition registry's `last_authenticated_at_ms` is written only when
+    /// older than this, and a client record that would change in nothing
+    /// but `updated_at_ms` only when its stored time is older than this.
+    /// `0` writes both on every round, as `engine.md` E2 and §5.8 read.
+    /// Default [`ACTIVITY_REFRESH_MS`].
+    pub activity_refresh_ms: i64,
     /// Race-injection callbacks (feature `test-hooks`).
     #[cfg(feature = "test-hooks")]
     pub test_hooks: crate::test_hooks::TestHooks,
@@ -102,7 +105,7 @@ impl EngineConfig {
             limits: Limits::default(),
             delete_policy: DeletePolicy::default(),
             retention: RetentionPolicy::default(),
-            registry_refresh_ms: REGISTRY_REFRESH_MS,
+            activity_refresh_ms: ACTIVITY_REFRESH_MS,
             #[cfg(feature = "test-hooks")]
             test_hooks: crate::test_hooks::TestHooks::default(),
         }
@@ -123,7 +126,7 @@ impl fmt::Debug for EngineConfig {
             .field("limits", &self.limits)
             .field("delete_policy", &self.delete_policy)
             .field("retention", &self.retention)
-            .field("registry_refresh_ms", &self.registry_refresh_ms)
+            .field("activity_refresh_ms", &self.activity_refresh_ms)
             .finish_non_exhaustive()
     }
 }

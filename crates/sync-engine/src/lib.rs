@@ -91,7 +91,7 @@ pub mod test_hooks;
 mod wire;
 
 pub use command::{CommandOutcome, CommandReader, CommandWrite};
-pub use config::{DeletePolicy, EngineConfig, Limits, REGISTRY_REFRESH_MS};
+pub use config::{DeletePolicy, EngineConfig, Limits, ACTIVITY_REFRESH_MS};
 pub use context::RequestContext;
 pub use engine::{Engine, MAX_SAFE_INTEGER};
 pub use error::EngineError;

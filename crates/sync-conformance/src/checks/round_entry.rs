@@ -17,7 +17,7 @@ use sync_engine::PushResultStatus;
 
 use super::engine_busy::BusyScans;
 use super::engine_fixture::P as P_ENGINE;
-use super::engine_round::{build, env, expect_applied, run};
+use super::engine_round::{build, env, expect_applied, pull_req, run, sub_p1};
 use crate::check::{expect_code, CheckDef, CheckResult};
 use crate::checks::support_pdata::{append_empty, EPOCH, P};
 use crate::context::{Ctx, NOW};
@@ -41,6 +41,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-348",
         "a client record staged in a push transaction is stored by its commit as put_client_record stores it, and not at all by a rollback or an empty client id",
         c348_staged_client_record,
+    ),
+    check(
+        GROUP,
+        "C-350",
+        "an engine round rewrites a client record that changes in nothing but its time only when the stored time is older than activity_refresh_ms; a changed record always",
+        c350_unchanged_record_refresh,
     ),
     check(
         GROUP,
@@ -408,6 +414,60 @@ fn c349_push_only_round_stores_the_record(ctx: &mut Ctx<'_>) -> CheckResult {
             .as_ref()
             .is_some_and(|r| r.actor_id == "alice" && r.cursor == -1 && r.wire_version == 2),
         "the record of a push-only round through a storage that does not stage: {written:?}"
+    );
+    Ok(())
+}
+
+fn c350_unchanged_record_refresh(ctx: &mut Ctx<'_>) -> CheckResult {
+    let env = env(ctx)?;
+    let clock = env.clock.clone();
+    let engine = env.engine_with(|c| c.activity_refresh_ms = 1_000)?;
+    let stamp = |what: &str| -> CheckResult<i64> {
+        env.storage
+            .get_client_record(P_ENGINE, "dev-a")?
+            .map(|r| r.updated_at_ms)
+            .ok_or_else(|| crate::Failure::new(format!("no client record {what}")))
+    };
+    let pull = |id: &str| pull_req("dev-a", vec![sub_p1(id, 0)]);
+    run(&engine, "alice", pull("s1")).ok()?;
+    check_eq!(stamp("after the first round")?, NOW, "first record");
+    clock.advance(400);
+    run(&engine, "alice", pull("s1")).ok()?;
+    check_eq!(
+        stamp("after an unchanged round")?,
+        NOW,
+        "an unchanged record inside the interval is not rewritten"
+    );
+    clock.advance(700);
+    run(&engine, "alice", pull("s1")).ok()?;
+    check_eq!(
+        stamp("after the interval")?,
+        NOW + 1_100,
+        "an unchanged record older than the interval is rewritten"
+    );
+    clock.advance(100);
+    run(&engine, "alice", pull("s2")).ok()?;
+    check_eq!(
+        stamp("after a changed subscription")?,
+        NOW + 1_200,
+        "a changed record is written at once"
+    );
+    check_eq!(
+        env.storage.get_client_record(P_ENGINE, "dev-a")?.map(|r| r
+            .subscriptions
+            .into_iter()
+            .map(|s| s.id)
+            .collect::<Vec<_>>()),
+        Some(vec!["s2".to_owned()]),
+        "the changed subscription list"
+    );
+    let every_round = env.engine_with(|c| c.activity_refresh_ms = 0)?;
+    clock.advance(1);
+    run(&every_round, "alice", pull("s2")).ok()?;
+    check_eq!(
+        stamp("with interval 0")?,
+        NOW + 1_201,
+        "interval 0 rewrites on every round (engine.md 5.8 as written)"
     );
     Ok(())
 }

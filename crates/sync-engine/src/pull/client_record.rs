@@ -12,11 +12,33 @@ pub(crate) fn write(round: &Round<'_>, active: Option<&[i64]>) -> Result<(), Abo
     if round.record_staged {
         return Ok(());
     }
+    let record = record(round, active);
+    if !needs_write(round, &record) {
+        return Ok(());
+    }
     round
         .engine
         .storage
-        .put_client_record(&round.ctx.partition, &record(round, active))
+        .put_client_record(&round.ctx.partition, &record)
         .map_err(Abort::storage)
+}
+
+/// Whether `record` must be written: it differs from the stored one in more
+/// than `updated_at_ms`, or the stored time is older than the activity
+/// refresh interval (`EngineConfig::activity_refresh_ms`; `0`: always).
+pub(crate) fn needs_write(round: &Round<'_>, record: &ClientRecord) -> bool {
+    let interval = round.engine.config.activity_refresh_ms;
+    match round.record.as_ref() {
+        Some(stored) if interval > 0 => {
+            let same = ClientRecord {
+                updated_at_ms: record.updated_at_ms,
+                ..stored.clone()
+            } == *record;
+            let fresh = stored.updated_at_ms > record.updated_at_ms.saturating_sub(interval);
+            !(same && fresh)
+        }
+        _ => true,
+    }
 }
 
 /// The record §5.8 writes after this round.

@@ -32,8 +32,11 @@ pub(crate) fn applied(
         Ok((seq, stored)) => {
             // The last push of a round without a pull carries the round's
             // client record (§5.8) when the dialect stages it.
-            let staged = if round.stage_record {
-                let record = crate::pull::client_record::record(round, None);
+            let record = round
+                .stage_record
+                .then(|| crate::pull::client_record::record(round, None))
+                .filter(|r| crate::pull::client_record::needs_write(round, r));
+            let staged = if let Some(record) = record {
                 match tx.stage_client_record(&record) {
                     Ok(staged) => staged,
                     Err(e) => {

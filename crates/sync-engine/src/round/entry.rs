@@ -38,7 +38,7 @@ pub(crate) fn enter<'a>(
         partition: ctx.partition.clone(),
         authenticated_at_ms: now,
         initial_log_epoch: engine.config.ids.new_id(),
-        refresh_after_ms: engine.config.registry_refresh_ms,
+        refresh_after_ms: engine.config.activity_refresh_ms,
         running_schema_version: running,
         client_id: req.header.client_id.clone(),
         client_commit_ids: req
@@ -133,7 +133,7 @@ pub(crate) fn enter<'a>(
         reg,
         record,
         prefetched,
-        pull_start: pull_only(req).then(|| PullStart { gate, log_bounds }),
+        pull_start: pull_only(req).then_some(PullStart { gate, log_bounds }),
         resolved,
         outcome: RoundOutcome::default(),
         stage_record: false,
