@@ -13,7 +13,7 @@ use sync_core::{
 
 use std::sync::Arc;
 
-use sync_engine::PushResultStatus;
+use sync_engine::{PullHeader, PushResultStatus, ResponseItem};
 
 use super::engine_busy::BusyScans;
 use super::engine_fixture::P as P_ENGINE;
@@ -47,6 +47,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-350",
         "an engine round rewrites a client record that changes in nothing but its time only when the stored time is older than activity_refresh_ms; a changed record always",
         c350_unchanged_record_refresh,
+    ),
+    check(
+        GROUP,
+        "C-351",
+        "a round that pushes and pulls reads its pull's bounds after its pushes: the section delivers the round's own commit and ends at the new head",
+        c351_push_then_pull_sees_the_push,
     ),
     check(
         GROUP,
@@ -468,6 +474,36 @@ fn c350_unchanged_record_refresh(ctx: &mut Ctx<'_>) -> CheckResult {
         stamp("with interval 0")?,
         NOW + 1_201,
         "interval 0 rewrites on every round (engine.md 5.8 as written)"
+    );
+    Ok(())
+}
+
+fn c351_push_then_pull_sees_the_push(ctx: &mut Ctx<'_>) -> CheckResult {
+    let env = env(ctx)?;
+    let engine = env.engine()?;
+    let mut req = env.insert_req("dev-a", "c1", "t1", "p1")?;
+    req.pull = Some(PullHeader::default());
+    req.subscriptions = vec![sub_p1("s1", 0)];
+    let round = run(&engine, "alice", req);
+    round.ok()?;
+    expect_applied(round.result(0)?, PushResultStatus::Applied, 1)?;
+    let head = env.max_seq()?;
+    let next = round.items.iter().find_map(|item| match item {
+        ResponseItem::SubEnd(end) => Some(end.next_cursor),
+        _ => None,
+    });
+    check_eq!(
+        next,
+        Some(head),
+        "the section's nextCursor after the round's push"
+    );
+    check!(
+        round
+            .items
+            .iter()
+            .any(|item| matches!(item, ResponseItem::Commit(c) if c.commit_seq == head)),
+        "the round's own commit {head} was not delivered by its pull: {:?}",
+        round.items
     );
     Ok(())
 }
