@@ -122,3 +122,34 @@ pub fn project_delete(
     tx.delete_row(table, row_id)?;
     Ok(Some(NewChange::delete(table, row_id, row.scopes)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{distinct_ids, SourceRowRef};
+
+    fn r(table: &str, row_id: &str) -> SourceRowRef {
+        SourceRowRef {
+            table: table.to_owned(),
+            row_id: row_id.to_owned(),
+        }
+    }
+
+    /// A catch-up may name a source row twice and rows of several tables:
+    /// each row of the asked table is re-derived once, in first-occurrence
+    /// order, and no other table's id leaks in.
+    #[test]
+    fn distinct_ids_keep_the_table_and_the_first_occurrence() {
+        let rows = [
+            r("items", "b"),
+            r("notes", "x"),
+            r("items", "a"),
+            r("items", "b"),
+            r("notes", "a"),
+            r("items", "c"),
+            r("items", "a"),
+        ];
+        assert_eq!(distinct_ids(&rows, "items"), ["b", "a", "c"]);
+        assert_eq!(distinct_ids(&rows, "notes"), ["x", "a"]);
+        assert!(distinct_ids(&rows, "other").is_empty());
+    }
+}
