@@ -1,13 +1,21 @@
-//! The round entry in one statement (`ServerStorage::enter_round`): the
-//! registry touch as a data-modifying CTE, and the serve gate, the client
-//! record and the stored push results read beside it — one round trip
-//! instead of three plus one per pushed commit.
+//! The round entry (`ServerStorage::enter_round`) in one round trip: the
+//! serve gate, the client record, the stored push results and the log
+//! bounds read beside the registry entry — instead of three round trips
+//! plus one per pushed commit.
+//!
+//! With a refresh interval (the engine's default) the common case is a
+//! plain read: a fresh registry entry is returned as stored, and only a
+//! missing or stale one costs a second round trip, the touch (about once a
+//! second on a busy partition). A read takes no transaction id and waits
+//! for no WAL flush. Without an interval the touch is a data-modifying CTE
+//! of the same statement.
 
 use std::collections::BTreeMap;
 
+use postgres::Row;
 use sync_core::{
-    validate, ClientRecord, Error, LogBounds, Result, RoundEntry, RoundEntryRequest,
-    StoredPushResult,
+    validate, ClientRecord, Error, LogBounds, PartitionRegistryEntry, Result, RoundEntry,
+    RoundEntryRequest, StoredPushResult,
 };
 
 use crate::gate;
@@ -15,47 +23,57 @@ use crate::json::parse_subscriptions;
 use crate::pool::{col, Conn};
 use crate::registry;
 
-/// `$1` partition, `$2` initial epoch, `$3` time, `$4` running version,
-/// `$5` client, `$6` commit ids, `$7` freshness bound (`NULL`: refresh);
-/// the last two columns are the log bounds.
-///
-/// The touch inserts nothing when the stored entry is fresh (newer than
-/// `$7`): no row is written or locked, so the statement
-/// assigns no transaction id and its commit waits for no WAL flush. Else it
-/// is the upsert of `touch_partition`; a concurrent first contact's row,
-/// invisible to the snapshot, is updated through the conflict and returned.
-/// The gate's epoch is the entry's (a separate gate read after the touch
-/// reads the same committed epoch); the marker and the pending checkpoints
-/// are read in the statement's snapshot.
-const ENTRY_SQL: &str = "WITH existing AS ( \
-      SELECT partition, log_epoch, epoch_required, last_authenticated_at_ms \
-      FROM sync_partition_registry WHERE partition = $1), \
-    touched AS ( \
-      INSERT INTO sync_partition_registry \
-        (partition, log_epoch, epoch_required, last_authenticated_at_ms) \
-      SELECT $1::text, $2::text, FALSE, $3::int8 \
-      WHERE NOT EXISTS (SELECT 1 FROM existing e \
-        WHERE e.last_authenticated_at_ms > $7::int8) \
-      ON CONFLICT (partition) DO UPDATE \
-      SET last_authenticated_at_ms = excluded.last_authenticated_at_ms \
-      RETURNING partition, log_epoch, epoch_required, last_authenticated_at_ms), \
-    entry AS ( \
-      SELECT * FROM touched \
-      UNION ALL SELECT * FROM existing WHERE NOT EXISTS (SELECT 1 FROM touched)) \
-    SELECT t.partition, t.log_epoch, t.epoch_required, t.last_authenticated_at_ms, \
-      (SELECT schema_version FROM sync_schema_meta WHERE id = 1)::text, \
-      (SELECT coalesce(json_agg(c.name ORDER BY c.name), '[]'::json) \
-         FROM sync_backfill_checkpoints c WHERE c.partition = $1 \
-           AND c.schema_version = $4::int4 AND c.state <> 'activated')::text, \
+/// Every column after the registry entry's four, over `$p` partition, `$v`
+/// running version, `$c` client and `$i` commit ids: marker, pending
+/// checkpoints, the client record's six columns (from `k`), the push
+/// results as a JSON object, the log bounds.
+fn entry_columns(p: &str, v: &str, c: &str, i: &str) -> String {
+    format!(
+        "(SELECT schema_version FROM sync_schema_meta WHERE id = 1)::text, \
+      (SELECT coalesce(json_agg(b.name ORDER BY b.name), '[]'::json) \
+         FROM sync_backfill_checkpoints b WHERE b.partition = {p} \
+           AND b.schema_version = {v}::int4 AND b.state <> 'activated')::text, \
       k.client_id, k.actor_id, k.wire_version, k.cursor, k.updated_at_ms, \
       k.subscriptions::text, \
-      (SELECT coalesce(json_object_agg(p.client_commit_id, p.result::text), '{}'::json) \
-         FROM sync_push_results p WHERE p.partition = $1 AND p.client_id = $5 \
-           AND p.client_commit_id = ANY($6::text[]))::text, \
-      coalesce((SELECT s.max_commit_seq FROM sync_partitions s WHERE s.partition = $1), 0), \
-      coalesce((SELECT s.horizon_seq FROM sync_partitions s WHERE s.partition = $1), 0) \
-    FROM entry t \
-    LEFT JOIN sync_clients k ON k.partition = $1 AND k.client_id = $5";
+      (SELECT coalesce(json_object_agg(r.client_commit_id, r.result::text), '{{}}'::json) \
+         FROM sync_push_results r WHERE r.partition = {p} AND r.client_id = {c} \
+           AND r.client_commit_id = ANY({i}::text[]))::text, \
+      coalesce((SELECT s.max_commit_seq FROM sync_partitions s WHERE s.partition = {p}), 0), \
+      coalesce((SELECT s.horizon_seq FROM sync_partitions s WHERE s.partition = {p}), 0)"
+    )
+}
+
+/// The read: `$1` partition, `$2` running version, `$3` client, `$4` commit
+/// ids. The registry columns are NULL for an unregistered partition.
+static READ_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT g.partition, g.log_epoch, g.epoch_required, g.last_authenticated_at_ms, {} \
+         FROM (SELECT $1::text AS partition) p \
+         LEFT JOIN sync_partition_registry g ON g.partition = p.partition \
+         LEFT JOIN sync_clients k ON k.partition = p.partition AND k.client_id = $3",
+        entry_columns("$1", "$2", "$3", "$4")
+    )
+});
+
+/// The touch and the read in one statement: `$1` partition, `$2` initial
+/// epoch, `$3` time, `$4` running version, `$5` client, `$6` commit ids.
+/// The gate's epoch is the touched row's (a separate gate read after the
+/// touch reads the same committed epoch).
+static TOUCH_AND_READ_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH touched AS ( \
+           INSERT INTO sync_partition_registry \
+             (partition, log_epoch, epoch_required, last_authenticated_at_ms) \
+           VALUES ($1, $2, FALSE, $3) \
+           ON CONFLICT (partition) DO UPDATE \
+           SET last_authenticated_at_ms = excluded.last_authenticated_at_ms \
+           RETURNING partition, log_epoch, epoch_required, last_authenticated_at_ms) \
+         SELECT g.partition, g.log_epoch, g.epoch_required, g.last_authenticated_at_ms, {} \
+         FROM touched g \
+         LEFT JOIN sync_clients k ON k.partition = $1 AND k.client_id = $5",
+        entry_columns("$1", "$4", "$5", "$6")
+    )
+});
 
 /// Validates the request as the single methods would.
 pub(crate) fn validate_request(request: &RoundEntryRequest) -> Result<()> {
@@ -64,50 +82,86 @@ pub(crate) fn validate_request(request: &RoundEntryRequest) -> Result<()> {
     gate::validate_args(&request.partition, request.running_schema_version)
 }
 
-/// Runs the entry statement.
+/// Runs the entry: one statement, plus the touch when a read found the
+/// registry entry missing or stale.
 pub(crate) fn enter(conn: &mut Conn, request: &RoundEntryRequest) -> Result<RoundEntry> {
-    let fresh_after: Option<i64> = (request.refresh_after_ms > 0).then(|| {
-        request
-            .authenticated_at_ms
-            .saturating_sub(request.refresh_after_ms)
-    });
+    if request.refresh_after_ms <= 0 {
+        let row = conn.query_one(
+            &TOUCH_AND_READ_SQL,
+            &[
+                &request.partition,
+                &request.initial_log_epoch,
+                &request.authenticated_at_ms,
+                &request.running_schema_version,
+                &request.client_id,
+                &request.client_commit_ids,
+            ],
+        )?;
+        return match parse(&row, request)? {
+            (Some(registry), entry) => Ok(entry(registry)),
+            (None, _) => Err(Error::backend("the registry touch returned no row")),
+        };
+    }
     let row = conn.query_one(
-        ENTRY_SQL,
+        &READ_SQL,
         &[
             &request.partition,
-            &request.initial_log_epoch,
-            &request.authenticated_at_ms,
             &request.running_schema_version,
             &request.client_id,
             &request.client_commit_ids,
-            &fresh_after,
         ],
     )?;
-    let registry = registry::entry(&row)?;
-    let stored: Option<String> = col(&row, 4)?;
-    let pending: Option<String> = col(&row, 5)?;
-    let gate = gate::gate_from_text(
-        &request.partition,
-        stored.as_deref(),
-        Some(registry.log_epoch.as_str()),
-        pending.as_deref(),
-    )?;
-    let client_id: Option<String> = col(&row, 6)?;
+    let fresh_after = request
+        .authenticated_at_ms
+        .saturating_sub(request.refresh_after_ms);
+    match parse(&row, request)? {
+        (Some(stored), entry) if stored.last_authenticated_at_ms > fresh_after => Ok(entry(stored)),
+        (_, entry) => {
+            let touched = registry::touch(
+                conn,
+                &request.partition,
+                request.authenticated_at_ms,
+                &request.initial_log_epoch,
+            )?;
+            Ok(entry(touched))
+        }
+    }
+}
+
+/// The registry entry of a row of either statement (`None`: unregistered)
+/// and the rest of the entry, completed with the registry entry to return:
+/// the gate's epoch is that entry's.
+#[allow(clippy::type_complexity)]
+fn parse(
+    row: &Row,
+    request: &RoundEntryRequest,
+) -> Result<(
+    Option<PartitionRegistryEntry>,
+    impl FnOnce(PartitionRegistryEntry) -> RoundEntry,
+)> {
+    let registered: Option<String> = col(row, 0)?;
+    let stored_registry = match registered {
+        Some(_) => Some(registry::entry(row)?),
+        None => None,
+    };
+    let marker: Option<String> = col(row, 4)?;
+    let pending: Option<String> = col(row, 5)?;
+    let client_id: Option<String> = col(row, 6)?;
     let client_record = match client_id {
         None => None,
         Some(client_id) => {
-            let subscriptions: String = col(&row, 11)?;
+            let subscriptions: String = col(row, 11)?;
             Some(ClientRecord {
                 client_id,
-                actor_id: col(&row, 7)?,
-                wire_version: col(&row, 8)?,
-                cursor: col(&row, 9)?,
-                updated_at_ms: col(&row, 10)?,
+                actor_id: col(row, 7)?,
+                wire_version: col(row, 8)?,
+                cursor: col(row, 9)?,
+                updated_at_ms: col(row, 10)?,
                 subscriptions: parse_subscriptions(&subscriptions)?,
             })
         }
     };
-    let results: Option<String> = col(&row, 12)?;
+    let results: Option<String> = col(row, 12)?;
     let stored_results: BTreeMap<String, String> = match results {
         Some(text) => serde_json::from_str(&text).map_err(Error::backend)?,
         None => BTreeMap::new(),
@@ -123,14 +177,27 @@ pub(crate) fn enter(conn: &mut Conn, request: &RoundEntryRequest) -> Result<Roun
     // The log bounds cost two index lookups in the same statement: they
     // are returned whether asked for or not.
     let log_bounds = Some(LogBounds {
-        max_commit_seq: col(&row, 13)?,
-        horizon_seq: col(&row, 14)?,
+        max_commit_seq: col(row, 13)?,
+        horizon_seq: col(row, 14)?,
     });
-    Ok(RoundEntry {
-        registry,
-        gate,
-        client_record,
-        push_results,
-        log_bounds,
-    })
+    // Validated here, before the touch can write.
+    let gate = gate::gate_from_text(
+        &request.partition,
+        marker.as_deref(),
+        None,
+        pending.as_deref(),
+    )?;
+    Ok((stored_registry, move |registry: PartitionRegistryEntry| {
+        let gate = sync_core::ServeGate {
+            log_epoch: Some(registry.log_epoch.clone()),
+            ..gate
+        };
+        RoundEntry {
+            registry,
+            gate,
+            client_record,
+            push_results,
+            log_bounds,
+        }
+    }))
 }

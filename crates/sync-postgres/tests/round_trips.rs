@@ -159,6 +159,30 @@ fn a_warm_round_entry_costs_one_round_trip() {
         round_trips, 1,
         "touch, gate, client record, three push results and the log bounds in one statement"
     );
+
+    // With a refresh interval: a fresh entry is one plain read, a stale one
+    // adds the touch.
+    let at = |ms: i64| RoundEntryRequest {
+        authenticated_at_ms: ms,
+        refresh_after_ms: 1_000,
+        ..request(&["a"])
+    };
+    // Warm both statements: a fresh read, then a stale one (read + touch).
+    storage.enter_round(&at(1_700_000_000_500)).unwrap();
+    storage.enter_round(&at(1_700_000_001_600)).unwrap();
+    let before = count.load(Ordering::SeqCst);
+    let fresh = storage.enter_round(&at(1_700_000_001_900)).unwrap();
+    assert_eq!(count.load(Ordering::SeqCst) - before, 1, "a fresh entry");
+    assert_eq!(fresh.registry.last_authenticated_at_ms, 1_700_000_001_600);
+    assert_eq!(fresh.gate.log_epoch.as_deref(), Some("epoch-1"));
+    let before = count.load(Ordering::SeqCst);
+    let stale = storage.enter_round(&at(1_700_000_003_000)).unwrap();
+    assert_eq!(
+        count.load(Ordering::SeqCst) - before,
+        2,
+        "a stale entry: read, touch"
+    );
+    assert_eq!(stale.registry.last_authenticated_at_ms, 1_700_000_003_000);
 }
 
 /// The prelude of a push to `id`: the gate, the key `("c", id)` and the row.
