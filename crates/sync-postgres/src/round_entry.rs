@@ -10,8 +10,6 @@
 //! for no WAL flush. Without an interval the touch is a data-modifying CTE
 //! of the same statement.
 
-use std::collections::BTreeMap;
-
 use postgres::Row;
 use sync_core::{
     validate, ClientRecord, Error, LogBounds, PartitionRegistryEntry, Result, RoundEntry,
@@ -26,7 +24,11 @@ use crate::registry;
 /// Every column after the registry entry's four, over `$p` partition, `$v`
 /// running version, `$c` client and `$i` commit ids: marker, pending
 /// checkpoints, the client record's six columns (from `k`), the push
-/// results as a JSON object, the log bounds.
+/// results as a JSON array in the ids' order (`null`: none stored), the log
+/// bounds. Each push result is a scalar subquery on the whole primary key:
+/// an `= ANY(array)` on its last column was planned as a filter over all of
+/// the client's results while the table had no statistics, so the entry
+/// slowed down with every push until the next `ANALYZE`.
 fn entry_columns(p: &str, v: &str, c: &str, i: &str) -> String {
     format!(
         "(SELECT schema_version FROM sync_schema_meta WHERE id = 1)::text, \
@@ -35,9 +37,10 @@ fn entry_columns(p: &str, v: &str, c: &str, i: &str) -> String {
            AND b.schema_version = {v}::int4 AND b.state <> 'activated')::text, \
       k.client_id, k.actor_id, k.wire_version, k.cursor, k.updated_at_ms, \
       k.subscriptions::text, \
-      (SELECT coalesce(json_object_agg(r.client_commit_id, r.result::text), '{{}}'::json) \
-         FROM sync_push_results r WHERE r.partition = {p} AND r.client_id = {c} \
-           AND r.client_commit_id = ANY({i}::text[]))::text, \
+      (SELECT coalesce(json_agg((SELECT r.result::text FROM sync_push_results r \
+           WHERE r.partition = {p} AND r.client_id = {c} AND r.client_commit_id = i.id) \
+           ORDER BY i.n), '[]'::json) \
+         FROM unnest({i}::text[]) WITH ORDINALITY AS i(id, n))::text, \
       coalesce((SELECT s.max_commit_seq FROM sync_partitions s WHERE s.partition = {p}), 0), \
       coalesce((SELECT s.horizon_seq FROM sync_partitions s WHERE s.partition = {p}), 0)"
     )
@@ -162,17 +165,18 @@ fn parse(
         }
     };
     let results: Option<String> = col(row, 12)?;
-    let stored_results: BTreeMap<String, String> = match results {
+    let stored_results: Vec<Option<String>> = match results {
         Some(text) => serde_json::from_str(&text).map_err(Error::backend)?,
-        None => BTreeMap::new(),
+        None => Vec::new(),
     };
-    let push_results = request
-        .client_commit_ids
+    if stored_results.len() != request.client_commit_ids.len() {
+        return Err(Error::backend(
+            "the entry returned another number of push results",
+        ));
+    }
+    let push_results = stored_results
         .iter()
-        .map(|id| match stored_results.get(id) {
-            Some(text) => StoredPushResult::from_json(text).map(Some),
-            None => Ok(None),
-        })
+        .map(|text| text.as_deref().map(StoredPushResult::from_json).transpose())
         .collect();
     // The log bounds cost two index lookups in the same statement: they
     // are returned whether asked for or not.

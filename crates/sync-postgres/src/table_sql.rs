@@ -56,9 +56,22 @@ pub(crate) struct TableSql {
 /// See [`TableSql::prelude_rows`].
 fn prelude_rows_sql(quoted: &str) -> String {
     format!(
-        "SELECT \"_sync_row_id\", \"_sync_server_version\", \"_sync_scopes\"::text, \
-         encode(\"_sync_payload\", 'hex') FROM {quoted} \
-         WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = ANY($2::text[])"
+        "SELECT t.\"_sync_row_id\", t.\"_sync_server_version\", t.\"_sync_scopes\"::text, \
+         encode(t.\"_sync_payload\", 'hex') FROM {} ",
+        by_ids(quoted)
+    )
+}
+
+/// The rows of `$2` (a `text[]` of row ids, repeats read once) in partition
+/// `$1`, as `t`: one primary-key lookup per id. The plain
+/// `"_sync_row_id" = ANY($2)` was planned, while the table had no
+/// statistics yet, as a scan of the whole partition filtered by the array —
+/// a generic plan that then lasted for the connection, so every read of a
+/// push's candidate rows grew with the table.
+fn by_ids(quoted: &str) -> String {
+    format!(
+        "(SELECT DISTINCT unnest($2::text[]) AS id) i CROSS JOIN LATERAL \
+         (SELECT * FROM {quoted} WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = i.id) t"
     )
 }
 
@@ -70,6 +83,9 @@ fn fnv1a(text: &str) -> u64 {
 }
 
 const ROW_COLUMNS: &str = "\"_sync_server_version\", \"_sync_scopes\"::text, \"_sync_payload\"";
+/// [`ROW_COLUMNS`] of the row source `t` of [`by_ids`].
+const ROW_COLUMNS_T: &str =
+    "t.\"_sync_server_version\", t.\"_sync_scopes\"::text, t.\"_sync_payload\"";
 
 impl TableSql {
     /// Builds every statement of `table`.
@@ -94,8 +110,9 @@ impl TableSql {
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2"
             ),
             get_rows: format!(
-                "SELECT \"_sync_row_id\", {ROW_COLUMNS} FROM {quoted} \
-                 WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = ANY($2::text[])"
+                "SELECT t.\"_sync_row_id\", {} FROM {}",
+                ROW_COLUMNS_T,
+                by_ids(&quoted)
             ),
             prelude_rows: prelude_rows_sql(&quoted),
             prelude_rows_name: format!(
@@ -113,8 +130,8 @@ impl TableSql {
                  ORDER BY \"_sync_row_id\" LIMIT $3"
             ),
             scopes_of_rows: format!(
-                "SELECT \"_sync_row_id\", \"_sync_scopes\"::text FROM {quoted} \
-                 WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = ANY($2::text[])"
+                "SELECT t.\"_sync_row_id\", t.\"_sync_scopes\"::text FROM {}",
+                by_ids(&quoted)
             ),
             quoted,
             projection,
