@@ -63,15 +63,17 @@ fn prelude_rows_sql(quoted: &str) -> String {
 }
 
 /// The rows of `$2` (a `text[]` of row ids, repeats read once) in partition
-/// `$1`, as `t`: one primary-key lookup per id. The plain
-/// `"_sync_row_id" = ANY($2)` was planned, while the table had no
-/// statistics yet, as a scan of the whole partition filtered by the array —
-/// a generic plan that then lasted for the connection, so every read of a
+/// `$1`, as `t`: one primary-key lookup per id. `OFFSET 0` keeps the
+/// lateral subquery from being flattened into a join, which the planner
+/// may otherwise run as a hash join over the whole partition; the plain
+/// `"_sync_row_id" = ANY($2)` could likewise get a generic plan that reads
+/// the partition and filters it by the array, so that every read of a
 /// push's candidate rows grew with the table.
 fn by_ids(quoted: &str) -> String {
     format!(
         "(SELECT DISTINCT unnest($2::text[]) AS id) i CROSS JOIN LATERAL \
-         (SELECT * FROM {quoted} WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = i.id) t"
+         (SELECT * FROM {quoted} WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = i.id \
+          OFFSET 0) t"
     )
 }
 
