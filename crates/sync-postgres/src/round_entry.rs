@@ -13,7 +13,7 @@
 use postgres::Row;
 use sync_core::{
     validate, ClientRecord, Error, LogBounds, PartitionRegistryEntry, Result, RoundEntry,
-    RoundEntryRequest, StoredPushResult,
+    RoundEntryRequest, ServeGate, StoredPushResult,
 };
 
 use crate::gate;
@@ -100,9 +100,10 @@ pub(crate) fn enter(conn: &mut Conn, request: &RoundEntryRequest) -> Result<Roun
                 &request.client_commit_ids,
             ],
         )?;
-        return match parse(&row, request)? {
-            (Some(registry), entry) => Ok(entry(registry)),
-            (None, _) => Err(Error::backend("the registry touch returned no row")),
+        let read = EntryRead::parse(&row, request)?;
+        return match read.registry.clone() {
+            Some(registry) => Ok(read.finish(registry)),
+            None => Err(Error::backend("the registry touch returned no row")),
         };
     }
     let row = conn.query_one(
@@ -117,91 +118,103 @@ pub(crate) fn enter(conn: &mut Conn, request: &RoundEntryRequest) -> Result<Roun
     let fresh_after = request
         .authenticated_at_ms
         .saturating_sub(request.refresh_after_ms);
-    match parse(&row, request)? {
-        (Some(stored), entry) if stored.last_authenticated_at_ms > fresh_after => Ok(entry(stored)),
-        (_, entry) => {
+    let read = EntryRead::parse(&row, request)?;
+    match read.registry.clone() {
+        Some(stored) if stored.last_authenticated_at_ms > fresh_after => Ok(read.finish(stored)),
+        _ => {
             let touched = registry::touch(
                 conn,
                 &request.partition,
                 request.authenticated_at_ms,
                 &request.initial_log_epoch,
             )?;
-            Ok(entry(touched))
+            Ok(read.finish(touched))
         }
     }
 }
 
-/// The registry entry of a row of either statement (`None`: unregistered)
-/// and the rest of the entry, completed with the registry entry to return:
-/// the gate's epoch is that entry's.
-#[allow(clippy::type_complexity)]
-fn parse(
-    row: &Row,
-    request: &RoundEntryRequest,
-) -> Result<(
-    Option<PartitionRegistryEntry>,
-    impl FnOnce(PartitionRegistryEntry) -> RoundEntry,
-)> {
-    let registered: Option<String> = col(row, 0)?;
-    let stored_registry = match registered {
-        Some(_) => Some(registry::entry(row)?),
-        None => None,
-    };
-    let marker: Option<String> = col(row, 4)?;
-    let pending: Option<String> = col(row, 5)?;
-    let client_id: Option<String> = col(row, 6)?;
-    let client_record = match client_id {
-        None => None,
-        Some(client_id) => {
-            let subscriptions: String = col(row, 11)?;
-            Some(ClientRecord {
-                client_id,
-                actor_id: col(row, 7)?,
-                wire_version: col(row, 8)?,
-                cursor: col(row, 9)?,
-                updated_at_ms: col(row, 10)?,
-                subscriptions: parse_subscriptions(&subscriptions)?,
-            })
-        }
-    };
-    let results: Option<String> = col(row, 12)?;
-    let stored_results: Vec<Option<String>> = match results {
-        Some(text) => serde_json::from_str(&text).map_err(Error::backend)?,
-        None => Vec::new(),
-    };
-    if stored_results.len() != request.client_commit_ids.len() {
-        return Err(Error::backend(
-            "the entry returned another number of push results",
-        ));
-    }
-    let push_results = stored_results
-        .iter()
-        .map(|text| text.as_deref().map(StoredPushResult::from_json).transpose())
-        .collect();
-    // The log bounds cost two index lookups in the same statement: they
-    // are returned whether asked for or not.
-    let log_bounds = Some(LogBounds {
-        max_commit_seq: col(row, 13)?,
-        horizon_seq: col(row, 14)?,
-    });
-    // Validated here, before the touch can write.
-    let gate = gate::gate_from_text(
-        &request.partition,
-        marker.as_deref(),
-        None,
-        pending.as_deref(),
-    )?;
-    Ok((stored_registry, move |registry: PartitionRegistryEntry| {
-        let gate = sync_core::ServeGate {
+/// One row of either statement, parsed and validated (before the touch can
+/// write).
+struct EntryRead {
+    /// The registry entry as read (`None`: unregistered).
+    registry: Option<PartitionRegistryEntry>,
+    gate: ServeGate,
+    client_record: Option<ClientRecord>,
+    push_results: Vec<Result<Option<StoredPushResult>>>,
+    log_bounds: Option<LogBounds>,
+}
+
+impl EntryRead {
+    /// The entry returned with `registry`: the gate's epoch is that entry's.
+    fn finish(self, registry: PartitionRegistryEntry) -> RoundEntry {
+        let gate = ServeGate {
             log_epoch: Some(registry.log_epoch.clone()),
-            ..gate
+            ..self.gate
         };
         RoundEntry {
             registry,
             gate,
+            client_record: self.client_record,
+            push_results: self.push_results,
+            log_bounds: self.log_bounds,
+        }
+    }
+
+    fn parse(row: &Row, request: &RoundEntryRequest) -> Result<Self> {
+        let registered: Option<String> = col(row, 0)?;
+        let stored_registry = match registered {
+            Some(_) => Some(registry::entry(row)?),
+            None => None,
+        };
+        let marker: Option<String> = col(row, 4)?;
+        let pending: Option<String> = col(row, 5)?;
+        let client_id: Option<String> = col(row, 6)?;
+        let client_record = match client_id {
+            None => None,
+            Some(client_id) => {
+                let subscriptions: String = col(row, 11)?;
+                Some(ClientRecord {
+                    client_id,
+                    actor_id: col(row, 7)?,
+                    wire_version: col(row, 8)?,
+                    cursor: col(row, 9)?,
+                    updated_at_ms: col(row, 10)?,
+                    subscriptions: parse_subscriptions(&subscriptions)?,
+                })
+            }
+        };
+        let results: Option<String> = col(row, 12)?;
+        let stored_results: Vec<Option<String>> = match results {
+            Some(text) => serde_json::from_str(&text).map_err(Error::backend)?,
+            None => Vec::new(),
+        };
+        if stored_results.len() != request.client_commit_ids.len() {
+            return Err(Error::backend(
+                "the entry returned another number of push results",
+            ));
+        }
+        let push_results = stored_results
+            .iter()
+            .map(|text| text.as_deref().map(StoredPushResult::from_json).transpose())
+            .collect();
+        // The log bounds cost two index lookups in the same statement: they
+        // are returned whether asked for or not.
+        let log_bounds = Some(LogBounds {
+            max_commit_seq: col(row, 13)?,
+            horizon_seq: col(row, 14)?,
+        });
+        let gate = gate::gate_from_text(
+            &request.partition,
+            marker.as_deref(),
+            None,
+            pending.as_deref(),
+        )?;
+        Ok(Self {
+            registry: stored_registry,
+            gate,
             client_record,
             push_results,
             log_bounds,
-        }
-    }))
+        })
+    }
 }
