@@ -100,8 +100,8 @@ pub(crate) fn enter(conn: &mut Conn, request: &RoundEntryRequest) -> Result<Roun
                 &request.client_commit_ids,
             ],
         )?;
-        let read = EntryRead::parse(&row, request)?;
-        return match read.registry.clone() {
+        let mut read = EntryRead::parse(&row, request)?;
+        return match read.registry.take() {
             Some(registry) => Ok(read.finish(registry)),
             None => Err(Error::backend("the registry touch returned no row")),
         };
@@ -118,8 +118,8 @@ pub(crate) fn enter(conn: &mut Conn, request: &RoundEntryRequest) -> Result<Roun
     let fresh_after = request
         .authenticated_at_ms
         .saturating_sub(request.refresh_after_ms);
-    let read = EntryRead::parse(&row, request)?;
-    match read.registry.clone() {
+    let mut read = EntryRead::parse(&row, request)?;
+    match read.registry.take() {
         Some(stored) if stored.last_authenticated_at_ms > fresh_after => Ok(read.finish(stored)),
         _ => {
             let touched = registry::touch(

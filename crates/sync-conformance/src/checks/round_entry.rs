@@ -387,40 +387,36 @@ fn c348_staged_client_record(ctx: &mut Ctx<'_>) -> CheckResult {
 
 fn c349_push_only_round_stores_the_record(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
-    // Through the dialect itself (it may stage the record in the push).
-    let engine = env.engine()?;
-    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
-    expect_applied(
-        run(&engine, "alice", req).result(0)?,
-        PushResultStatus::Applied,
-        1,
-    )?;
-    let staged = env.storage.get_client_record(P_ENGINE, "dev-a")?;
-    check!(
-        staged
-            .as_ref()
-            .is_some_and(|r| r.actor_id == "alice" && r.cursor == -1 && r.wire_version == 2),
-        "the record of a push-only round: {staged:?}"
-    );
-    // Through a wrapper whose transactions keep the default (no staging):
+    // Through the dialect itself (it may stage the record in the push), then
+    // through a wrapper whose transactions keep the default (no staging):
     // the engine writes the record after the round instead.
     let declining: Arc<dyn ServerStorage> = Arc::new(BusyScans {
         inner: env.storage.clone(),
     });
-    let engine = build(declining, env.schema.clone(), env.config())?;
-    let req = env.insert_req("dev-b", "c1", "t2", "p1")?;
-    expect_applied(
-        run(&engine, "alice", req).result(0)?,
-        PushResultStatus::Applied,
-        1,
-    )?;
-    let written = env.storage.get_client_record(P_ENGINE, "dev-b")?;
-    check!(
-        written
-            .as_ref()
-            .is_some_and(|r| r.actor_id == "alice" && r.cursor == -1 && r.wire_version == 2),
-        "the record of a push-only round through a storage that does not stage: {written:?}"
-    );
+    let paths = [
+        ("dev-a", "t1", env.engine()?, "the dialect"),
+        (
+            "dev-b",
+            "t2",
+            build(declining, env.schema.clone(), env.config())?,
+            "a storage that does not stage",
+        ),
+    ];
+    for (client, row, engine, through) in paths {
+        let req = env.insert_req(client, "c1", row, "p1")?;
+        expect_applied(
+            run(&engine, "alice", req).result(0)?,
+            PushResultStatus::Applied,
+            1,
+        )?;
+        let stored = env.storage.get_client_record(P_ENGINE, client)?;
+        check!(
+            stored
+                .as_ref()
+                .is_some_and(|r| r.actor_id == "alice" && r.cursor == -1 && r.wire_version == 2),
+            "the record of a push-only round through {through}: {stored:?}"
+        );
+    }
     Ok(())
 }
 
@@ -435,29 +431,33 @@ fn c350_unchanged_record_refresh(ctx: &mut Ctx<'_>) -> CheckResult {
             .ok_or_else(|| crate::Failure::new(format!("no client record {what}")))
     };
     let pull = |id: &str| pull_req("dev-a", vec![sub_p1(id, 0)]);
-    run(&engine, "alice", pull("s1")).ok()?;
-    check_eq!(stamp("after the first round")?, NOW, "first record");
-    clock.advance(400);
-    run(&engine, "alice", pull("s1")).ok()?;
-    check_eq!(
-        stamp("after an unchanged round")?,
-        NOW,
-        "an unchanged record inside the interval is not rewritten"
-    );
-    clock.advance(700);
-    run(&engine, "alice", pull("s1")).ok()?;
-    check_eq!(
-        stamp("after the interval")?,
-        NOW + 1_100,
-        "an unchanged record older than the interval is rewritten"
-    );
-    clock.advance(100);
-    run(&engine, "alice", pull("s2")).ok()?;
-    check_eq!(
-        stamp("after a changed subscription")?,
-        NOW + 1_200,
-        "a changed record is written at once"
-    );
+    // (advance the clock by, subscription, stored time expected, what)
+    let steps = [
+        (0, "s1", NOW, "the first record"),
+        (
+            400,
+            "s1",
+            NOW,
+            "an unchanged record inside the interval is not rewritten",
+        ),
+        (
+            700,
+            "s1",
+            NOW + 1_100,
+            "an unchanged record older than the interval is rewritten",
+        ),
+        (
+            100,
+            "s2",
+            NOW + 1_200,
+            "a changed record is written at once",
+        ),
+    ];
+    for (advance, subscription, expected, what) in steps {
+        clock.advance(advance);
+        run(&engine, "alice", pull(subscription)).ok()?;
+        check_eq!(stamp(what)?, expected, "{what}");
+    }
     check_eq!(
         env.storage.get_client_record(P_ENGINE, "dev-a")?.map(|r| r
             .subscriptions
