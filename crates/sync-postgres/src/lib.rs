@@ -64,7 +64,8 @@
 /// The SQL text of hot paths, for plan inspection by this crate's tests
 /// (the conformance harness explains the same statements).
 pub mod hot_path_sql {
-    pub use crate::table_sql::{scan_page_sql, MERGED_SCAN_VALUES};
+    pub use crate::round_entry::entry_read_sql;
+    pub use crate::table_sql::{rows_by_ids_sql, scan_page_sql, MERGED_SCAN_VALUES};
     pub use crate::window::{window_page_sql, MERGED_WINDOW_VALUES};
 }
 

@@ -63,17 +63,41 @@ fn prelude_rows_sql(quoted: &str) -> String {
 }
 
 /// The rows of `$2` (a `text[]` of row ids, repeats read once) in partition
-/// `$1`, as `t`: one primary-key lookup per id. `OFFSET 0` keeps the
-/// lateral subquery from being flattened into a join, which the planner
-/// may otherwise run as a hash join over the whole partition; the plain
-/// `"_sync_row_id" = ANY($2)` could likewise get a generic plan that reads
-/// the partition and filters it by the array, so that every read of a
-/// push's candidate rows grew with the table.
+/// `$1`, as `t` (a `FROM … WHERE` tail): one primary-key probe per id. The shape is for the plan
+/// the server keeps, which after five executions may be a generic plan made
+/// once per connection, perhaps while the table is empty and has no
+/// statistics:
+/// - the plain `"_sync_row_id" = ANY($2)` could get a generic plan that
+///   reads the partition and filters it by the array, so that every read of
+///   a push's candidate rows grew with the table;
+/// - a lateral `= i.id` lookup ties, on an empty table, with any secondary
+///   index that starts with the partition column, and the tie went to the
+///   secondary index (a scan of the partition);
+/// - the probe used here (the first row at or after the id in primary-key
+///   order, `LIMIT 1`, then kept only if it is the id) is ordered by the
+///   primary key, which no other index gives without a sort, so it wins on
+///   an empty table as on a large one;
+/// - `LIMIT cardinality($2)` never cuts the list. Without it a generic plan
+///   assumes ten ids where a custom plan sees the real count, so the server
+///   never chose the generic plan and planned the statement anew on every
+///   push.
 fn by_ids(quoted: &str) -> String {
     format!(
-        "(SELECT DISTINCT unnest($2::text[]) AS id) i CROSS JOIN LATERAL \
-         (SELECT * FROM {quoted} WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = i.id \
-          OFFSET 0) t"
+        "(SELECT DISTINCT unnest($2::text[]) AS id LIMIT cardinality($2::text[])) i \
+         CROSS JOIN LATERAL (SELECT * FROM {quoted} WHERE \"_sync_partition\" = $1 \
+           AND \"_sync_row_id\" >= i.id ORDER BY \"_sync_row_id\" LIMIT 1) t \
+         WHERE t.\"_sync_row_id\" = i.id"
+    )
+}
+
+/// The row reads of [`by_ids`] on the table named `quoted` (quoted
+/// identifier): `$1` partition, `$2` row ids → row id, version, scopes,
+/// payload (as `get_rows` runs it).
+pub fn rows_by_ids_sql(quoted: &str) -> String {
+    format!(
+        "SELECT t.\"_sync_row_id\", {} FROM {}",
+        ROW_COLUMNS_T,
+        by_ids(quoted)
     )
 }
 
@@ -111,11 +135,7 @@ impl TableSql {
                 "SELECT {ROW_COLUMNS} FROM {quoted} \
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2"
             ),
-            get_rows: format!(
-                "SELECT t.\"_sync_row_id\", {} FROM {}",
-                ROW_COLUMNS_T,
-                by_ids(&quoted)
-            ),
+            get_rows: rows_by_ids_sql(&quoted),
             prelude_rows: prelude_rows_sql(&quoted),
             prelude_rows_name: format!(
                 "sync_prelude_rows_{:016x}",

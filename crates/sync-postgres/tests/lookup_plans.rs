@@ -1,0 +1,87 @@
+//! The plans the server keeps for the by-id lookups of a round: the round
+//! entry and the row reads by id. After five executions of a prepared
+//! statement the server may switch to one generic plan per connection,
+//! made perhaps while the tables are empty; that plan must still probe the
+//! primary key, and the statements must let the server switch (a statement
+//! that is planned anew on every execution pays its planning every round).
+
+mod common;
+
+use common::*;
+use postgres::types::ToSql;
+use postgres::Client;
+use sync_postgres::hot_path_sql::{entry_read_sql, rows_by_ids_sql};
+
+/// `EXPLAIN` of the prepared statement `name` run with `args`.
+fn explain(raw: &mut Client, name: &str, args: &str) -> String {
+    raw.query(&format!("EXPLAIN EXECUTE {name}({args})"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Executes `name` eight times, then returns how often the server used a
+/// generic plan.
+fn generic_plans_after_eight(raw: &mut Client, name: &str, args: &str) -> i64 {
+    for _ in 0..8 {
+        raw.batch_execute(&format!("EXECUTE {name}({args})"))
+            .unwrap();
+    }
+    raw.query_one(
+        "SELECT generic_plans FROM pg_prepared_statements WHERE name = $1",
+        &[&name as &(dyn ToSql + Sync)],
+    )
+    .unwrap()
+    .get(0)
+}
+
+#[test]
+fn rows_by_id_probe_the_primary_key_in_a_generic_plan_on_an_empty_table() {
+    let db = TestDb::new();
+    drop(ensured(&db));
+    let mut raw = db.raw();
+    // `tasks` has unique and plain secondary indexes that start with the
+    // partition column: on an empty table, without statistics, a lookup by
+    // `= id` costs the same through them as through the primary key.
+    raw.batch_execute(&format!(
+        "PREPARE rows_by_id(text, text[]) AS {}",
+        rows_by_ids_sql("\"tasks\"")
+    ))
+    .unwrap();
+    raw.batch_execute("SET plan_cache_mode = force_generic_plan")
+        .unwrap();
+    let plan = explain(&mut raw, "rows_by_id", "'acme', ARRAY['t1', 't2']");
+    assert!(plan.contains("tasks_pkey"), "{plan}");
+    for bad in ["sync_ix_", "Seq Scan", "Hash Join"] {
+        assert!(!plan.contains(bad), "{bad} in\n{plan}");
+    }
+}
+
+#[test]
+fn the_round_lookups_settle_on_a_generic_plan() {
+    let db = TestDb::new();
+    drop(ensured(&db));
+    let mut raw = db.raw();
+    raw.batch_execute(&format!(
+        "PREPARE rows_by_id(text, text[]) AS {}",
+        rows_by_ids_sql("\"tasks\"")
+    ))
+    .unwrap();
+    for (name, bounds) in [("entry", false), ("entry_bounds", true)] {
+        raw.batch_execute(&format!(
+            "PREPARE {name}(text, int4, text, text[]) AS {}",
+            entry_read_sql(bounds)
+        ))
+        .unwrap();
+    }
+    for (name, args) in [
+        ("rows_by_id", "'acme', ARRAY['t1']"),
+        ("entry", "'acme', 1, 'c1', ARRAY['k1']"),
+        ("entry_bounds", "'acme', 1, 'c1', ARRAY['k1']"),
+    ] {
+        let generic = generic_plans_after_eight(&mut raw, name, args);
+        assert!(generic > 0, "{name}: planned anew on every execution");
+    }
+}
