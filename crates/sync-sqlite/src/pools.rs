@@ -256,6 +256,28 @@ impl Pools {
         result
     }
 
+    /// Runs `f` inside one deferred `BEGIN` (one snapshot) on the writer
+    /// when it is idle — nobody holds it or waits for it — else on a
+    /// reader, as [`Pools::read_snapshot`]. A reader drops its page cache
+    /// whenever the database changed since its last read, so after every
+    /// push it reads each page again from the file; the writer's cache
+    /// stays current across its own commits. Never waits for the writer,
+    /// and gives it back before returning.
+    pub(crate) fn read_snapshot_warm<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
+        match self.writer.try_alone() {
+            Some(conn) => {
+                exec(&conn, "BEGIN")?;
+                let result = f(&conn);
+                let _ = exec(&conn, "ROLLBACK");
+                result
+            }
+            None => self.read_snapshot(f),
+        }
+    }
+
     /// Runs `f` on the writer in autocommit mode (one atomic statement).
     pub(crate) fn write_once<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.writer()?;

@@ -1,11 +1,11 @@
 //! The round entry (`ServerStorage::enter_round`): the registry entry, the
 //! serve gate, the client record, the stored push results and (asked for)
-//! the log bounds read on one reader connection, each statement in its own
-//! snapshot as the single methods read them (no `BEGIN`/`ROLLBACK`); then,
-//! only when the entry is missing or older than the request's refresh
-//! interval, the registry touch on the writer. A busy partition's round
-//! therefore takes no write transaction at entry, and one reader checkout
-//! instead of three plus one per commit.
+//! the log bounds read in one snapshot — on the writer connection when it
+//! is idle (its page cache is current), else on a reader; then, only when
+//! the entry is missing or older than the request's refresh interval, the
+//! registry touch on the writer. A busy partition's round therefore takes
+//! no write transaction at entry, and one checkout instead of three plus
+//! one per commit.
 
 use sync_core::{
     validate, LogBounds, PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest,
@@ -20,7 +20,7 @@ pub(crate) fn enter(pools: &Pools, request: &RoundEntryRequest) -> Result<RoundE
     validate::partition(partition)?;
     validate::log_epoch(&request.initial_log_epoch)?;
     gate::validate_args(partition, request.running_schema_version)?;
-    let (stored, gate, client_record, texts, log_bounds) = pools.read(|conn| {
+    let (stored, gate, client_record, texts, log_bounds) = pools.read_snapshot_warm(|conn| {
         let stored = registry::get(conn, partition)?;
         let gate = gate::read(conn, partition, request.running_schema_version)?;
         let record = clients::get(conn, partition, &request.client_id)?;

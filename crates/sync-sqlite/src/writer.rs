@@ -231,6 +231,34 @@ impl Writer {
         }
     }
 
+    /// Takes the writer alone only when nobody holds it, waits for it or
+    /// has a group parked on it; never waits. `None` also when the file
+    /// cannot be checked out for writing (a read-only file still serves
+    /// reads through the readers).
+    pub(crate) fn try_alone(&self) -> Option<AloneWriter<'_>> {
+        {
+            let mut turn = self.lock();
+            if turn.held
+                || turn.parked.is_some()
+                || turn.members_waiting > 0
+                || turn.alone_waiting > 0
+            {
+                return None;
+            }
+            turn.held = true;
+        }
+        match self.checkout() {
+            Ok(conn) => Some(AloneWriter {
+                conn,
+                turn: TurnGuard(self),
+            }),
+            Err(_) => {
+                self.release();
+                None
+            }
+        }
+    }
+
     /// Takes the writer for a transaction from `begin`: joins the open group
     /// (`SAVEPOINT`) or opens a new one (`BEGIN IMMEDIATE`).
     pub(crate) fn member(self: &Arc<Self>) -> Result<Seat> {
