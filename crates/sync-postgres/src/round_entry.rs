@@ -24,8 +24,11 @@ use crate::registry;
 /// Every column after the registry entry's four, over `$p` partition, `$v`
 /// running version, `$c` client and `$i` commit ids: marker, pending
 /// checkpoints, the client record's six columns (from `k`), the push
-/// results as a JSON array in the ids' order (`null`: none stored), the log
-/// bounds. Each push result is a scalar subquery on the whole primary key:
+/// results as a `text[]` in the ids' order (`NULL`: none stored), the log
+/// bounds. The array constructor costs a third of the `json_agg` it
+/// replaced (about 3 against 12 µs of server time per execution, measured
+/// in a PL/pgSQL loop). Each push result is a scalar subquery on the whole
+/// primary key:
 /// an `= ANY(array)` on its last column was planned as a filter over all of
 /// the client's results while the table had no statistics, so the entry
 /// slowed down with every push until the next `ANALYZE`.
@@ -54,11 +57,10 @@ fn entry_columns(p: &str, v: &str, c: &str, i: &str, bounds: bool) -> String {
            AND b.schema_version = {v}::int4 AND b.state <> 'activated')::text, \
       k.client_id, k.actor_id, k.wire_version, k.cursor, k.updated_at_ms, \
       k.subscriptions::text, \
-      (SELECT coalesce(json_agg((SELECT r.result::text FROM sync_push_results r \
+      ARRAY(SELECT (SELECT r.result::text FROM sync_push_results r \
            WHERE r.partition = {p} AND r.client_id = {c} AND r.client_commit_id = i.id) \
-           ORDER BY i.n), '[]'::json) \
          FROM (SELECT * FROM unnest({i}::text[]) WITH ORDINALITY AS u(id, n) \
-               LIMIT cardinality({i}::text[])) i)::text, {bounds}"
+               LIMIT cardinality({i}::text[])) i ORDER BY i.n), {bounds}"
     )
 }
 
@@ -215,11 +217,7 @@ impl EntryRead {
                 })
             }
         };
-        let results: Option<String> = col(row, 12)?;
-        let stored_results: Vec<Option<String>> = match results {
-            Some(text) => serde_json::from_str(&text).map_err(Error::backend)?,
-            None => Vec::new(),
-        };
+        let stored_results: Vec<Option<String>> = col(row, 12)?;
         if stored_results.len() != request.client_commit_ids.len() {
             return Err(Error::backend(
                 "the entry returned another number of push results",
