@@ -37,19 +37,26 @@ fn generic_plans_after_eight(raw: &mut Client, name: &str, args: &str) -> i64 {
     .get(0)
 }
 
-#[test]
-fn rows_by_id_probe_the_primary_key_in_a_generic_plan_on_an_empty_table() {
+/// A fresh schema with the fixture's (empty) tables, and a connection on
+/// which the row read of `tasks` is prepared as `rows_by_id`.
+fn with_rows_by_id() -> (TestDb, Client) {
     let db = TestDb::new();
     drop(ensured(&db));
     let mut raw = db.raw();
-    // `tasks` has unique and plain secondary indexes that start with the
-    // partition column: on an empty table, without statistics, a lookup by
-    // `= id` costs the same through them as through the primary key.
     raw.batch_execute(&format!(
         "PREPARE rows_by_id(text, text[]) AS {}",
         rows_by_ids_sql("\"tasks\"")
     ))
     .unwrap();
+    (db, raw)
+}
+
+#[test]
+fn rows_by_id_probe_the_primary_key_in_a_generic_plan_on_an_empty_table() {
+    // `tasks` has unique and plain secondary indexes that start with the
+    // partition column: on an empty table, without statistics, a lookup by
+    // `= id` costs the same through them as through the primary key.
+    let (_db, mut raw) = with_rows_by_id();
     raw.batch_execute("SET plan_cache_mode = force_generic_plan")
         .unwrap();
     let plan = explain(&mut raw, "rows_by_id", "'acme', ARRAY['t1', 't2']");
@@ -61,14 +68,7 @@ fn rows_by_id_probe_the_primary_key_in_a_generic_plan_on_an_empty_table() {
 
 #[test]
 fn the_round_lookups_settle_on_a_generic_plan() {
-    let db = TestDb::new();
-    drop(ensured(&db));
-    let mut raw = db.raw();
-    raw.batch_execute(&format!(
-        "PREPARE rows_by_id(text, text[]) AS {}",
-        rows_by_ids_sql("\"tasks\"")
-    ))
-    .unwrap();
+    let (_db, mut raw) = with_rows_by_id();
     for (name, bounds) in [("entry", false), ("entry_bounds", true)] {
         raw.batch_execute(&format!(
             "PREPARE {name}(text, int4, text, text[]) AS {}",
