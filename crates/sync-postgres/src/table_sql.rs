@@ -360,12 +360,12 @@ pub fn scan_page_sql(quoted: &str, values: usize) -> String {
         1 => format!("{} LIMIT $6", arm(1)),
         2..=MERGED_SCAN_VALUES => {
             let arms: Vec<String> = (1..=values)
-                .map(|k| format!("({} LIMIT $6)", arm(k)))
+                .map(|k| format!("({} LIMIT (SELECT $6::int8))", arm(k)))
                 .collect();
             format!(
                 "SELECT w.row_id FROM (SELECT u.row_id, \
                    lag(u.row_id) OVER (ORDER BY u.row_id) AS previous FROM ({}) AS u) AS w \
-                 WHERE w.previous IS DISTINCT FROM w.row_id ORDER BY w.row_id LIMIT $6",
+                 WHERE w.previous IS DISTINCT FROM w.row_id ORDER BY w.row_id LIMIT (SELECT $6::int8)",
                 arms.join(" UNION ALL ")
             )
         }
