@@ -80,13 +80,20 @@ pub fn window_page_sql(values: usize) -> &'static str {
     }
 }
 
+/// Each value's range is cut at the page size (`LIMIT $7`): the first `$7`
+/// distinct sequences of the page come from the first `$7` of each value,
+/// so the cut never changes the page, and it bounds what any plan reads.
+/// Without it the planner could not carry the page's `LIMIT` through the
+/// window function and its filter: on an analyzed, unvacuumed index a
+/// client far behind got plans that sorted every value's whole range
+/// (`tests/window_plans.rs`).
 fn merged_page_sql(values: usize) -> String {
     let arms: Vec<String> = (1..=values)
         .map(|k| {
             format!(
                 "(SELECT s.commit_seq FROM sync_change_scopes s \
                   WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ($4::text[])[{k}] \
-                    AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq)"
+                    AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq LIMIT $7)"
             )
         })
         .collect();

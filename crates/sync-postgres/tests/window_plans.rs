@@ -157,3 +157,73 @@ fn scan_pages_stream_ordered_ranges_without_statistics() {
         }
     }
 }
+
+/// Index entries of `sync_change_scopes` a plan read (every scan node on
+/// it, rows × loops), from `EXPLAIN (ANALYZE, FORMAT JSON)`.
+fn scope_entries_read(node: &serde_json::Value) -> f64 {
+    let own = if node["Relation Name"] == "sync_change_scopes" {
+        node["Actual Rows"].as_f64().unwrap_or(0.0) * node["Actual Loops"].as_f64().unwrap_or(1.0)
+    } else {
+        0.0
+    };
+    own + node["Plans"]
+        .as_array()
+        .map_or(0.0, |plans| plans.iter().map(scope_entries_read).sum())
+}
+
+#[test]
+fn a_merged_window_page_reads_a_bounded_number_of_entries_on_an_analyzed_index() {
+    // Analyzed but never vacuumed, a client far behind: each value's range
+    // holds about 2 000 entries. Planned for all of them, a page sorted
+    // every value's whole range (custom plans) or all ranges at once
+    // (generic, parallel): its cost grew with the log.
+    let db = TestDb::new();
+    drop(ensured(&db));
+    let mut raw = db.raw();
+    raw.batch_execute(
+        "ALTER TABLE sync_change_scopes SET (autovacuum_enabled = false); \
+         INSERT INTO sync_change_scopes (partition, tbl, var, value, commit_seq) \
+         SELECT 'acme', 'tasks', 'project_id', 'p' || (i % 100), i \
+         FROM generate_series(1, 200000) AS i; \
+         ANALYZE sync_change_scopes",
+    )
+    .unwrap();
+    let page = 500i64;
+    for (values, mode) in [
+        (2, "force_custom_plan"),
+        (100, "force_custom_plan"),
+        (100, "force_generic_plan"),
+    ] {
+        raw.batch_execute(&format!("SET plan_cache_mode = {mode}"))
+            .unwrap();
+        let name = format!("w_{values}_{mode}");
+        raw.batch_execute(&format!(
+            "PREPARE {name}(text, text, text, text[], int8, int8, int8) AS {}",
+            window_page_sql(values)
+        ))
+        .unwrap();
+        let list: Vec<String> = (0..values).map(|i| format!("'p{i}'")).collect();
+        let explain = format!(
+            "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}('acme', 'tasks', 'project_id', \
+             ARRAY[{}], 1000, 200000, {page})",
+            list.join(", ")
+        );
+        let text = raw
+            .simple_query(&explain)
+            .unwrap()
+            .into_iter()
+            .find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .unwrap();
+        let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let read = scope_entries_read(&plan[0]["Plan"]);
+        // At most a page (and one more) from each value's range.
+        let bound = (values as f64) * (page as f64 + 1.0);
+        assert!(
+            read <= bound,
+            "{values} values, {mode}: {read} entries read for a page (bound {bound})\n{text}"
+        );
+    }
+}
