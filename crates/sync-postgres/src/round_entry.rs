@@ -28,16 +28,17 @@ use crate::registry;
 /// bounds. The array constructor costs a third of the `json_agg` it
 /// replaced (about 3 against 12 µs of server time per execution, measured
 /// in a PL/pgSQL loop). Each push result is a scalar subquery on the whole
-/// primary key:
-/// an `= ANY(array)` on its last column was planned as a filter over all of
-/// the client's results while the table had no statistics, so the entry
-/// slowed down with every push until the next `ANALYZE`.
+/// primary key: an `= ANY(array)` on its last column was planned as a
+/// filter over all of the client's results while the table had no
+/// statistics, so the entry slowed down with every push until the next
+/// `ANALYZE`.
 ///
 /// The `LIMIT cardinality(…)` never cuts the list; it is there for the
 /// planner. Without it a generic plan assumes ten ids where a custom plan
 /// sees the real count, so the generic plan always looked ten times dearer
-/// and the server planned the statement anew on every round (about two
-/// thirds of its server time, measured in the statement log). With it both
+/// and the server planned the statement anew on every round (in the
+/// statement log, its bind — where the planning happens — took 0.22 ms
+/// against 0.07 ms of execution). With it both
 /// estimate one id and the server keeps the generic plan after its fifth
 /// execution. Every table this statement reads has its primary key as its
 /// only index, so a generic plan made on an empty table is the same plan.

@@ -248,12 +248,7 @@ impl Pools {
     /// Runs `f` on a reader inside one deferred `BEGIN` (one snapshot).
     pub(crate) fn read_snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.reader()?;
-        exec(&conn, "BEGIN")?;
-        let result = f(&conn);
-        // A reader changed nothing: ending with ROLLBACK is equivalent and
-        // cannot fail on a busy commit.
-        let _ = exec(&conn, "ROLLBACK");
-        result
+        in_snapshot(&conn, f)
     }
 
     /// Runs `f` inside one deferred `BEGIN` (one snapshot) on the writer
@@ -268,12 +263,7 @@ impl Pools {
         f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
         match self.writer.try_alone() {
-            Some(conn) => {
-                exec(&conn, "BEGIN")?;
-                let result = f(&conn);
-                let _ = exec(&conn, "ROLLBACK");
-                result
-            }
+            Some(writer) => in_snapshot(&writer, f),
             None => self.read_snapshot(f),
         }
     }
@@ -353,6 +343,17 @@ pub(crate) fn commit(conn: &Connection) -> Result<()> {
             Err(error)
         }
     }
+}
+
+/// Runs reads `f` on `conn` inside one deferred `BEGIN` (one snapshot).
+/// They changed nothing: ending with `ROLLBACK` is equivalent and cannot
+/// fail on a busy commit; a connection it leaves inside the transaction is
+/// discarded by the pool ([`Manager::has_broken`]).
+fn in_snapshot<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    exec(conn, "BEGIN")?;
+    let result = f(conn);
+    let _ = exec(conn, "ROLLBACK");
+    result
 }
 
 /// `ROLLBACK`, ignoring failures: a connection left inside a transaction is

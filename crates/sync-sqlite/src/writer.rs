@@ -219,16 +219,7 @@ impl Writer {
     /// it (`busy` after `writer_wait_ms`), then checks the file out.
     pub(crate) fn alone(&self) -> Result<AloneWriter<'_>> {
         self.take_turn(Kind::Alone)?;
-        match self.checkout() {
-            Ok(conn) => Ok(AloneWriter {
-                conn,
-                turn: TurnGuard(self),
-            }),
-            Err(error) => {
-                self.release();
-                Err(error)
-            }
-        }
+        self.check_out_alone()
     }
 
     /// Takes the writer alone only when nobody holds it, waits for it or
@@ -247,14 +238,20 @@ impl Writer {
             }
             turn.held = true;
         }
+        self.check_out_alone().ok()
+    }
+
+    /// With the turn taken alone: checks the connection out, or gives the
+    /// turn back.
+    fn check_out_alone(&self) -> Result<AloneWriter<'_>> {
         match self.checkout() {
-            Ok(conn) => Some(AloneWriter {
+            Ok(conn) => Ok(AloneWriter {
                 conn,
                 turn: TurnGuard(self),
             }),
-            Err(_) => {
+            Err(error) => {
                 self.release();
-                None
+                Err(error)
             }
         }
     }
