@@ -5,7 +5,7 @@
 //! and afterwards every requested declaration exists at version 2 (so no
 //! partition is served un-backfilled by undeclared v2 code).
 //!
-//! Runs per configuration: `SYNCSTORE_MIGRATE_RACE_RUNS` (default 12).
+//! Runs per configuration: `SYNCSTORE_MIGRATE_RACE_RUNS` (default 40).
 
 mod common;
 
@@ -22,7 +22,7 @@ fn runs() -> usize {
     std::env::var("SYNCSTORE_MIGRATE_RACE_RUNS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(12)
+        .unwrap_or(40)
 }
 
 macro_rules! on_both {

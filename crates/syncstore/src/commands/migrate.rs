@@ -71,15 +71,32 @@ pub fn run(db: &Database, args: &MigrateArgs, prepared: Prepared) -> CliResult<R
     check_declarations(storage, &declarations, args.new_partition)?;
     let resolutions = resolutions(args);
     let before = existing(storage, &declarations)?;
-    let effective = with_raced_pending(storage, &declarations, schema.version)?;
-    let preview = plan::preview(
-        db,
-        &schema,
-        marker.as_ref(),
-        &layouts,
-        &effective,
-        &resolutions,
-    )?;
+    // The preview runs the startup check too: a declaration another
+    // `migrate` adds between listing the pending checkpoints and that check
+    // is a lost race, not a refusal — list again and preview again (bounded).
+    let mut retries = 0;
+    let (effective, preview) = loop {
+        let effective = with_raced_pending(storage, &declarations, schema.version)?;
+        match plan::preview(
+            db,
+            &schema,
+            marker.as_ref(),
+            &layouts,
+            &effective,
+            &resolutions,
+        ) {
+            Ok(preview) => break (effective, preview),
+            Err(error)
+                if retries < RACE_RETRIES
+                    && error.code() == ErrorCode::CheckpointIncomplete.as_str()
+                    && target_reached(storage, schema.version)? =>
+            {
+                tracing::info!("another migration declared a checkpoint; previewing again");
+                retries += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    };
     let mut declared_online = Vec::new();
     let applied = if args.dry_run {
         false
@@ -233,6 +250,11 @@ fn lost_bump_race(
     {
         return Ok(false);
     }
+    target_reached(storage, version)
+}
+
+/// The stored marker is at `version` (another process may have bumped it).
+fn target_reached(storage: &dyn ServerStorage, version: i32) -> CliResult<bool> {
     let now = storage.read_schema_marker()?.map(|m| m.schema_version);
     Ok(now == Some(i64::from(version)))
 }
