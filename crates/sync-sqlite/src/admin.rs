@@ -30,7 +30,7 @@ pub(crate) fn commit_metadata(
              AND (?3 IS NULL OR c.commit_seq < ?3) \
              AND (?4 IS NULL OR EXISTS (SELECT 1 FROM sync_changes AS ch \
                WHERE ch.partition = ?1 AND ch.commit_seq = c.commit_seq AND ch.tbl = ?4)) \
-             ORDER BY c.commit_seq DESC LIMIT ?5",
+             ORDER BY c.commit_seq DESC LIMIT CAST(?5 AS INTEGER)",
         )
         .db()?;
     type Raw = (i64, String, String, String, i64, i64, String);
@@ -104,7 +104,7 @@ pub(crate) fn scope_activity(
              FROM sync_change_scopes AS s \
              JOIN sync_commits AS c ON c.partition = ?1 AND c.commit_seq = s.commit_seq \
              WHERE s.partition = ?1 AND s.var = ?2 AND s.value = ?3 \
-             ORDER BY s.commit_seq DESC, s.tbl LIMIT ?4",
+             ORDER BY s.commit_seq DESC, s.tbl LIMIT CAST(?4 AS INTEGER)",
     )
     .db()?;
     let rows = stmt

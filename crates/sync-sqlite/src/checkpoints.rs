@@ -523,7 +523,7 @@ pub(crate) fn source_changes(
         "SELECT ch.commit_seq, ch.idx, c.client_id, ch.tbl, ch.row_id, ch.op FROM sync_changes AS ch \
          JOIN sync_commits AS c ON c.partition = ?1 AND c.commit_seq = ch.commit_seq \
          WHERE ch.partition = ?1 AND ch.commit_seq > ?2 AND ch.tbl IN ({}) \
-         ORDER BY ch.commit_seq, ch.idx LIMIT ?3",
+         ORDER BY ch.commit_seq, ch.idx LIMIT CAST(?3 AS INTEGER)",
         placeholders(4, tables.len())
     );
     let params = bind_tables(vec![&partition, &after_seq, &limit], tables);

@@ -18,7 +18,7 @@ use crate::values::{parse_scopes, to_i32};
 
 const COMMITS_PAGE: &str =
     "SELECT commit_seq, client_id, client_commit_id, actor_id, created_at_ms, writer_version \
-     FROM sync_commits WHERE partition = ?1 AND commit_seq > ?2 ORDER BY commit_seq LIMIT ?3";
+     FROM sync_commits WHERE partition = ?1 AND commit_seq > ?2 ORDER BY commit_seq LIMIT CAST(?3 AS INTEGER)";
 
 const CHANGES_OF_PAGE: &str = "SELECT commit_seq, tbl, row_id, op, row_version, scopes, payload \
      FROM sync_changes WHERE partition = ?1 AND commit_seq > ?2 AND commit_seq <= ?3 \
@@ -143,7 +143,7 @@ pub(crate) fn inspect_rows(
     }
     let sql = format!(
         "SELECT \"_sync_row_id\", \"_sync_server_version\", \"_sync_scopes\", \"_sync_payload\" FROM {} \
-         WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" > ?2 ORDER BY \"_sync_row_id\" LIMIT ?3",
+         WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" > ?2 ORDER BY \"_sync_row_id\" LIMIT CAST(?3 AS INTEGER)",
         quote(table)
     );
     let raw: Vec<_> = seam::uncached(conn, &sql)

@@ -136,7 +136,7 @@ pub(crate) fn claim(
                WHERE partition = ?1 AND type IN (SELECT value FROM json_each(?4)) \
                AND ((status = 'pending' AND available_at_ms <= ?5) OR (status = 'leased' AND lease_expires_at_ms <= ?5)) \
                ORDER BY CASE WHEN status = 'leased' THEN lease_expires_at_ms ELSE available_at_ms END, \
-               created_at_ms, idempotency_key LIMIT ?6) \
+               created_at_ms, idempotency_key LIMIT CAST(?6 AS INTEGER)) \
              RETURNING {COLUMNS}"
         ))
         .db()?;
@@ -273,7 +273,7 @@ pub(crate) fn list(
             "SELECT {COLUMNS} FROM sync_reactions WHERE partition = ?1 \
              AND (?2 = 0 OR status IN (SELECT value FROM json_each(?3))) \
              AND (?4 = 0 OR type IN (SELECT value FROM json_each(?5))) \
-             ORDER BY created_at_ms DESC, idempotency_key DESC LIMIT ?6"
+             ORDER BY created_at_ms DESC, idempotency_key DESC LIMIT CAST(?6 AS INTEGER)"
         ),
     )
     .db()?;
@@ -310,7 +310,7 @@ pub(crate) fn prune(
                  UNION ALL \
                  SELECT idempotency_key, available_at_ms, 1 FROM sync_reactions \
                  WHERE partition = ?1 AND status = 'dead-letter' AND available_at_ms < ?3) \
-               ORDER BY due, pri, idempotency_key LIMIT ?4) \
+               ORDER BY due, pri, idempotency_key LIMIT CAST(?4 AS INTEGER)) \
              RETURNING status",
     )
     .db()?;

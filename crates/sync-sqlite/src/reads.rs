@@ -68,13 +68,13 @@ pub fn window_candidates_sql(values: usize) -> String {
             "commit_seq > ?4 AND commit_seq <= ?5",
             7,
             values,
-            "?6",
+            "CAST(?6 AS INTEGER)",
         );
     }
     format!(
         "SELECT DISTINCT commit_seq FROM sync_change_scopes \
          WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \
-         AND commit_seq > ?4 AND commit_seq <= ?5 ORDER BY commit_seq LIMIT ?6",
+         AND commit_seq > ?4 AND commit_seq <= ?5 ORDER BY commit_seq LIMIT CAST(?6 AS INTEGER)",
         value_list_sql(7, values)
     )
 }
@@ -160,7 +160,7 @@ pub fn scan_candidates_sql(quoted_table: &str, values: usize) -> String {
     format!(
         "SELECT DISTINCT row_id FROM sync_row_scopes \
          WHERE partition = ?1 AND tbl = ?2 AND var = ?3 AND value IN ({}) \
-         AND row_id > ?4 ORDER BY row_id LIMIT ?5",
+         AND row_id > ?4 ORDER BY row_id LIMIT CAST(?5 AS INTEGER)",
         value_list_sql(6, values)
     )
 }
@@ -541,7 +541,7 @@ pub fn index_lookup_sql(quoted_table: &str, columns: &[String], nulls: &[bool]) 
     }
     format!(
         "SELECT \"_sync_row_id\", \"_sync_server_version\", \"_sync_scopes\", \"_sync_payload\" FROM {quoted_table} \
-         WHERE \"_sync_partition\" = ?1{conditions} AND \"_sync_row_id\" > ?2 ORDER BY \"_sync_row_id\" LIMIT ?3"
+         WHERE \"_sync_partition\" = ?1{conditions} AND \"_sync_row_id\" > ?2 ORDER BY \"_sync_row_id\" LIMIT CAST(?3 AS INTEGER)"
     )
 }
 

@@ -147,7 +147,7 @@ impl TableSql {
             delete_row: format!("DELETE FROM {quoted} WHERE {key}"),
             partition_scan: format!(
                 "SELECT \"_sync_row_id\", \"_sync_server_version\", \"_sync_scopes\", \"_sync_payload\" FROM {quoted} \
-                 WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" > ?2 ORDER BY \"_sync_row_id\" LIMIT ?3"
+                 WHERE \"_sync_partition\" = ?1 AND \"_sync_row_id\" > ?2 ORDER BY \"_sync_row_id\" LIMIT CAST(?3 AS INTEGER)"
             ),
             upsert,
             quoted,

@@ -48,7 +48,7 @@ const RESULT_INSERT: &str = "INSERT INTO sync_push_results \
 ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING";
 const KEYSET_BATCH: &str =
     "SELECT _sync_row_id, _sync_server_version, _sync_scopes, _sync_payload \
-FROM todos WHERE _sync_partition = ?1 AND _sync_row_id > ?2 ORDER BY _sync_row_id LIMIT ?3";
+FROM todos WHERE _sync_partition = ?1 AND _sync_row_id > ?2 ORDER BY _sync_row_id LIMIT CAST(?3 AS INTEGER)";
 const DERIVED_UPDATE: &str = "UPDATE todos SET title_lower = ?3, _sync_server_version = ?4, \
 _sync_payload = ?5 WHERE _sync_partition = ?1 AND _sync_row_id = ?2";
 const SEED_ROW: &str = "INSERT INTO todos (_sync_partition, _sync_row_id, id, list_id, title, \
@@ -90,12 +90,15 @@ fn window_candidates(values: usize) -> String {
                 )
             })
             .collect();
-        return format!("{} ORDER BY 1 LIMIT ?6", arms.join(" UNION "));
+        return format!(
+            "{} ORDER BY 1 LIMIT CAST(?6 AS INTEGER)",
+            arms.join(" UNION ")
+        );
     }
     format!(
         "SELECT DISTINCT commit_seq FROM sync_change_scopes WHERE partition = ?1 \
          AND tbl = ?2 AND var = ?3 AND value IN ({}) AND commit_seq > ?4 AND commit_seq <= ?5 \
-         ORDER BY commit_seq LIMIT ?6",
+         ORDER BY commit_seq LIMIT CAST(?6 AS INTEGER)",
         placeholders(7, values)
     )
 }
