@@ -305,10 +305,18 @@ pub trait ServerStorage: Send + Sync {
     /// One client record.
     fn get_client_record(&self, partition: &str, client_id: &str) -> Result<Option<ClientRecord>>;
     /// Inserts or fully replaces a client record.
+    ///
+    /// A write that only refreshes an existing record of the same actor is
+    /// soft state (the client sends it again on every pull): a dialect may
+    /// commit it without waiting for durability, as long as it stays
+    /// consistent and ordered — a crash may then leave the record as its
+    /// previous durable write left it, never a push, row or actor binding
+    /// (`docs/decisions.md`, "Client records without an fsync per pull").
     fn put_client_record(&self, partition: &str, record: &ClientRecord) -> Result<()>;
     /// Cursor summaries ordered by client id.
     fn list_client_cursors(&self, partition: &str) -> Result<Vec<ClientCursorInfo>>;
     /// Actor- and epoch-guarded monotonic cursor update; returns whether the guard matched.
+    /// Soft state like a refresh in [`ServerStorage::put_client_record`].
     fn advance_client_cursor(
         &self,
         partition: &str,

@@ -74,6 +74,28 @@ pub(crate) fn put(conn: &Connection, partition: &str, r: &ClientRecord) -> Resul
     Ok(())
 }
 
+/// Replaces an existing record of the same actor (the soft write of a
+/// pull); returns whether one was there. A new record or another actor's
+/// goes through [`put`].
+pub(crate) fn refresh(conn: &Connection, partition: &str, r: &ClientRecord) -> Result<bool> {
+    let changed = seam::cached(conn,
+        "UPDATE sync_clients SET wire_version = ?4, cursor = ?5, subscriptions = ?6, updated_at_ms = ?7 \
+         WHERE partition = ?1 AND client_id = ?2 AND actor_id = ?3",
+    )
+    .db()?
+    .execute((
+        partition,
+        &r.client_id,
+        &r.actor_id,
+        r.wire_version,
+        r.cursor,
+        subscriptions_json(&r.subscriptions),
+        r.updated_at_ms,
+    ))
+    .db()?;
+    Ok(changed == 1)
+}
+
 /// Cursor summaries ordered by client id.
 pub(crate) fn cursors(conn: &Connection, partition: &str) -> Result<Vec<ClientCursorInfo>> {
     let mut stmt = seam::cached(conn,

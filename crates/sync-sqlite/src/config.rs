@@ -35,6 +35,14 @@ impl Synchronous {
         }
     }
 
+    /// The level `PRAGMA synchronous` reads back (1 `NORMAL`, 2 `FULL`).
+    pub fn level(self) -> i64 {
+        match self {
+            Synchronous::Normal => 1,
+            Synchronous::Full => 2,
+        }
+    }
+
     /// The level for a `PRAGMA synchronous` read-back (1 `NORMAL`, 2 `FULL`);
     /// `None` for the levels this storage never sets.
     pub fn from_level(level: i64) -> Option<Self> {
@@ -145,6 +153,18 @@ pub struct SqliteConfig {
     /// acknowledged pushes survive a power loss; `Normal` is the documented
     /// opt-in that trades that for speed).
     pub synchronous: Synchronous,
+    /// `PRAGMA synchronous` of the writes that only refresh an existing
+    /// client record of the same actor — a pull's cursor, subscriptions and
+    /// activity time (`put_client_record`) and an acknowledgement
+    /// (`advance_client_cursor`). Default [`Synchronous::Normal`]: such a
+    /// write does not wait for an `fsync` of the WAL, and a power loss can
+    /// lose only such writes of the last moments, leaving the record as the
+    /// previous durable write left it — a cursor behind the client's, which
+    /// retention treats conservatively (`docs/decisions.md`, "Client
+    /// records without an fsync per pull"). A new record, a record of
+    /// another actor and every push keep [`SqliteConfig::synchronous`]. It
+    /// matters only when `synchronous` is `Full`.
+    pub client_record_synchronous: Synchronous,
     /// Group commit of queued transactions (default off: [`GroupCommit::OFF`]).
     pub group_commit: GroupCommit,
     /// Background WAL checkpoints (default `None`: SQLite's own automatic
@@ -163,6 +183,7 @@ impl Default for SqliteConfig {
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
             writer_wait_ms: DEFAULT_POOL_WAIT_MS,
             synchronous: Synchronous::Full,
+            client_record_synchronous: Synchronous::Normal,
             group_commit: GroupCommit::OFF,
             wal_checkpoints: None,
             clock: Arc::new(SystemClock),
@@ -187,6 +208,7 @@ impl fmt::Debug for SqliteConfig {
             .field("busy_timeout_ms", &self.busy_timeout_ms)
             .field("writer_wait_ms", &self.writer_wait_ms)
             .field("synchronous", &self.synchronous)
+            .field("client_record_synchronous", &self.client_record_synchronous)
             .field("group_commit", &self.group_commit)
             .field("wal_checkpoints", &self.wal_checkpoints)
             .field("clock", &self.clock)

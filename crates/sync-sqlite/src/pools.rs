@@ -16,7 +16,7 @@ use rusqlite::{Connection, OpenFlags};
 use sync_core::{BackendCause, Error, ErrorCode, Result};
 
 use crate::bootstrap;
-use crate::config::SqliteConfig;
+use crate::config::{SqliteConfig, Synchronous};
 use crate::errors::{pool_error, DbResultExt};
 use crate::file_state;
 use crate::seam;
@@ -32,8 +32,15 @@ const MIN_SQLITE_VERSION: i32 = 3_035_000;
 /// A connection manager that reports a connection still inside a
 /// transaction as broken, so r2d2 discards it instead of handing an open
 /// transaction to the next user (a failed `ROLLBACK` leaves exactly that).
+///
+/// The writer's manager also reports a connection whose `PRAGMA
+/// synchronous` is not the configured level as broken: a soft write
+/// ([`Pools::write_once_soft`]) lowers it for one statement, and a failed
+/// restore must not leave later pushes without their `fsync`.
 pub(crate) struct Manager {
     inner: SqliteConnectionManager,
+    /// The `PRAGMA synchronous` level every checked-in writer must have.
+    synchronous: Option<i64>,
 }
 
 impl ManageConnection for Manager {
@@ -50,6 +57,11 @@ impl ManageConnection for Manager {
 
     fn has_broken(&self, conn: &mut Connection) -> bool {
         !conn.is_autocommit()
+            || self.synchronous.is_some_and(|level| {
+                conn.query_row("PRAGMA synchronous", [], |row| row.get::<_, i64>(0))
+                    .ok()
+                    .is_none_or(|found| found != level)
+            })
     }
 }
 
@@ -73,6 +85,9 @@ pub(crate) struct Pools {
     file: PathBuf,
     /// Opened by [`Pools::open_read_only`]: every connection is `query_only`.
     read_only: bool,
+    /// The lowered level of [`Pools::write_once_soft`], with the configured
+    /// one to restore; `None` when both are the same.
+    soft: Option<(Synchronous, Synchronous)>,
 }
 
 impl Pools {
@@ -130,6 +145,8 @@ impl Pools {
             path: path.to_path_buf(),
             file,
             read_only: false,
+            soft: (config.client_record_synchronous.level() < config.synchronous.level())
+                .then_some((config.client_record_synchronous, config.synchronous)),
         })
     }
 
@@ -188,6 +205,7 @@ impl Pools {
             path: path.to_path_buf(),
             file,
             read_only: true,
+            soft: None,
         })
     }
 
@@ -273,6 +291,23 @@ impl Pools {
         let conn = self.writer()?;
         let result = f(&conn);
         conn.committed();
+        result
+    }
+
+    /// [`Pools::write_once`] for a write of soft state (a client record of
+    /// the same actor refreshed): the statement commits at
+    /// `SqliteConfig::client_record_synchronous`, then the writer's own level
+    /// is restored before the connection goes back to the pool. A restore
+    /// that fails is an error, and the pool discards the connection.
+    pub(crate) fn write_once_soft<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let Some((soft, configured)) = self.soft else {
+            return self.write_once(f);
+        };
+        let conn = self.writer()?;
+        set_synchronous(&conn, soft)?;
+        let result = f(&conn);
+        conn.committed();
+        set_synchronous(&conn, configured)?;
         result
     }
 
@@ -407,6 +442,16 @@ fn file_open_error(path: &Path, error: Error) -> Error {
     }
 }
 
+/// Sets `PRAGMA synchronous` on the writer (no I/O), through the seam so a
+/// test sees, and can fail, each change.
+fn set_synchronous(conn: &Connection, level: Synchronous) -> Result<()> {
+    let sql = match level {
+        Synchronous::Normal => "PRAGMA synchronous = NORMAL",
+        Synchronous::Full => "PRAGMA synchronous = FULL",
+    };
+    seam::batch(conn, sql).db()
+}
+
 fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
     let busy = Duration::from_millis(config.busy_timeout_ms);
     let synchronous = config.synchronous.as_pragma();
@@ -426,7 +471,10 @@ fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
             }
             Ok(())
         });
-    Manager { inner }
+    Manager {
+        inner,
+        synchronous: Some(config.synchronous.level()),
+    }
 }
 
 fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
@@ -439,7 +487,10 @@ fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
             conn.pragma_update(None, "query_only", "ON")?;
             Ok(())
         });
-    Manager { inner }
+    Manager {
+        inner,
+        synchronous: None,
+    }
 }
 
 /// Read-only connections: `overlay` (see `bootstrap::read_only_overlay`)
@@ -455,7 +506,10 @@ fn read_only_manager(path: &Path, config: &SqliteConfig, overlay: String) -> Man
             conn.pragma_update(None, "query_only", "ON")?;
             Ok(())
         });
-    Manager { inner }
+    Manager {
+        inner,
+        synchronous: None,
+    }
 }
 
 /// Refuses SQLite libraries older than 3.35 (`sync.storage.backend`).

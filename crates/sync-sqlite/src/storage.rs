@@ -417,6 +417,15 @@ impl ServerStorage for SqliteStorage {
         if record.client_id.is_empty() {
             return Err(Error::invalid_argument("client_id", "empty"));
         }
+        // Refreshing the same actor's record is soft state: it commits at
+        // `client_record_synchronous`; a new record (the actor binding)
+        // keeps the writer's level.
+        if self
+            .pools
+            .write_once_soft(|conn| clients::refresh(conn, partition, record))?
+        {
+            return Ok(());
+        }
         self.pools
             .write_once(|conn| clients::put(conn, partition, record))
     }
@@ -437,7 +446,7 @@ impl ServerStorage for SqliteStorage {
     ) -> Result<bool> {
         validate::partition(partition)?;
         validate::log_epoch(log_epoch)?;
-        self.pools.write_once(|conn| {
+        self.pools.write_once_soft(|conn| {
             clients::advance(
                 conn,
                 partition,

@@ -6,9 +6,11 @@
 //! A B A B; the ratio is engine / storage-only.
 //!
 //! Every incremental round ends with the client record's write (its cursor
-//! moved), the one write of a pull. On SQLite it is also measured through a
-//! second handle on the same file with `synchronous=NORMAL` (W8's setting),
-//! where that commit does not wait for an `fsync` of the WAL.
+//! moved), the one write of a pull. On SQLite the default handle commits
+//! that refresh without an `fsync` (`client_record_synchronous`, default
+//! `NORMAL`, while pushes stay `FULL`); it is also measured through a
+//! second handle on the same file whose writer runs `synchronous=NORMAL`
+//! (W8's setting).
 
 use anyhow::{bail, Result};
 use sync_core::ServerStorage;
