@@ -15,12 +15,36 @@ pub(crate) const PUT_SQL: &str = "INSERT INTO sync_clients \
     ON CONFLICT (partition, client_id) DO UPDATE SET actor_id = excluded.actor_id, \
       wire_version = excluded.wire_version, cursor = excluded.cursor, \
       subscriptions = excluded.subscriptions, updated_at_ms = excluded.updated_at_ms";
-const ADVANCE_SQL: &str = "UPDATE sync_clients c SET cursor = GREATEST(c.cursor, $5), \
+/// The first term of a soft write's statement: `synchronous_commit` set to
+/// the parameter `$p` (`off`, or the session's own level when null) for the
+/// statement's own transaction only (`set_config(…, true)`), so with `off`
+/// the commit does not wait for its WAL flush while the session keeps its
+/// level (`docs/decisions.md`, "Client records without an fsync per pull").
+macro_rules! soft_commit {
+    ($p:literal) => {
+        concat!(
+            "WITH soft AS MATERIALIZED (SELECT set_config('synchronous_commit', COALESCE(",
+            $p,
+            "::text, current_setting('synchronous_commit')), true) AS level) "
+        )
+    };
+}
+/// Replaces an existing record of the same actor, as a soft write.
+const REFRESH_SQL: &str = concat!(
+    soft_commit!("$8"),
+    "UPDATE sync_clients c SET wire_version = $4, cursor = $5, \
+      subscriptions = ($6::text)::jsonb, updated_at_ms = $7 \
+    FROM soft WHERE c.partition = $1 AND c.client_id = $2 AND c.actor_id = $3 RETURNING 1"
+);
+const ADVANCE_SQL: &str = concat!(
+    soft_commit!("$7"),
+    "UPDATE sync_clients c SET cursor = GREATEST(c.cursor, $5), \
       updated_at_ms = GREATEST(c.updated_at_ms, $6) \
-    WHERE c.partition = $1 AND c.client_id = $2 AND c.actor_id = $3 \
+    FROM soft WHERE c.partition = $1 AND c.client_id = $2 AND c.actor_id = $3 \
       AND EXISTS (SELECT 1 FROM sync_partition_registry r \
                   WHERE r.partition = $1 AND r.log_epoch = $4) \
-    RETURNING 1";
+    RETURNING 1"
+);
 const UPDATE_SQL: &str = "UPDATE sync_clients c SET cursor = GREATEST(c.cursor, $3), \
       updated_at_ms = GREATEST(c.updated_at_ms, $4) \
     WHERE c.partition = $1 AND c.client_id = $2 RETURNING 1";
@@ -98,6 +122,33 @@ pub(crate) fn put(conn: &mut Conn, partition: &str, r: &ClientRecord) -> Result<
     .map(|_| ())
 }
 
+/// Replaces an existing record of the same actor without waiting for its
+/// WAL flush; whether one was there (a new record or another actor's goes
+/// through [`put`]). Idempotent: it sets every column to the given values.
+pub(crate) fn refresh(
+    conn: &mut Conn,
+    partition: &str,
+    r: &ClientRecord,
+    level: Option<&str>,
+) -> Result<bool> {
+    let subscriptions = subscriptions_json(&r.subscriptions);
+    Ok(conn
+        .query_opt(
+            REFRESH_SQL,
+            &[
+                &partition,
+                &r.client_id,
+                &r.actor_id,
+                &r.wire_version,
+                &r.cursor,
+                &subscriptions,
+                &r.updated_at_ms,
+                &level,
+            ],
+        )?
+        .is_some())
+}
+
 /// Cursor summaries ordered by client id.
 pub(crate) fn cursors(conn: &mut Conn, partition: &str) -> Result<Vec<ClientCursorInfo>> {
     conn.query(CURSORS_SQL, &[&partition])?
@@ -112,20 +163,33 @@ pub(crate) fn cursors(conn: &mut Conn, partition: &str) -> Result<Vec<ClientCurs
         .collect()
 }
 
-/// Actor- and epoch-guarded monotonic update; whether the guard matched.
+/// The guarded cursor move of an acknowledgement.
+pub(crate) struct Advance<'a> {
+    pub client_id: &'a str,
+    pub actor_id: &'a str,
+    pub log_epoch: &'a str,
+    pub cursor: i64,
+    pub at_ms: i64,
+}
+
+/// Actor- and epoch-guarded monotonic update, a soft write at `level`
+/// (see [`refresh`]); whether the guard matched.
 pub(crate) fn advance(
     conn: &mut Conn,
     partition: &str,
-    client_id: &str,
-    actor_id: &str,
-    log_epoch: &str,
-    cursor: i64,
-    at_ms: i64,
+    a: &Advance<'_>,
+    level: Option<&str>,
 ) -> Result<bool> {
     let rows = conn.query(
         ADVANCE_SQL,
         &[
-            &partition, &client_id, &actor_id, &log_epoch, &cursor, &at_ms,
+            &partition,
+            &a.client_id,
+            &a.actor_id,
+            &a.log_epoch,
+            &a.cursor,
+            &a.at_ms,
+            &level,
         ],
     )?;
     Ok(rows.len() == 1)

@@ -45,6 +45,15 @@ pub struct PostgresConfig {
     /// to schema-based sharding); ignored on plain Postgres and when the
     /// tables exist already.
     pub citus_distribution: Option<DistributeOptions>,
+    /// Whether a write that only refreshes an existing client record of the
+    /// same actor (`put_client_record` of a pull, `advance_client_cursor`)
+    /// waits for its WAL flush. `false` (the default) commits it with
+    /// `synchronous_commit = off` for that transaction only: a crash can
+    /// lose only such refreshes of the last moments, leaving each record as
+    /// its previous durable write left it (`docs/decisions.md`, "Client
+    /// records without an fsync per pull"). A new record, another actor's
+    /// record and every push keep the server's `synchronous_commit`.
+    pub client_record_synchronous_commit: bool,
 }
 
 impl Default for PostgresConfig {
@@ -58,6 +67,7 @@ impl Default for PostgresConfig {
             pool_wait_ms: DEFAULT_POOL_WAIT_MS,
             clock: Arc::new(SystemClock),
             citus_distribution: None,
+            client_record_synchronous_commit: false,
         }
     }
 }

@@ -181,6 +181,13 @@ impl PostgresStorage {
         &self.config
     }
 
+    /// The `synchronous_commit` of a client record refresh: `off`, or
+    /// `None` (the session's own level) when
+    /// [`PostgresConfig::client_record_synchronous_commit`] asks for it.
+    pub(crate) fn soft_commit_level(&self) -> Option<&'static str> {
+        (!self.config.client_record_synchronous_commit).then_some("off")
+    }
+
     /// The schema last ensured on this instance.
     pub(crate) fn ensured(&self) -> Option<Arc<Ensured>> {
         self.ensured

@@ -238,6 +238,15 @@ impl ServerStorage for PostgresStorage {
         if record.client_id.is_empty() {
             return Err(Error::invalid_argument("client_id", "empty"));
         }
+        // Refreshing the same actor's record is soft state: one idempotent
+        // statement, committed without waiting for its WAL flush unless
+        // configured otherwise, and run again on another connection if
+        // this one is lost. A new record (the actor binding) is a durable
+        // write like any other.
+        let level = self.soft_commit_level();
+        if self.with_conn(|c| clients::refresh(c, partition, record, level))? {
+            return Ok(());
+        }
         self.with_conn_write(|c| clients::put(c, partition, record))
     }
 
@@ -257,17 +266,15 @@ impl ServerStorage for PostgresStorage {
     ) -> Result<bool> {
         validate::partition(partition)?;
         validate::log_epoch(log_epoch)?;
-        self.with_conn_write(|c| {
-            clients::advance(
-                c,
-                partition,
-                client_id,
-                actor_id,
-                log_epoch,
-                cursor,
-                updated_at_ms,
-            )
-        })
+        let level = self.soft_commit_level();
+        let advance = clients::Advance {
+            client_id,
+            actor_id,
+            log_epoch,
+            cursor,
+            at_ms: updated_at_ms,
+        };
+        self.with_conn_write(|c| clients::advance(c, partition, &advance, level))
     }
 
     fn update_client_cursor(

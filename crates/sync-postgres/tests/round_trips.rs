@@ -15,7 +15,8 @@ use postgres::config::Host;
 use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 use sync_core::{
-    EnsureOptions, PushPreludeRequest, RoundEntryRequest, ServerStorage, StoredPushResult,
+    ClientRecord, EnsureOptions, PushPreludeRequest, RoundEntryRequest, ServerStorage,
+    StoredPushResult,
 };
 use sync_postgres::PostgresStorage;
 
@@ -70,6 +71,12 @@ impl r2d2::CustomizeConnection<postgres::Client, postgres::Error> for SearchPath
 
 /// A storage whose one pooled connection goes through the counting proxy.
 fn proxied_storage(db: &TestDb) -> (PostgresStorage, Arc<AtomicUsize>) {
+    let (storage, count, _pool) = proxied_storage_and_pool(db);
+    (storage, count)
+}
+
+/// [`proxied_storage`] with the host's handle on the one-connection pool.
+fn proxied_storage_and_pool(db: &TestDb) -> (PostgresStorage, Arc<AtomicUsize>, Pool) {
     let config: postgres::Config = pg_url().parse().unwrap();
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(host)) => host.clone(),
@@ -96,12 +103,14 @@ fn proxied_storage(db: &TestDb) -> (PostgresStorage, Arc<AtomicUsize>) {
         .connection_customizer(Box::new(SearchPath(db.schema.clone())))
         .build(PostgresConnectionManager::new(proxied, NoTls))
         .unwrap();
-    let storage = PostgresStorage::new(pool, db.config());
+    let storage = PostgresStorage::new(pool.clone(), db.config());
     storage
         .ensure_schema(&fix1(), &EnsureOptions::default())
         .unwrap();
-    (storage, count)
+    (storage, count, pool)
 }
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 
 #[test]
 fn a_warm_single_row_push_costs_four_round_trips() {
@@ -286,4 +295,66 @@ fn the_prelude_reads_what_the_single_methods_read_under_the_lock() {
     let prelude = tx.begin_push(&odd).unwrap();
     assert!(prelude.rows.is_none());
     tx.rollback().unwrap();
+}
+
+/// A pull's client record: `cursor` for actor `actor`.
+fn client_record(actor: &str, cursor: i64) -> ClientRecord {
+    ClientRecord {
+        client_id: "c".into(),
+        actor_id: actor.into(),
+        wire_version: 2,
+        cursor,
+        updated_at_ms: 1_700_000_000_000 + cursor,
+        subscriptions: Vec::new(),
+    }
+}
+
+/// `SHOW synchronous_commit` on the pool's one connection.
+fn session_level(pool: &Pool) -> String {
+    let mut conn = pool.get().unwrap();
+    conn.query_one("SHOW synchronous_commit", &[])
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn a_client_record_refresh_is_one_round_trip_that_leaves_the_session_level() {
+    let db = TestDb::new();
+    let (storage, count, pool) = proxied_storage_and_pool(&db);
+    storage
+        .touch_partition("acme", 1_700_000_000_000, "epoch-1")
+        .unwrap();
+    assert_eq!(session_level(&pool), "on");
+    // The first record binds the client to its actor: the refresh finds
+    // nothing, then a durable write (liveness check, upsert).
+    storage
+        .put_client_record("acme", &client_record("alice", 1))
+        .unwrap();
+    storage
+        .put_client_record("acme", &client_record("alice", 2))
+        .unwrap();
+    let before = count.load(Ordering::SeqCst);
+    storage
+        .put_client_record("acme", &client_record("alice", 3))
+        .unwrap();
+    assert_eq!(
+        count.load(Ordering::SeqCst) - before,
+        1,
+        "a refresh of the same actor's record is one statement"
+    );
+    // `synchronous_commit = off` held for that transaction only.
+    assert_eq!(session_level(&pool), "on");
+    assert!(storage
+        .advance_client_cursor("acme", "c", "alice", "epoch-1", 9, 1_700_000_000_009)
+        .unwrap());
+    assert_eq!(session_level(&pool), "on");
+    let stored = storage.get_client_record("acme", "c").unwrap().unwrap();
+    assert_eq!((stored.actor_id.as_str(), stored.cursor), ("alice", 9));
+    // Another actor's record replaces the binding through the durable write.
+    storage
+        .put_client_record("acme", &client_record("bob", 4))
+        .unwrap();
+    let stored = storage.get_client_record("acme", "c").unwrap().unwrap();
+    assert_eq!((stored.actor_id.as_str(), stored.cursor), ("bob", 4));
+    assert_eq!(session_level(&pool), "on");
 }
