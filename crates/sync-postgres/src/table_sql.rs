@@ -90,7 +90,7 @@ fn by_ids(quoted: &str) -> String {
     )
 }
 
-/// The row reads of [`by_ids`] on the table named `quoted` (quoted
+/// The row reads of `by_ids` on the table named `quoted` (quoted
 /// identifier): `$1` partition, `$2` row ids → row id, version, scopes,
 /// payload (as `get_rows` runs it).
 pub fn rows_by_ids_sql(quoted: &str) -> String {

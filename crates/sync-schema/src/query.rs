@@ -302,7 +302,7 @@ pub fn prepare_request(
 }
 
 /// A lexical form some database reads differently from the mask of
-/// [`tokenize`] (which follows the SQLite family), so that text the mask
+/// `tokenize` (which follows the SQLite family), so that text the mask
 /// takes for a literal or a comment would run as SQL there, or a quoted name
 /// would escape the reserved-name rule **(decision)**. A query containing
 /// one of the constructs of [`SqlDialect::query_rules`] is refused with

@@ -143,7 +143,7 @@ pub const SCAN_DENSE_MATCHES: usize = 16;
 ///   densely after the cursor — at least [`SCAN_DENSE_MATCHES`] of the next
 ///   [`SCAN_PROBE_ROWS`] rows: the next page-size rows of the primary key,
 ///   each tested against the row's stored scope map (exactly the row's index
-///   entries; see [`scan_match_sql`]);
+///   entries; see `scan_match_sql`);
 /// - **one primary-key range of `sync_row_scopes` per value, merged**
 ///   (`MERGE (UNION)`, stopping at the page size) above the last walked row,
 ///   only when the walk found fewer matches than the page size — or, when
