@@ -307,8 +307,12 @@ impl Pools {
         set_synchronous(&conn, soft)?;
         let result = f(&conn);
         conn.committed();
-        set_synchronous(&conn, configured)?;
-        result
+        // The write's own error first; a failed restore after it still
+        // makes the pool discard the connection (`Manager::has_broken`).
+        let restored = set_synchronous(&conn, configured);
+        let value = result?;
+        restored?;
+        Ok(value)
     }
 
     /// Runs `f` on the writer inside `BEGIN IMMEDIATE`; commits on `Ok`,
