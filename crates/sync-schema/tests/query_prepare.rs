@@ -5,8 +5,11 @@ mod support;
 
 use serde_json::json;
 use support::*;
-use sync_core::{CompiledSchema, ErrorCode, SqlValue};
-use sync_schema::{prepare_query, prepare_request, Dialect, PreparedQuery};
+use sync_core::{ColumnType, CompiledSchema, ErrorCode, SqlValue};
+use sync_schema::{
+    prepare_query, prepare_request, Construct, Dialect, InternalRole, PreparedQuery, QueryRules,
+    SqlDialect, PORTABLE_QUERY_RULES,
+};
 
 /// `tasks(id, project_id, title)` of the test vector, a second materialized
 /// table `docs(id, org_id)` and a non-materialized `vault`.
@@ -481,5 +484,64 @@ fn system_catalogs_and_sql_running_functions_are_reserved() {
         "SELECT dblink('x', 'y')",
     ] {
         assert_eq!(reason(sql, &[], &[]), "reserved_reference", "{sql}");
+    }
+}
+
+/// A dialect whose database reads `\` as an escape inside `'…'` (as
+/// MariaDB does by default): its rules add `backslash_in_literal`.
+struct BackslashEscaping;
+
+static BACKSLASH_RULES: QueryRules = QueryRules {
+    constructs: &[Construct::BackslashInLiteral],
+    system_prefixes: PORTABLE_QUERY_RULES.system_prefixes,
+    system_names: PORTABLE_QUERY_RULES.system_names,
+};
+
+impl SqlDialect for BackslashEscaping {
+    fn name(&self) -> &'static str {
+        "backslash-escaping"
+    }
+    fn sql_type(&self, _: ColumnType) -> &'static str {
+        "TEXT"
+    }
+    fn internal_type(&self, _: InternalRole) -> &'static str {
+        "TEXT"
+    }
+    fn placeholder(&self, n: usize) -> String {
+        format!("?{n}")
+    }
+    fn query_rules(&self) -> &'static QueryRules {
+        &BACKSLASH_RULES
+    }
+}
+
+static BACKSLASH_ESCAPING: BackslashEscaping = BackslashEscaping;
+
+/// Such a database would end the literal `'\''` later than the mask does,
+/// so a literal holding a backslash is refused there — and only such a
+/// literal: plain literals, and backslashes where no literal is, stay
+/// accepted.
+#[test]
+fn a_dialect_that_escapes_with_backslashes_refuses_them_in_literals_only() {
+    let dialect = Dialect::new(&BACKSLASH_ESCAPING);
+    let error = prepare(
+        dialect,
+        "SELECT '\\'' AS a, c.client_id FROM sync_commits c --'",
+        &[],
+        &["tasks"],
+    )
+    .unwrap_err();
+    assert_eq!(error.get_detail("reason"), Some("unsupported_syntax"));
+    assert_eq!(error.get_detail("construct"), Some("backslash_in_literal"));
+    for sql in [
+        "SELECT 'it''s', 'plain' FROM tasks",
+        "SELECT \"a\\b\" FROM tasks -- \\",
+    ] {
+        prepare(dialect, sql, &[], &["tasks"]).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+    // The built-in dialects keep such literals (their databases read `\`
+    // literally inside `'…'`).
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
+        prepare(dialect, "SELECT 'a\\b' FROM tasks", &[], &["tasks"]).unwrap();
     }
 }

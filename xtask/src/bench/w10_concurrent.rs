@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use sync_engine::{Engine, PushResultStatus, RequestContext, ResponseItem, SyncRequest};
-use sync_sqlite::{SqliteConfig, Synchronous};
+use sync_sqlite::{GroupCommit, SqliteConfig, Synchronous};
 
 use super::db::{Db, Dialect, Env};
 use super::engine;
@@ -58,6 +58,16 @@ pub fn variants(dialect: Dialect) -> Vec<StorageVariant> {
                 name: "synchronous=NORMAL",
                 synchronous: Synchronous::Normal,
                 sqlite: |_| {},
+            },
+            StorageVariant {
+                name: "synchronous=FULL,group_commit",
+                synchronous: Synchronous::Full,
+                sqlite: |c| c.group_commit = GroupCommit::ON,
+            },
+            StorageVariant {
+                name: "synchronous=NORMAL,group_commit",
+                synchronous: Synchronous::Normal,
+                sqlite: |c| c.group_commit = GroupCommit::ON,
             },
         ],
         Dialect::Postgres => vec![StorageVariant {
