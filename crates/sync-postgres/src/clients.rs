@@ -1,5 +1,6 @@
 //! Client records and cursors (`storage-contract.md` §4.9, admin §4.12).
 
+use postgres::types::ToSql;
 use postgres::Row;
 use sync_core::{ClientCursorInfo, ClientRecord, Result};
 
@@ -107,19 +108,8 @@ pub(crate) fn put_args(partition: &str, r: &ClientRecord) -> Option<Vec<String>>
 /// Inserts or fully replaces a record.
 pub(crate) fn put(conn: &mut Conn, partition: &str, r: &ClientRecord) -> Result<()> {
     let subscriptions = subscriptions_json(&r.subscriptions);
-    conn.execute(
-        PUT_SQL,
-        &[
-            &partition,
-            &r.client_id,
-            &r.actor_id,
-            &r.wire_version,
-            &r.cursor,
-            &subscriptions,
-            &r.updated_at_ms,
-        ],
-    )
-    .map(|_| ())
+    conn.execute(PUT_SQL, &record_params(&partition, r, &subscriptions))
+        .map(drop)
 }
 
 /// Replaces an existing record of the same actor without waiting for its
@@ -132,21 +122,27 @@ pub(crate) fn refresh(
     level: Option<&str>,
 ) -> Result<bool> {
     let subscriptions = subscriptions_json(&r.subscriptions);
-    Ok(conn
-        .query_opt(
-            REFRESH_SQL,
-            &[
-                &partition,
-                &r.client_id,
-                &r.actor_id,
-                &r.wire_version,
-                &r.cursor,
-                &subscriptions,
-                &r.updated_at_ms,
-                &level,
-            ],
-        )?
-        .is_some())
+    let mut params = record_params(&partition, r, &subscriptions).to_vec();
+    params.push(&level);
+    Ok(conn.query_opt(REFRESH_SQL, &params)?.is_some())
+}
+
+/// The record's columns as `$1`…`$7` (partition, client, actor, wire
+/// version, cursor, subscriptions as JSON text, time).
+fn record_params<'a>(
+    partition: &'a &'a str,
+    r: &'a ClientRecord,
+    subscriptions: &'a String,
+) -> [&'a (dyn ToSql + Sync); 7] {
+    [
+        partition,
+        &r.client_id,
+        &r.actor_id,
+        &r.wire_version,
+        &r.cursor,
+        subscriptions,
+        &r.updated_at_ms,
+    ]
 }
 
 /// Cursor summaries ordered by client id.

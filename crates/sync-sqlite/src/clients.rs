@@ -54,46 +54,45 @@ pub(crate) fn get(
 
 /// Inserts or fully replaces a record.
 pub(crate) fn put(conn: &Connection, partition: &str, r: &ClientRecord) -> Result<()> {
-    seam::cached(conn,
+    write(conn,
         "INSERT INTO sync_clients (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (partition, client_id) DO UPDATE SET \
          actor_id = excluded.actor_id, wire_version = excluded.wire_version, cursor = excluded.cursor, \
          subscriptions = excluded.subscriptions, updated_at_ms = excluded.updated_at_ms",
-    )
-    .db()?
-    .execute((
         partition,
-        &r.client_id,
-        &r.actor_id,
-        r.wire_version,
-        r.cursor,
-        subscriptions_json(&r.subscriptions),
-        r.updated_at_ms,
-    ))
-    .db()?;
-    Ok(())
+        r,
+    )
+    .map(drop)
 }
 
 /// Replaces an existing record of the same actor (the soft write of a
 /// pull); returns whether one was there. A new record or another actor's
 /// goes through [`put`].
 pub(crate) fn refresh(conn: &Connection, partition: &str, r: &ClientRecord) -> Result<bool> {
-    let changed = seam::cached(conn,
+    write(conn,
         "UPDATE sync_clients SET wire_version = ?4, cursor = ?5, subscriptions = ?6, updated_at_ms = ?7 \
          WHERE partition = ?1 AND client_id = ?2 AND actor_id = ?3",
-    )
-    .db()?
-    .execute((
         partition,
-        &r.client_id,
-        &r.actor_id,
-        r.wire_version,
-        r.cursor,
-        subscriptions_json(&r.subscriptions),
-        r.updated_at_ms,
-    ))
-    .db()?;
-    Ok(changed == 1)
+        r,
+    )
+    .map(|changed| changed == 1)
+}
+
+/// Runs `sql` with the record's columns as `?1`…`?7` (partition, client,
+/// actor, wire version, cursor, subscriptions, time); rows changed.
+fn write(conn: &Connection, sql: &str, partition: &str, r: &ClientRecord) -> Result<usize> {
+    seam::cached(conn, sql)
+        .db()?
+        .execute((
+            partition,
+            &r.client_id,
+            &r.actor_id,
+            r.wire_version,
+            r.cursor,
+            subscriptions_json(&r.subscriptions),
+            r.updated_at_ms,
+        ))
+        .db()
 }
 
 /// Cursor summaries ordered by client id.
