@@ -155,17 +155,19 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
 }
 
 #[test]
-fn w10_measures_every_cell_of_both_sqlite_variants() {
+fn w10_measures_every_cell_of_every_sqlite_variant() {
     let env = Env::sqlite(None).unwrap();
     let results = w10_concurrent::run(&env, &tiny()).unwrap();
-    // 2 variants × 7 cells (1 thread once, 4/16/64 threads on one and on
-    // distinct partitions) × 2 paths × (rate, p50, p99).
-    check(&results, "W10", 84);
-    assert_eq!(results.len(), 84);
-    for threads in w10_concurrent::THREADS {
-        let label =
-            format!("synchronous=NORMAL,path=engine,threads={threads},partitions={threads}");
-        assert!(results.iter().any(|m| m.variant == label), "no row {label}");
+    // 4 variants (FULL, NORMAL, each with and without group commit) × 7
+    // cells (1 thread once, 4/16/64 threads on one and on distinct
+    // partitions) × 2 paths × (rate, p50, p99).
+    check(&results, "W10", 168);
+    assert_eq!(results.len(), 168);
+    for variant in ["synchronous=NORMAL", "synchronous=FULL,group_commit"] {
+        for threads in w10_concurrent::THREADS {
+            let label = format!("{variant},path=engine,threads={threads},partitions={threads}");
+            assert!(results.iter().any(|m| m.variant == label), "no row {label}");
+        }
     }
 }
 
