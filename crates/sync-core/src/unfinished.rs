@@ -187,4 +187,29 @@ mod tests {
         assert_eq!(plan[0].resolution, Resolution::Carry);
         assert_eq!(plan[1].resolution, Resolution::Abandon);
     }
+
+    /// Without finish-or-refuse a bump applies exactly the resolutions it
+    /// was given: a checkpoint named by none of them is left as it is, even
+    /// beside one that shares its partition or its name.
+    #[test]
+    fn without_refusal_only_the_named_checkpoints_are_resolved() {
+        let unfinished = [
+            pending("acme", "x", 3),
+            pending("acme", "y", 3),
+            pending("globex", "x", 3),
+        ];
+        let opts = crate::EnsureOptions {
+            unfinished: vec![UnfinishedResolution::new("acme", "x", Resolution::Carry)],
+            refuse_unfinished: false,
+            ..crate::EnsureOptions::default()
+        };
+        let plan = bump_resolutions(&unfinished, &opts).unwrap();
+        assert_eq!(
+            plan,
+            vec![ResolvedCheckpoint {
+                checkpoint: pending("acme", "x", 3),
+                resolution: Resolution::Carry,
+            }]
+        );
+    }
 }
