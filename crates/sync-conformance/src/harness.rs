@@ -82,6 +82,11 @@ pub enum HotPath {
     ScanCandidatesMulti,
     /// The whole scan page query for a filter naming three values.
     ScanPageMulti,
+    /// The walk of a scan for a filter naming three values: the statement
+    /// that reads the application table in primary-key order where the
+    /// filter is dense (`docs/decisions.md`, "Many-value row scans"). A
+    /// dialect whose scan page contains its walk explains that page.
+    ScanWalk,
     /// `scan_rows_by_index` on `tasks` through `tasks_by_project_title`.
     IndexLookup,
     /// Candidates of `list_rows_referencing_blob`.

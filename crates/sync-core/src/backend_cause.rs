@@ -98,4 +98,15 @@ mod tests {
         }
         assert!("nope".parse::<BackendCause>().is_err());
     }
+
+    #[test]
+    fn display_is_the_stable_string_form() {
+        for cause in BackendCause::ALL {
+            assert_eq!(cause.to_string(), cause.as_str());
+        }
+        assert_eq!(
+            format!("cause {}", BackendCause::DiskFull),
+            "cause disk_full"
+        );
+    }
 }

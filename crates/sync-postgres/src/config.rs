@@ -54,6 +54,17 @@ pub struct PostgresConfig {
     /// records without an fsync per pull"). A new record, another actor's
     /// record and every push keep the server's `synchronous_commit`.
     pub client_record_synchronous_commit: bool,
+    /// Whether every pooled connection plans for short statements: `SET jit
+    /// = off` and `SET max_parallel_workers_per_gather = 0` once, when the
+    /// pool opens it. `true` (the default): every statement of the storage
+    /// is a keyed read or write of at most a few pages, for which a JIT
+    /// compilation (tens to hundreds of milliseconds) or a parallel plan
+    /// (which collects and sorts where the serial plan streams) never pays;
+    /// both were measured to turn pages of a few milliseconds into pages of
+    /// 100 ms or more when an estimate is off (`docs/decisions.md`,
+    /// "Short-statement planning on Postgres"). `false` leaves the server's
+    /// settings.
+    pub short_statement_planning: bool,
 }
 
 impl Default for PostgresConfig {
@@ -68,6 +79,7 @@ impl Default for PostgresConfig {
             clock: Arc::new(SystemClock),
             citus_distribution: None,
             client_record_synchronous_commit: false,
+            short_statement_planning: true,
         }
     }
 }

@@ -16,7 +16,9 @@ use crate::bootstrap;
 use crate::citus::{self, DistributeOptions, DistributeReport};
 use crate::config::PostgresConfig;
 use crate::errors::connect_error;
-use crate::pool::{build_pool, search_path_statement, source_of, Conn, ConnectionSource};
+use crate::pool::{
+    build_pool, search_path_statement, session_setup, source_of, Conn, ConnectionSource,
+};
 use crate::session::{self, Isolation};
 use crate::state::Ensured;
 
@@ -109,7 +111,7 @@ impl PostgresStorage {
         let side = pg_config.clone();
         let pool = build_pool(
             pg_config,
-            config.schema.as_deref(),
+            session_setup(config.schema.as_deref(), config.short_statement_planning),
             config.pool_size,
             config.pool_wait_ms,
         )?;
@@ -156,7 +158,7 @@ impl PostgresStorage {
         drop(probe);
         let pool = build_pool(
             pg_config,
-            config.schema.as_deref(),
+            session_setup(config.schema.as_deref(), config.short_statement_planning),
             config.pool_size,
             config.pool_wait_ms,
         )?;

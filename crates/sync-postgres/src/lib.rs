@@ -65,7 +65,10 @@
 /// (the conformance harness explains the same statements).
 pub mod hot_path_sql {
     pub use crate::round_entry::entry_read_sql;
-    pub use crate::table_sql::{rows_by_ids_sql, scan_page_sql, MERGED_SCAN_VALUES};
+    pub use crate::table_sql::{
+        rows_by_ids_sql, scan_page_sql, scan_walk_sql, MERGED_SCAN_VALUES, SCAN_DENSE_MATCHES,
+        SCAN_PROBE_ROWS,
+    };
     pub use crate::window::{window_page_sql, MERGED_WINDOW_VALUES};
 }
 

@@ -410,13 +410,13 @@ where
     Box::new(R2d2Source { pool })
 }
 
-/// Sets `search_path` on every connection the pool opens.
+/// The session setup every pooled connection runs once, on acquire.
 #[derive(Debug)]
-struct SearchPath {
+struct SessionSetup {
     statement: String,
 }
 
-impl CustomizeConnection<Client, PgError> for SearchPath {
+impl CustomizeConnection<Client, PgError> for SessionSetup {
     fn on_acquire(&self, conn: &mut Client) -> Result<(), PgError> {
         conn.batch_execute(&self.statement)
     }
@@ -427,12 +427,31 @@ pub(crate) fn search_path_statement(schema: &str) -> String {
     format!("SET search_path TO {}", quote_ident(schema))
 }
 
+/// The planner settings of [`PostgresConfig::short_statement_planning`](crate::PostgresConfig::short_statement_planning).
+pub(crate) const SHORT_STATEMENT_PLANNING: &str =
+    "SET jit = off; SET max_parallel_workers_per_gather = 0";
+
+/// The session setup of a pooled connection: the schema's `search_path`
+/// and, with `short_statements`, [`SHORT_STATEMENT_PLANNING`]; `None` when
+/// there is nothing to set.
+pub(crate) fn session_setup(schema: Option<&str>, short_statements: bool) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(schema) = schema {
+        parts.push(search_path_statement(schema));
+    }
+    if short_statements {
+        parts.push(SHORT_STATEMENT_PLANNING.to_owned());
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// Builds the pool of [`PostgresStorage::connect`](crate::PostgresStorage::connect):
 /// `NoTls`, `max_size = pool_size`, no idle connections kept open eagerly,
-/// checkout wait `pool_wait_ms`, and `search_path` on acquire.
+/// checkout wait `pool_wait_ms`, and `session` (see [`session_setup`]) run
+/// on acquire.
 pub(crate) fn build_pool(
     config: postgres::Config,
-    schema: Option<&str>,
+    session: Option<String>,
     pool_size: u32,
     pool_wait_ms: u64,
 ) -> Result<Pool<PostgresConnectionManager<NoTls>>> {
@@ -449,10 +468,8 @@ pub(crate) fn build_pool(
         .test_on_check_out(false)
         .idle_timeout(Some(Duration::from_secs(60)))
         .connection_timeout(Duration::from_millis(pool_wait_ms));
-    if let Some(schema) = schema {
-        builder = builder.connection_customizer(Box::new(SearchPath {
-            statement: search_path_statement(schema),
-        }));
+    if let Some(statement) = session {
+        builder = builder.connection_customizer(Box::new(SessionSetup { statement }));
     }
     builder.build(manager).map_err(Error::backend)
 }
@@ -460,4 +477,60 @@ pub(crate) fn build_pool(
 /// Reads column `idx` of a row; a type mismatch is `sync.storage.backend`.
 pub(crate) fn col<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, idx: usize) -> Result<T> {
     row.try_get(idx).map_err(Error::backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show(pool: &Pool<PostgresConnectionManager<NoTls>>, setting: &str) -> String {
+        let mut conn = pool.get().expect("a pooled connection");
+        let row = conn
+            .query_one(&format!("SHOW {setting}"), &[])
+            .expect("SHOW");
+        row.get(0)
+    }
+
+    fn pool(session: Option<String>) -> Pool<PostgresConnectionManager<NoTls>> {
+        let url = std::env::var("SYNCSTORE_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let config: postgres::Config = url.parse().expect("a parsable SYNCSTORE_PG_URL");
+        build_pool(config, session, 1, 5_000).expect("a pool")
+    }
+
+    #[test]
+    fn pooled_connections_plan_for_short_statements_unless_asked_not_to() {
+        let short = pool(session_setup(None, true));
+        assert_eq!(show(&short, "jit"), "off");
+        assert_eq!(show(&short, "max_parallel_workers_per_gather"), "0");
+
+        // Without it, each setting keeps the value the session started with.
+        let server = pool(session_setup(None, false));
+        for setting in ["jit", "max_parallel_workers_per_gather"] {
+            let mut conn = server.get().expect("a pooled connection");
+            let row = conn
+                .query_one(
+                    "SELECT current_setting($1), reset_val FROM pg_settings WHERE name = $1",
+                    &[&setting],
+                )
+                .expect("pg_settings");
+            let (current, at_start): (String, String) = (row.get(0), row.get(1));
+            assert_eq!(current, at_start, "{setting} was changed");
+        }
+    }
+
+    #[test]
+    fn the_session_setup_sets_the_schema_first() {
+        assert_eq!(session_setup(None, false), None);
+        assert_eq!(
+            session_setup(Some("tenant \"a\""), false).as_deref(),
+            Some("SET search_path TO \"tenant \"\"a\"\"\"")
+        );
+        assert_eq!(
+            session_setup(Some("s"), true).as_deref(),
+            Some(
+                "SET search_path TO \"s\"; SET jit = off; SET max_parallel_workers_per_gather = 0"
+            )
+        );
+    }
 }

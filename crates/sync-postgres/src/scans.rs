@@ -11,7 +11,7 @@ use sync_core::{
 use crate::pool::{col, Conn};
 use crate::rows::{rows_from, stored_row};
 use crate::state::{resolve, Ensured};
-use crate::table_sql::TableSql;
+use crate::table_sql::{TableSql, MERGED_SCAN_VALUES, SCAN_DENSE_MATCHES, SCAN_PROBE_ROWS};
 use crate::values::{column_value, param_refs, Param};
 
 /// What `scan_rows` does after its validation.
@@ -47,9 +47,14 @@ pub(crate) fn plan_scan<'e>(
 }
 
 /// Runs a planned scope scan. With `max_pages`, gives up (`None`) when the
-/// scan would need more candidate pages than that, so a pool caller can run
-/// the common single-page scan in autocommit and redo a longer one inside a
-/// read snapshot (`storage-contract.md` §1 rule 3).
+/// scan would need more statements that return rows than that, so a pool
+/// caller can run the common single-page scan in autocommit and redo a
+/// longer one inside a read snapshot (`storage-contract.md` §1 rule 3).
+///
+/// For 2 to [`MERGED_SCAN_VALUES`] values the scan first walks the table
+/// where the filter is dense (see [`crate::table_sql::scan_walk_sql`]), then merges the
+/// values' ranges above the last walked row (`docs/decisions.md`, "Many-value
+/// row scans").
 pub(crate) fn scan_rows(
     conn: &mut Conn,
     partition: &str,
@@ -65,37 +70,167 @@ pub(crate) fn scan_rows(
         .get(variable)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    let page = q.limit.max(MIN_CANDIDATE_PAGE);
-    let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
-    let mut after = q.after_row_id.clone().unwrap_or_default();
-    let mut out = Vec::new();
-    let mut pages = 0;
-    loop {
-        if max_pages.is_some_and(|max| pages >= max) {
-            return Ok(None);
+    let mut scan = Scan {
+        partition,
+        query: q,
+        table,
+        variable,
+        values,
+        page: q.limit.max(MIN_CANDIDATE_PAGE),
+        limit: usize::try_from(q.limit).unwrap_or(usize::MAX),
+        max_pages,
+        pages: 0,
+        after: q.after_row_id.clone().unwrap_or_default(),
+        out: Vec::new(),
+    };
+    if (2..=MERGED_SCAN_VALUES).contains(&values.len()) {
+        match scan.walk(conn)? {
+            Step::Done => return Ok(Some(scan.out)),
+            Step::GaveUp => return Ok(None),
+            Step::Continue => {}
         }
-        pages += 1;
-        let rows = conn.query(
-            table.scan_pages.get(&table.quoted, values.len()),
-            &[&partition, &q.table, &variable, &values, &after, &page],
-        )?;
-        for row in &rows {
-            let row_id: String = col(row, 0)?;
-            after.clone_from(&row_id);
-            let Some(version) = col::<Option<i64>>(row, 1)? else {
-                continue;
-            };
-            let scopes: Option<String> = col(row, 2)?;
-            let stored = stored_row(row_id, version, scopes.as_deref(), col(row, 3)?)?;
-            if matches_filter(&stored.scopes, &q.scope_filter) {
-                out.push(stored);
-                if out.len() >= limit {
-                    return Ok(Some(out));
+    }
+    Ok(match scan.merge(conn)? {
+        Step::GaveUp => None,
+        Step::Done | Step::Continue => Some(scan.out),
+    })
+}
+
+/// Where a part of a scan left it.
+enum Step {
+    /// The page is complete (or the table is exhausted).
+    Done,
+    /// More statements are needed than `max_pages` allows.
+    GaveUp,
+    /// The next part continues from the cursor.
+    Continue,
+}
+
+/// A scope scan in progress: its query, cursor and rows so far.
+struct Scan<'a> {
+    partition: &'a str,
+    query: &'a RowScanQuery,
+    table: &'a TableSql,
+    variable: &'a str,
+    values: &'a [String],
+    page: i64,
+    limit: usize,
+    max_pages: Option<usize>,
+    pages: usize,
+    after: String,
+    out: Vec<StoredRow>,
+}
+
+impl Scan<'_> {
+    /// Counts one more statement that returns rows; `false` past `max_pages`.
+    fn next_page(&mut self) -> bool {
+        if self.max_pages.is_some_and(|max| self.pages >= max) {
+            return false;
+        }
+        self.pages += 1;
+        true
+    }
+
+    /// Keeps `stored` when the whole filter matches; `true` once the page
+    /// is full.
+    fn offer(&mut self, stored: StoredRow) -> bool {
+        if matches_filter(&stored.scopes, &self.query.scope_filter) {
+            self.out.push(stored);
+        }
+        self.out.len() >= self.limit
+    }
+
+    /// Walks the table's primary key while the filter is dense: the first
+    /// walk behind its probe, further walks sized by the density seen.
+    /// `Continue` hands the rest (from the last walked row) to the merge.
+    fn walk(&mut self, conn: &mut Conn) -> Result<Step> {
+        let mut size = self.page;
+        let mut sql = &self.table.scan_walk_gated;
+        loop {
+            let rows = conn.query(
+                sql.as_str(),
+                &[
+                    &self.partition,
+                    &self.after,
+                    &self.variable,
+                    &self.values,
+                    &size,
+                ],
+            )?;
+            if rows.is_empty() {
+                // Probe found the filter sparse (or nothing is left): no
+                // row was read for the result, so no statement is counted.
+                return Ok(Step::Continue);
+            }
+            if !self.next_page() {
+                return Ok(Step::GaveUp);
+            }
+            let mut hits = 0i64;
+            for row in &rows {
+                let row_id: String = col(row, 0)?;
+                self.after.clone_from(&row_id);
+                let Some(payload) = col::<Option<Vec<u8>>>(row, 3)? else {
+                    continue;
+                };
+                hits += 1;
+                let scopes: Option<String> = col(row, 2)?;
+                let stored = stored_row(row_id, col(row, 1)?, scopes.as_deref(), Some(payload))?;
+                if self.offer(stored) {
+                    return Ok(Step::Done);
                 }
             }
+            let walked = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+            if walked < size {
+                return Ok(Step::Done);
+            }
+            if hits * SCAN_PROBE_ROWS < walked * SCAN_DENSE_MATCHES {
+                return Ok(Step::Continue);
+            }
+            let wanted = i64::try_from(self.limit - self.out.len()).unwrap_or(i64::MAX);
+            size = wanted
+                .saturating_mul(walked)
+                .checked_div(hits)
+                .unwrap_or(i64::MAX)
+                .saturating_add(SCAN_PROBE_ROWS)
+                .clamp(SCAN_PROBE_ROWS, self.page.saturating_mul(4));
+            sql = &self.table.scan_walk;
         }
-        if i64::try_from(rows.len()).unwrap_or(i64::MAX) < page {
-            return Ok(Some(out));
+    }
+
+    /// Merges the values' ranges (one range for one value) from the cursor.
+    fn merge(&mut self, conn: &mut Conn) -> Result<Step> {
+        loop {
+            if !self.next_page() {
+                return Ok(Step::GaveUp);
+            }
+            let rows = conn.query(
+                self.table
+                    .scan_pages
+                    .get(&self.table.quoted, self.values.len()),
+                &[
+                    &self.partition,
+                    &self.query.table,
+                    &self.variable,
+                    &self.values,
+                    &self.after,
+                    &self.page,
+                ],
+            )?;
+            for row in &rows {
+                let row_id: String = col(row, 0)?;
+                self.after.clone_from(&row_id);
+                let Some(version) = col::<Option<i64>>(row, 1)? else {
+                    continue;
+                };
+                let scopes: Option<String> = col(row, 2)?;
+                let stored = stored_row(row_id, version, scopes.as_deref(), col(row, 3)?)?;
+                if self.offer(stored) {
+                    return Ok(Step::Done);
+                }
+            }
+            if i64::try_from(rows.len()).unwrap_or(i64::MAX) < self.page {
+                return Ok(Step::Done);
+            }
         }
     }
 }

@@ -47,6 +47,11 @@ pub(crate) struct TableSql {
     pub row_scopes: String,
     /// Scope scan pages by value count (see [`scan_page_sql`]).
     pub scan_pages: ScanPages,
+    /// The first walk of a many-value scan, behind its density probe (see
+    /// [`scan_walk_sql`]).
+    pub scan_walk_gated: String,
+    /// A further walk of a many-value scan found dense (see [`scan_walk_sql`]).
+    pub scan_walk: String,
     /// Keyset scan: `$1` partition, `$2` after row id, `$3` limit.
     pub partition_scan: String,
     /// `$1` partition, `$2` row ids → row id, scopes (blob reference rows).
@@ -146,6 +151,8 @@ impl TableSql {
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2"
             ),
             scan_pages: ScanPages::default(),
+            scan_walk_gated: scan_walk_sql(&quoted, true),
+            scan_walk: scan_walk_sql(&quoted, false),
             partition_scan: format!(
                 "SELECT \"_sync_row_id\", {ROW_COLUMNS} FROM {quoted} \
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" > $2 \
@@ -306,6 +313,54 @@ fn delete_sql(quoted: &str) -> String {
          removed_refs AS (DELETE FROM sync_blob_refs \
            WHERE partition = $1::text AND tbl = $3::text AND row_id = $2::text) \
          DELETE FROM {quoted} WHERE \"_sync_partition\" = $1::text AND \"_sync_row_id\" = $2::text"
+    )
+}
+
+/// Rows the density probe of a many-value scan reads (see [`scan_walk_sql`]).
+pub const SCAN_PROBE_ROWS: i64 = 64;
+
+/// Matches among the probe's rows from which a many-value scan walks the
+/// table instead of merging the values' ranges.
+pub const SCAN_DENSE_MATCHES: i64 = 16;
+
+/// The walk of a many-value scope scan of the table `quoted`: `$1`
+/// partition, `$2` after row id, `$3` variable, `$4` values, `$5` rows to
+/// walk → row id, version, scopes, and the payload of each row whose stored
+/// map gives `$3` one of the values (`NULL` for the others), in row-id order.
+///
+/// The walk reads the table's primary key from the cursor on; it stands in
+/// for the scope index, whose entries for a row are exactly the `(variable,
+/// text value)` pairs of its stored map (`->>`), and both keys are ordered
+/// by `COLLATE "C"` (the physical check refuses any other key collation).
+/// With `gated`, the walk runs only when at least [`SCAN_DENSE_MATCHES`] of
+/// the next [`SCAN_PROBE_ROWS`] rows match (a one-time filter: otherwise no
+/// row is read beyond the probe and none is returned), so one statement
+/// both decides and, for a dense filter, reads the page. Both limits are
+/// written `(SELECT …)`, which every plan costs as a tenth of the rows the
+/// walk may read, so the plan is a fast-start primary-key walk: with a
+/// bound `LIMIT $5` larger than an unanalyzed table's row estimate, the
+/// custom plans collected the whole partition by bitmap scan and sorted it
+/// (100 ms a page on 70 000 rows). JIT and parallel plans, which that
+/// costing could reach on a large table, are off on the storage's
+/// connections (`PostgresConfig::short_statement_planning`).
+pub fn scan_walk_sql(quoted: &str, gated: bool) -> String {
+    let hit = "(x.\"_sync_scopes\" ->> $3::text) = ANY($4::text[])";
+    let gate = if gated {
+        format!(
+            " AND (SELECT count(*) FILTER (WHERE p.hit) >= {SCAN_DENSE_MATCHES} FROM \
+               (SELECT {hit} AS hit FROM {quoted} AS x \
+                WHERE x.\"_sync_partition\" = $1::text AND x.\"_sync_row_id\" > $2::text \
+                ORDER BY x.\"_sync_row_id\" LIMIT (SELECT {SCAN_PROBE_ROWS}::int8)) AS p)"
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "SELECT x.\"_sync_row_id\", x.\"_sync_server_version\", x.\"_sync_scopes\"::text, \
+           CASE WHEN {hit} THEN x.\"_sync_payload\" END \
+         FROM {quoted} AS x \
+         WHERE x.\"_sync_partition\" = $1::text AND x.\"_sync_row_id\" > $2::text{gate} \
+         ORDER BY x.\"_sync_row_id\" LIMIT (SELECT $5::int8)"
     )
 }
 

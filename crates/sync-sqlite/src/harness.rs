@@ -321,7 +321,7 @@ fn hot_path_sql(path: HotPath) -> String {
         HotPath::ScanCandidates => hot::scan_candidates_sql(&quote("tasks"), 1),
         HotPath::ScanPage => hot::scan_page_sql(&quote("tasks"), 1),
         HotPath::ScanCandidatesMulti => hot::scan_candidates_sql(&quote("tasks"), 3),
-        HotPath::ScanPageMulti => hot::scan_page_sql(&quote("tasks"), 3),
+        HotPath::ScanPageMulti | HotPath::ScanWalk => hot::scan_page_sql(&quote("tasks"), 3),
         HotPath::IndexLookup => hot::index_lookup_sql(
             &quote("tasks"),
             &["project_id".to_owned(), "title".to_owned()],

@@ -1,6 +1,8 @@
 //! Fresh databases per measurement: SQLite files in a temporary directory,
 //! Postgres schemas `bench_<run>_<n>` on the test server. Each is removed
-//! (file deleted, schema dropped) when its handle goes out of scope.
+//! (file deleted, schema dropped) when its handle goes out of scope, unless
+//! `SYNCSTORE_BENCH_KEEP` is set (then each is kept, and named on stderr, for
+//! inspection: `EXPLAIN`, `EXPLAIN QUERY PLAN`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +18,9 @@ use super::fixture;
 use super::raw::RawClient;
 use super::raw_postgres::RawPostgres;
 use super::raw_sqlite::RawSqlite;
+
+/// Set to keep every database a run creates (see the module documentation).
+const KEEP_ENV: &str = "SYNCSTORE_BENCH_KEEP";
 
 /// The two dialects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,6 +267,13 @@ impl Db {
     }
 
     fn remove(&self) {
+        if std::env::var_os(KEEP_ENV).is_some() {
+            match &self.location {
+                Location::Sqlite(path) => eprintln!("bench: kept {}", path.display()),
+                Location::Postgres { schema, .. } => eprintln!("bench: kept schema {schema}"),
+            }
+            return;
+        }
         match &self.location {
             Location::Sqlite(path) => {
                 for suffix in ["", "-wal", "-shm"] {

@@ -74,14 +74,21 @@ static MERGED_WINDOW_PAGES: [OnceLock<String>; MERGED_WINDOW_VALUES + 1] =
     [const { OnceLock::new() }; MERGED_WINDOW_VALUES + 1];
 
 /// Scan pages by value count: the storage's own shape (one ordered
-/// primary-key range per value, merged, `dialects.md` §7) — the fastest
-/// hand-written form measured (`docs/benchmarks.md`).
+/// primary-key range per value, merged, `dialects.md` §7), used where the
+/// walk of [`scan_walk`] does not fill the page.
 static SCAN_PAGES: [OnceLock<String>; sync_postgres::hot_path_sql::MERGED_SCAN_VALUES + 2] =
     [const { OnceLock::new() }; sync_postgres::hot_path_sql::MERGED_SCAN_VALUES + 2];
 
 fn scan_page(values: usize) -> &'static str {
     let slot = values.min(sync_postgres::hot_path_sql::MERGED_SCAN_VALUES + 1);
     SCAN_PAGES[slot].get_or_init(|| sync_postgres::hot_path_sql::scan_page_sql(TABLE, values))
+}
+
+/// The walk of a many-value scan, behind its probe (`gated`) or not.
+fn scan_walk(gated: bool) -> &'static str {
+    static WALKS: [OnceLock<String>; 2] = [const { OnceLock::new() }; 2];
+    WALKS[usize::from(gated)]
+        .get_or_init(|| sync_postgres::hot_path_sql::scan_walk_sql(TABLE, gated))
 }
 
 fn window_page(values: usize) -> &'static str {
@@ -164,7 +171,11 @@ impl RawPostgres {
     pub fn connect(url: &str, schema: &str) -> Result<Self> {
         let mut client =
             Client::connect(url, NoTls).with_context(|| format!("connecting to {url}"))?;
-        client.batch_execute(&format!("SET search_path TO \"{schema}\""))?;
+        // The same session planning as the storage's default
+        // (`PostgresConfig::short_statement_planning`): no JIT, no parallel plans.
+        client.batch_execute(&format!(
+            "SET search_path TO \"{schema}\"; SET jit = off; SET max_parallel_workers_per_gather = 0"
+        ))?;
         Ok(Self {
             client,
             statements: HashMap::new(),
@@ -183,6 +194,83 @@ impl RawPostgres {
     fn exec(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let statement = self.statement(sql)?;
         Ok(self.client.execute(&statement, params)?)
+    }
+
+    /// One scan page: for 2…128 values the table's primary key walked
+    /// while the filter is dense (behind a 64-row probe), then the values'
+    /// merged ranges above the last walked row — the storage's shape, the
+    /// fastest hand-written form measured (`docs/benchmarks.md`).
+    fn scan_page(
+        &mut self,
+        partition: &str,
+        lists: &[String],
+        after: &str,
+        page: i64,
+    ) -> Result<(u64, Option<String>)> {
+        let mut after = after.to_owned();
+        let mut got = 0u64;
+        let mut last = None;
+        if (2..=sync_postgres::hot_path_sql::MERGED_SCAN_VALUES).contains(&lists.len()) {
+            let mut sql = scan_walk(true);
+            let mut size = page;
+            loop {
+                let rows = self.query(
+                    sql,
+                    &[&partition, &after, &fixture::SCOPE_VAR, &lists, &size],
+                )?;
+                if rows.is_empty() {
+                    break;
+                }
+                let mut hits = 0i64;
+                for row in &rows {
+                    let id: String = row.try_get(0)?;
+                    after.clone_from(&id);
+                    let payload: Option<Vec<u8>> = row.try_get(3)?;
+                    if payload.is_none() {
+                        continue;
+                    }
+                    let _version: i64 = row.try_get(1)?;
+                    let _scopes: Option<String> = row.try_get(2)?;
+                    hits += 1;
+                    got += 1;
+                    last = Some(id);
+                    if got as i64 == page {
+                        return Ok((got, last));
+                    }
+                }
+                let walked = rows.len() as i64;
+                if walked < size {
+                    return Ok((got, last));
+                }
+                if hits * sync_postgres::hot_path_sql::SCAN_PROBE_ROWS
+                    < walked * sync_postgres::hot_path_sql::SCAN_DENSE_MATCHES
+                {
+                    break;
+                }
+                size = ((page - got as i64) * walked / hits.max(1) + 64).clamp(64, page * 4);
+                sql = scan_walk(false);
+            }
+        }
+        let rows = self.query(
+            scan_page(lists.len()),
+            &[
+                &partition,
+                &TABLE,
+                &fixture::SCOPE_VAR,
+                &lists,
+                &after,
+                &(page - got as i64),
+            ],
+        )?;
+        for row in &rows {
+            let id: String = row.try_get(0)?;
+            let _version: Option<i64> = row.try_get(1)?;
+            let _scopes: Option<String> = row.try_get(2)?;
+            let _payload: Option<Vec<u8>> = row.try_get(3)?;
+            last = Some(id);
+        }
+        got += rows.len() as u64;
+        Ok((got, last))
     }
 
     fn query(
@@ -450,28 +538,10 @@ impl RawClient for RawPostgres {
         let mut after = String::new();
         let mut total = 0u64;
         for _ in 0..max_pages {
-            let rows = self.query(
-                scan_page(lists.len()),
-                &[
-                    &partition,
-                    &TABLE,
-                    &fixture::SCOPE_VAR,
-                    &lists,
-                    &after,
-                    &page,
-                ],
-            )?;
-            let mut last = None;
-            for row in &rows {
-                let id: String = row.try_get(0)?;
-                let _version: Option<i64> = row.try_get(1)?;
-                let _scopes: Option<String> = row.try_get(2)?;
-                let _payload: Option<Vec<u8>> = row.try_get(3)?;
-                last = Some(id);
-            }
-            total += rows.len() as u64;
+            let (got, last) = self.scan_page(partition, lists, &after, page)?;
+            total += got;
             match last {
-                Some(id) if rows.len() as i64 == page => after = id,
+                Some(id) if got as i64 == page => after = id,
                 _ => return Ok(total),
             }
         }

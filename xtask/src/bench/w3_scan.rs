@@ -76,16 +76,30 @@ pub fn run(db: &Db, scale: &Scale) -> Result<Vec<Measure>> {
         let groups = groups(per_scan);
         let mut samples = Vec::new();
         for round in 0..scale.rounds {
-            let (ours, ours_rows) = timed(
-                scale.min_read,
-                |l| scan_ours(storage.as_ref(), l, scale.page, u64::MAX),
-                &groups,
-            )?;
-            let (raw_rate, raw_rows) = timed(
-                scale.min_read,
-                |l| raw.scan(PARTITION, l, scale.page, u64::MAX),
-                &groups,
-            )?;
+            // Who reads first alternates by round: the first reader of a
+            // round may meet work the second does not (hint bits, pruning,
+            // a cache the other filled).
+            let ours_read = || {
+                timed(
+                    scale.min_read,
+                    |l| scan_ours(storage.as_ref(), l, scale.page, u64::MAX),
+                    &groups,
+                )
+            };
+            let mut raw_read = || {
+                timed(
+                    scale.min_read,
+                    |l| raw.scan(PARTITION, l, scale.page, u64::MAX),
+                    &groups,
+                )
+            };
+            let ((ours, ours_rows), (raw_rate, raw_rows)) = if round % 2 == 0 {
+                let ours = ours_read()?;
+                (ours, raw_read()?)
+            } else {
+                let raw = raw_read()?;
+                (ours_read()?, raw)
+            };
             if ours_rows != raw_rows || ours_rows != scale.fixture_rows() {
                 bail!(
                     "W3 {variant}: ours read {ours_rows} rows, raw {raw_rows}, expected {}",

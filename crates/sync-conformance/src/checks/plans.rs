@@ -137,6 +137,7 @@ fn c326_candidate_plans(ctx: &mut Ctx<'_>) -> CheckResult {
         HotPath::WindowPageMulti,
         HotPath::ScanPage,
         HotPath::ScanPageMulti,
+        HotPath::ScanWalk,
     ] {
         let plan = explain(raw, path)?;
         if path == HotPath::WindowPageMulti {
@@ -144,6 +145,9 @@ fn c326_candidate_plans(ctx: &mut Ctx<'_>) -> CheckResult {
         }
         if path == HotPath::ScanPageMulti {
             expect_pk_search(&plan, path, "sync_row_scopes")?;
+        }
+        if path == HotPath::ScanWalk {
+            expect_pk_search(&plan, path, "tasks")?;
         }
         expect_no_scan(
             &plan,
@@ -178,6 +182,7 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
         (HotPath::WindowPageMulti, "sync_change_scopes"),
         (HotPath::ScanPage, "sync_row_scopes"),
         (HotPath::ScanPageMulti, "sync_row_scopes"),
+        (HotPath::ScanWalk, "tasks"),
         (HotPath::IndexLookup, "tasks"),
         (HotPath::BlobCandidates, "sync_blob_refs"),
         (HotPath::CoverageProbe, "sync_changes"),
@@ -189,7 +194,10 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
             plan.raw
         );
         expect_no_scan(&plan, path, &PG_HOT_TABLES)?;
-        if matches!(path, HotPath::ScanPage | HotPath::ScanPageMulti) {
+        if matches!(
+            path,
+            HotPath::ScanPage | HotPath::ScanPageMulti | HotPath::ScanWalk
+        ) {
             expect_streaming(&plan, path)?;
         }
         if path == HotPath::IndexLookup {

@@ -134,6 +134,16 @@ fn plan_text(
                 Box::new(64i64),
             ],
         ),
+        HotPath::ScanWalk => (
+            sql.scan_walk_gated.clone(),
+            vec![
+                Box::new(partition),
+                Box::new(String::new()),
+                Box::new(variable),
+                Box::new(three_projects()),
+                Box::new(64i64),
+            ],
+        ),
         HotPath::IndexLookup => {
             let columns = vec![
                 ("project_id".to_owned(), sync_core::ColumnType::String),
