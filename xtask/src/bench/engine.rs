@@ -56,11 +56,24 @@ pub fn pull(
     state: Option<String>,
     page: i32,
 ) -> SyncRequest {
+    pull_pages(client, epoch, cursor, state, page, 1)
+}
+
+/// [`pull`] with up to `pages` bootstrap pages per round (the protocol's
+/// default `maxSnapshotPages` is 4).
+pub fn pull_pages(
+    client: &str,
+    epoch: &str,
+    cursor: i64,
+    state: Option<String>,
+    page: i32,
+    pages: i32,
+) -> SyncRequest {
     let mut req = request(client, Some(epoch));
     req.pull = Some(PullHeader {
         limit_commits: page,
         limit_snapshot_rows: page,
-        max_snapshot_pages: 1,
+        max_snapshot_pages: pages,
         accept: 1,
     });
     let mut sub = Subscription::new("all", TABLE, fixture::filter(&fixture::all_lists()), cursor);
