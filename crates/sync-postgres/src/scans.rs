@@ -141,12 +141,22 @@ impl Scan<'_> {
     }
 
     /// Walks the table's primary key while the filter is dense: the first
-    /// walk behind its probe, further walks sized by the density seen.
+    /// walk behind its probe (sized by the probe's density), further walks
+    /// sized by the density seen.
     /// `Continue` hands the rest (from the last walked row) to the merge.
     fn walk(&mut self, conn: &mut Conn) -> Result<Step> {
         let mut size = self.page;
-        let mut sql = &self.table.scan_walk_gated;
+        let mut gated = true;
         loop {
+            // A further walk returns rows: it needs the budget first.
+            if !gated && !self.next_page() {
+                return Ok(Step::GaveUp);
+            }
+            let sql = if gated {
+                &self.table.scan_walk_gated
+            } else {
+                &self.table.scan_walk
+            };
             let rows = conn.query(
                 sql.as_str(),
                 &[
@@ -157,14 +167,24 @@ impl Scan<'_> {
                     &size,
                 ],
             )?;
-            if rows.is_empty() {
-                // Probe found the filter sparse (or nothing is left): no
-                // row was read for the result, so no statement is counted.
-                return Ok(Step::Continue);
+            if gated {
+                if rows.is_empty() {
+                    // The probe found the filter sparse (or nothing is
+                    // left): no row was read for the result, so no
+                    // statement is counted.
+                    return Ok(Step::Continue);
+                }
+                if !self.next_page() {
+                    return Ok(Step::GaveUp);
+                }
+                gated = false;
             }
-            if !self.next_page() {
-                return Ok(Step::GaveUp);
-            }
+            // What this statement walked at most (the gated one sizes its
+            // walk by the probe's density).
+            size = match rows.first() {
+                Some(row) => col(row, 4)?,
+                None => size,
+            };
             let mut hits = 0i64;
             for row in &rows {
                 let row_id: String = col(row, 0)?;
@@ -193,7 +213,6 @@ impl Scan<'_> {
                 .unwrap_or(i64::MAX)
                 .saturating_add(SCAN_PROBE_ROWS)
                 .clamp(SCAN_PROBE_ROWS, self.page.saturating_mul(4));
-            sql = &self.table.scan_walk;
         }
     }
 

@@ -325,42 +325,54 @@ pub const SCAN_DENSE_MATCHES: i64 = 16;
 
 /// The walk of a many-value scope scan of the table `quoted`: `$1`
 /// partition, `$2` after row id, `$3` variable, `$4` values, `$5` rows to
-/// walk → row id, version, scopes, and the payload of each row whose stored
-/// map gives `$3` one of the values (`NULL` for the others), in row-id order.
+/// walk (gated: the rows wanted) → row id, version, scopes, the payload of
+/// each row whose stored map gives `$3` one of the values (`NULL` for the
+/// others), and the number of rows the statement walks at most, in row-id
+/// order.
 ///
 /// The walk reads the table's primary key from the cursor on; it stands in
 /// for the scope index, whose entries for a row are exactly the `(variable,
 /// text value)` pairs of its stored map (`->>`), and both keys are ordered
 /// by `COLLATE "C"` (the physical check refuses any other key collation).
-/// With `gated`, the walk runs only when at least [`SCAN_DENSE_MATCHES`] of
-/// the next [`SCAN_PROBE_ROWS`] rows match (a one-time filter: otherwise no
-/// row is read beyond the probe and none is returned), so one statement
-/// both decides and, for a dense filter, reads the page. Both limits are
-/// written `(SELECT …)`, which every plan costs as a tenth of the rows the
-/// walk may read, so the plan is a fast-start primary-key walk: with a
-/// bound `LIMIT $5` larger than an unanalyzed table's row estimate, the
-/// custom plans collected the whole partition by bitmap scan and sorted it
-/// (100 ms a page on 70 000 rows). JIT and parallel plans, which that
-/// costing could reach on a large table, are off on the storage's
-/// connections (`PostgresConfig::short_statement_planning`).
+/// With `gated`, the statement first counts the matches among the next
+/// [`SCAN_PROBE_ROWS`] rows: below [`SCAN_DENSE_MATCHES`] a one-time filter
+/// returns nothing (no row is read beyond the probe); otherwise it walks
+/// `$5` rows when every probed row matched, else a quarter more than the
+/// probe's density says hold `$5` matches (at most four times `$5`), so one
+/// statement both decides and, for a dense filter, reads the page. The limits are computed or written `(SELECT …)`, which
+/// every plan costs as a tenth of the rows the walk may read, so the plan
+/// is a fast-start primary-key walk: with a bound `LIMIT $5` larger than
+/// an unanalyzed table's row estimate, the custom plans collected the whole
+/// partition by bitmap scan and sorted it (100 ms a page on 70 000 rows).
+/// JIT and parallel plans, which that costing could reach on a large
+/// table, are off on the storage's connections
+/// (`PostgresConfig::short_statement_planning`).
 pub fn scan_walk_sql(quoted: &str, gated: bool) -> String {
     let hit = "(x.\"_sync_scopes\" ->> $3::text) = ANY($4::text[])";
-    let gate = if gated {
-        format!(
-            " AND (SELECT count(*) FILTER (WHERE p.hit) >= {SCAN_DENSE_MATCHES} FROM \
-               (SELECT {hit} AS hit FROM {quoted} AS x \
-                WHERE x.\"_sync_partition\" = $1::text AND x.\"_sync_row_id\" > $2::text \
-                ORDER BY x.\"_sync_row_id\" LIMIT (SELECT {SCAN_PROBE_ROWS}::int8)) AS p)"
+    let (probe, gate, size) = if gated {
+        (
+            format!(
+                "WITH probe AS MATERIALIZED (SELECT \
+                   count(*) FILTER (WHERE p.hit) >= {SCAN_DENSE_MATCHES} AS dense, \
+                   CASE WHEN count(*) FILTER (WHERE p.hit) = count(*) THEN $5::int8 \
+                     ELSE least($5::int8 * 4, $5::int8 * count(*) * 5 \
+                       / (greatest(count(*) FILTER (WHERE p.hit), 1) * 4) + 16) END AS size \
+                 FROM (SELECT {hit} AS hit FROM {quoted} AS x \
+                   WHERE x.\"_sync_partition\" = $1::text AND x.\"_sync_row_id\" > $2::text \
+                   ORDER BY x.\"_sync_row_id\" LIMIT (SELECT {SCAN_PROBE_ROWS}::int8)) AS p) "
+            ),
+            " AND (SELECT dense FROM probe)",
+            "(SELECT size FROM probe)",
         )
     } else {
-        String::new()
+        (String::new(), "", "(SELECT $5::int8)")
     };
     format!(
-        "SELECT x.\"_sync_row_id\", x.\"_sync_server_version\", x.\"_sync_scopes\"::text, \
-           CASE WHEN {hit} THEN x.\"_sync_payload\" END \
+        "{probe}SELECT x.\"_sync_row_id\", x.\"_sync_server_version\", x.\"_sync_scopes\"::text, \
+           CASE WHEN {hit} THEN x.\"_sync_payload\" END, {size} \
          FROM {quoted} AS x \
          WHERE x.\"_sync_partition\" = $1::text AND x.\"_sync_row_id\" > $2::text{gate} \
-         ORDER BY x.\"_sync_row_id\" LIMIT (SELECT $5::int8)"
+         ORDER BY x.\"_sync_row_id\" LIMIT {size}"
     )
 }
 

@@ -358,3 +358,57 @@ fn a_client_record_refresh_is_one_round_trip_that_leaves_the_session_level() {
     assert_eq!((stored.actor_id.as_str(), stored.cursor), ("bob", 4));
     assert_eq!(session_level(&pool), "on");
 }
+
+/// Writes `rows` tasks to partition `acme` in one transaction: task `t<n>`
+/// in project `p<n % projects>`.
+fn seed_tasks(storage: &PostgresStorage, rows: usize, projects: usize) {
+    let schema = fix1();
+    let mut tx = storage.begin("acme").unwrap();
+    tx.lock_partition_for_push().unwrap();
+    let mut changes = Vec::new();
+    for n in 0..rows {
+        let id = format!("t{n:04}");
+        let row = task_row(&schema, &id, &format!("p{}", n % projects), &id, 1);
+        tx.upsert_row("tasks", &row, Some(0)).unwrap();
+        changes.push(upsert_change(&row, "tasks"));
+    }
+    tx.append_commit(&commit("c", "seed", changes)).unwrap();
+    tx.commit().unwrap();
+}
+
+/// The round trips of one `scan_rows` page on the pool (warm statements).
+fn scan_round_trips(
+    storage: &PostgresStorage,
+    count: &AtomicUsize,
+    projects: &[&str],
+    limit: i64,
+) -> (usize, usize) {
+    let query = sync_core::RowScanQuery {
+        table: "tasks".into(),
+        scope_filter: [(
+            "project_id".to_owned(),
+            projects.iter().map(|p| (*p).to_owned()).collect(),
+        )]
+        .into(),
+        after_row_id: None,
+        limit,
+    };
+    storage.scan_rows("acme", &query).unwrap();
+    let before = count.load(Ordering::SeqCst);
+    let rows = storage.scan_rows("acme", &query).unwrap().len();
+    (count.load(Ordering::SeqCst) - before, rows)
+}
+
+#[test]
+fn a_dense_many_value_scan_page_is_one_round_trip_and_a_sparse_one_two() {
+    let db = TestDb::new();
+    let (storage, count) = proxied_storage(&db);
+    seed_tasks(&storage, 400, 10);
+    // 2 of 3 projects match: the probe opens the walk, which fills the page.
+    let dense = scan_round_trips(&storage, &count, &["p1", "p2", "p3"], 30);
+    assert_eq!(dense, (1, 30), "the gated walk alone (round trips, rows)");
+    // 2 of 10 projects match: the probe closes the walk, the merged ranges
+    // read the page.
+    let sparse = scan_round_trips(&storage, &count, &["p1", "p2"], 30);
+    assert_eq!(sparse, (2, 30), "the probe, then the merged ranges");
+}

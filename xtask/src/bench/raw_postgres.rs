@@ -221,6 +221,9 @@ impl RawPostgres {
                 if rows.is_empty() {
                     break;
                 }
+                // The rows the statement walked at most (the gated walk
+                // sizes itself by its probe).
+                size = rows[0].try_get(4)?;
                 let mut hits = 0i64;
                 for row in &rows {
                     let id: String = row.try_get(0)?;

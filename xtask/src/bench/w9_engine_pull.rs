@@ -153,11 +153,13 @@ pub fn run(db: &Db, scale: &Scale) -> Result<Vec<Measure>> {
                 base.commits
             );
         }
-        let (boot, runs, elapsed) =
-            repeat_for(scale.min_read, || bootstrap_engine(&engine, &epoch, page, 1))?;
+        let (boot, runs, elapsed) = repeat_for(scale.min_read, || {
+            bootstrap_engine(&engine, &epoch, page, 1)
+        })?;
         let boot_rate = rate(boot.rows, runs, elapsed);
-        let (boot4, runs, elapsed) =
-            repeat_for(scale.min_read, || bootstrap_engine(&engine, &epoch, page, 4))?;
+        let (boot4, runs, elapsed) = repeat_for(scale.min_read, || {
+            bootstrap_engine(&engine, &epoch, page, 4)
+        })?;
         let boot4_rate = rate(boot4.rows, runs, elapsed);
         let (rows, runs, elapsed) = repeat_for(scale.min_read, || {
             scan_ours(
