@@ -271,6 +271,44 @@ fn a_failed_claim_is_an_error_postgres() {
     a_failed_claim_is_an_error(Dialect::Postgres);
 }
 
+/// Another owner activates the checkpoint between this run's declaration and
+/// its claim (here: while the run waits to retry a `busy` claim): the claim
+/// answers `checkpoint_not_declared`, and the run ends `AlreadyActivated`,
+/// not with that error.
+fn activated_by_another_owner_before_the_claim(dialect: Dialect) {
+    let dry = dry_run(dialect);
+    let k = claim_statement(&dry.log);
+    let db = Arc::new(Db::new(dialect));
+    let other = Arc::clone(&db);
+    let hook: Box<dyn FnOnce() + Send> = Box::new(move || {
+        let outcome = run(other.storage(), 10, HookPause::new(None), T1 + 1);
+        assert!(
+            matches!(outcome, Ok(RunOutcome::Activated { .. })),
+            "the other owner: {outcome:?}"
+        );
+    });
+    let (outcome, pauses) = faulted(&db, k, FaultKind::Busy, 10, Some(hook));
+    assert_eq!(pauses, 1, "{dialect:?}: pauses");
+    match outcome {
+        Ok(outcome) => assert_eq!(
+            outcome,
+            RunOutcome::AlreadyActivated,
+            "{dialect:?}: the first owner's outcome"
+        ),
+        Err(e) => panic!("{dialect:?}: the first owner failed: {e:?}"),
+    }
+}
+
+#[test]
+fn activated_by_another_owner_before_the_claim_sqlite() {
+    activated_by_another_owner_before_the_claim(Dialect::Sqlite);
+}
+
+#[test]
+fn activated_by_another_owner_before_the_claim_postgres() {
+    activated_by_another_owner_before_the_claim(Dialect::Postgres);
+}
+
 /// The first statement after the claim: the first batch's.
 fn first_batch_statement(log: &[String]) -> u64 {
     let claim = claim_statement(log);
