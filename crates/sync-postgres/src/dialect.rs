@@ -1,8 +1,8 @@
 //! The Postgres [`SqlDialect`]: type names, `$n` placeholders, `format_type`
 //! introspection (lower case) and the byte-ordered `"C"` key collation.
 
-use sync_core::ColumnType;
-use sync_schema::{Dialect, InternalRole, SqlDialect};
+use sync_core::{ColumnType, IndexDef};
+use sync_schema::{standard_index_columns, Dialect, InternalRole, SqlDialect};
 
 /// Postgres' SQL text rules for the shared crates.
 #[derive(Debug, Clone, Copy, Default)]
@@ -41,6 +41,18 @@ impl SqlDialect for PostgresSql {
     /// Key columns compare by bytes only under `COLLATE "C"`.
     fn key_collation(&self) -> Option<&'static str> {
         Some("C")
+    }
+
+    /// A non-unique index ends with `_sync_row_id`: a btree orders equal
+    /// keys by their heap position, so without it an index lookup sorts
+    /// every row sharing the value on each page (`docs/decisions.md`,
+    /// "Index lookups in row-id order on Postgres").
+    fn declared_index_columns(&self, index: &IndexDef) -> Vec<String> {
+        let mut columns = standard_index_columns(index);
+        if !index.unique {
+            columns.push(sync_schema::INTERNAL_COLUMNS[1].name.to_owned());
+        }
+        columns
     }
 
     /// `format_type` reports lower-case names.

@@ -66,8 +66,8 @@
 pub mod hot_path_sql {
     pub use crate::round_entry::entry_read_sql;
     pub use crate::table_sql::{
-        rows_by_ids_sql, scan_page_sql, scan_walk_sql, MERGED_SCAN_VALUES, SCAN_DENSE_MATCHES,
-        SCAN_PROBE_ROWS,
+        index_lookup_sql, rows_by_ids_sql, scan_page_sql, scan_walk_sql, MERGED_SCAN_VALUES,
+        SCAN_DENSE_MATCHES, SCAN_PROBE_ROWS,
     };
     pub use crate::window::{window_page_sql, MERGED_WINDOW_VALUES};
 }

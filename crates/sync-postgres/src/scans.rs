@@ -298,7 +298,7 @@ pub(crate) fn plan_index_lookup(
         values.push(column_value(*column_type, value.clone())?);
     }
     Ok(IndexLookup {
-        sql: sql.index_lookup_sql(&columns, &nulls),
+        sql: sql.index_lookup_sql(&columns, &nulls, index.unique),
         values,
     })
 }

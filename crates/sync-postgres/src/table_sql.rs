@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use sync_core::{ColumnType, CompiledTable};
+use sync_core::{ColumnType, CompiledTable, IndexDef};
 
 use crate::sql::quote_ident;
 use crate::values::{column_array_param, column_element, column_param};
@@ -169,32 +169,76 @@ impl TableSql {
 
     /// The exact lookup of `scan_rows_by_index`: `$1` partition, `$2` after
     /// row id, `$3` limit, `$4…` the non-NULL values; `nulls[i]` turns the
-    /// i-th column test into `IS NULL`.
+    /// i-th column test into `IS NULL`. `unique` is the declared index's.
+    ///
+    /// Each form lets only the looked-up index serve the whole lookup, so
+    /// that the planner does not trade it for another declared index that
+    /// covers fewer of its columns at the same estimate:
+    /// - a unique index without NULLs holds at most one matching row: it is
+    ///   read alone and the cursor tested on the result;
+    /// - a non-unique index ends with `_sync_row_id` ([`crate::PostgresSql`]):
+    ///   without NULLs the cursor is the row comparison
+    ///   `("c1", …, "_sync_row_id") > ($4, …, $2)` over exactly its columns
+    ///   (with the equalities it means `"_sync_row_id" > $2`), one ordered
+    ///   range of the index, no sort however many rows share the value;
+    /// - with NULLs, the tests as written and `"_sync_row_id" > $2`.
     pub(crate) fn index_lookup_sql(
         &self,
         columns: &[(String, ColumnType)],
         nulls: &[bool],
+        unique: bool,
     ) -> String {
         let mut sql = format!(
             "SELECT \"_sync_row_id\", {ROW_COLUMNS} FROM {} WHERE \"_sync_partition\" = $1",
             self.quoted
         );
         let mut n = 4;
+        let mut keys = Vec::new();
+        let mut params = Vec::new();
         for ((name, column_type), is_null) in columns.iter().zip(nulls) {
             let column = quote_ident(name);
             if *is_null {
                 sql.push_str(&format!(" AND {column} IS NULL"));
             } else {
-                sql.push_str(&format!(
-                    " AND {column} = {}",
-                    column_param(*column_type, n)
-                ));
+                let param = column_param(*column_type, n);
+                sql.push_str(&format!(" AND {column} = {param}"));
+                keys.push(column);
+                params.push(param);
                 n += 1;
             }
+        }
+        let nulls = nulls.contains(&true);
+        if unique && !nulls {
+            return format!(
+                "SELECT * FROM ({sql} LIMIT 1) AS u WHERE u.\"_sync_row_id\" > $2 LIMIT $3"
+            );
+        }
+        if !nulls {
+            keys.push("\"_sync_row_id\"".to_owned());
+            params.push("$2".to_owned());
+            sql.push_str(&format!(
+                " AND ({}) > ({}) ORDER BY \"_sync_row_id\" LIMIT $3",
+                keys.join(", "),
+                params.join(", ")
+            ));
+            return sql;
         }
         sql.push_str(" AND \"_sync_row_id\" > $2 ORDER BY \"_sync_row_id\" LIMIT $3");
         sql
     }
+}
+
+/// The statement `scan_rows_by_index` runs for `index` of `table` (see
+/// `TableSql::index_lookup_sql`): `$1` partition, `$2` after row id, `$3`
+/// limit, `$4…` the non-NULL values; `nulls[i]` tests the i-th column for
+/// `NULL`. Columns missing from `table` are left out of the text.
+pub fn index_lookup_sql(table: &CompiledTable, index: &IndexDef, nulls: &[bool]) -> String {
+    let columns: Vec<(String, ColumnType)> = index
+        .columns
+        .iter()
+        .filter_map(|name| table.column(name).map(|c| (c.name.clone(), c.column_type)))
+        .collect();
+    TableSql::new(table).index_lookup_sql(&columns, nulls, index.unique)
 }
 
 /// The old entries are removed with `(var, value) NOT IN (…)` (a hashed

@@ -106,6 +106,7 @@ fn reference_database_opens_upgrades_and_reads_back_exactly() {
         assert_passes(reference::check_indexes_rebuilt(
             &mut Catalog(raw),
             &manifest,
+            sync_postgres::DIALECT,
         ));
         assert_passes(reference::check_takes_new_commits(&storage, &manifest));
 
@@ -127,7 +128,7 @@ fn reference_database_bumps_to_v2_like_the_reference() {
         assert_passes(reference::check_indexes_after_upgrade(
             &mut Catalog(raw),
             &manifest,
-            "postgres",
+            sync_postgres::DIALECT,
         ));
     }
 }

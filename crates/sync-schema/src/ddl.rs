@@ -66,15 +66,25 @@ pub fn create_index_sql(table: &str, index: &IndexDef, dialect: Dialect) -> Stri
     dialect.create_index_sql(table, index)
 }
 
+/// The default body of [`SqlDialect::declared_index_columns`]:
+/// `_sync_partition`, then the declared columns.
+pub fn standard_index_columns(index: &IndexDef) -> Vec<String> {
+    std::iter::once(PARTITION_COLUMN.to_owned())
+        .chain(index.columns.iter().cloned())
+        .collect()
+}
+
 /// The default body of [`SqlDialect::create_index_sql`]:
-/// `CREATE [UNIQUE ]INDEX IF NOT EXISTS "<physical>" ON "<t>" ("_sync_partition", "c1", …)`.
+/// `CREATE [UNIQUE ]INDEX IF NOT EXISTS "<physical>" ON "<t>" (<columns>)`
+/// with the columns of [`SqlDialect::declared_index_columns`].
 pub fn standard_create_index_sql<D: SqlDialect + ?Sized>(
     d: &D,
     table: &str,
     index: &IndexDef,
 ) -> String {
-    let columns: Vec<String> = std::iter::once(PARTITION_COLUMN)
-        .chain(index.columns.iter().map(String::as_str))
+    let columns: Vec<String> = d
+        .declared_index_columns(index)
+        .iter()
         .map(|c| d.quote_ident(c))
         .collect();
     format!(

@@ -72,7 +72,25 @@ pub trait SqlDialect: Send + Sync + 'static {
         ddl::standard_create_table_sql(self, table)
     }
 
-    /// `CREATE [UNIQUE] INDEX` for a declared index of `table` (§5.1).
+    /// The key columns, in order, of the physical index of a declared
+    /// index (`tables.md` §5.1). Default: `_sync_partition`, then the
+    /// declared columns.
+    ///
+    /// `scan_rows_by_index` reads one index value in row-id order. A
+    /// database whose non-unique indexes do not order equal keys by the row
+    /// id (Postgres orders them by physical position) would sort every row
+    /// sharing the value on each page; such a dialect appends
+    /// `_sync_row_id` to non-unique indexes here. The physical check
+    /// accepts an index in either this shape or the default one, so
+    /// databases created in the default shape keep opening; a bump rebuilds
+    /// their indexes in this one. A unique index must keep the default
+    /// shape (a trailing row id would make every key unique).
+    fn declared_index_columns(&self, index: &IndexDef) -> Vec<String> {
+        ddl::standard_index_columns(index)
+    }
+
+    /// `CREATE [UNIQUE] INDEX` for a declared index of `table` (§5.1), on
+    /// [`SqlDialect::declared_index_columns`].
     fn create_index_sql(&self, table: &str, index: &IndexDef) -> String {
         ddl::standard_create_index_sql(self, table, index)
     }

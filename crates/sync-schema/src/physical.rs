@@ -34,7 +34,7 @@ pub fn check_physical(
     }
     if table.materialize {
         check_application_columns(table, observed, dialect)?;
-        check_indexes(table, observed)?;
+        check_indexes(table, observed, dialect)?;
     } else {
         check_no_extra_not_null(t, observed)?;
     }
@@ -151,15 +151,15 @@ fn check_no_extra_not_null(t: &str, observed: &ObservedTable) -> Result<()> {
     }
 }
 
-fn check_indexes(table: &CompiledTable, observed: &ObservedTable) -> Result<()> {
+fn check_indexes(table: &CompiledTable, observed: &ObservedTable, dialect: Dialect) -> Result<()> {
     for index in &table.indexes {
         let physical = physical_index_name(&index.name);
         let Some(found) = observed.index(&physical) else {
             return Err(mismatch(&table.name, "missing_index").detail("index", &physical));
         };
-        let expected = expected_definition(index);
+        let expected = render_definition(index.unique, &dialect.declared_index_columns(index));
         let actual = render_definition(found.unique, &found.columns);
-        if expected != actual {
+        if expected != actual && expected_definition(index) != actual {
             return Err(differs(
                 mismatch(&table.name, "index_definition").detail("index", &physical),
                 expected,
@@ -180,12 +180,10 @@ fn render_definition(unique: bool, columns: &[String]) -> String {
     )
 }
 
-/// The definition a declared index must have physically.
+/// The default shape of a declared index, which every dialect accepts
+/// besides its own [`crate::SqlDialect::declared_index_columns`].
 pub(crate) fn expected_definition(index: &IndexDef) -> String {
-    let columns: Vec<String> = std::iter::once(INTERNAL_COLUMNS[0].name.to_owned())
-        .chain(index.columns.iter().cloned())
-        .collect();
-    render_definition(index.unique, &columns)
+    render_definition(index.unique, &crate::ddl::standard_index_columns(index))
 }
 
 /// Whether an observed index has exactly the declared columns and uniqueness

@@ -31,7 +31,7 @@ fn fresh_every_type_postgres() {
 -- creates
 CREATE TABLE IF NOT EXISTS "Every ""Type""" ("_sync_partition" TEXT COLLATE "C" NOT NULL, "_sync_row_id" TEXT COLLATE "C" NOT NULL, "id" BIGINT NOT NULL, "org" TEXT NOT NULL, "flag" BOOLEAN NOT NULL, "label" TEXT, "amount" DOUBLE PRECISION NOT NULL, "doc" JSONB, "raw" BYTEA NOT NULL, "file" TEXT, "state" BYTEA, "sealed" BYTEA, "_sync_server_version" BIGINT NOT NULL, "_sync_scopes" JSONB NOT NULL, "_sync_payload" BYTEA NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_every_by_org_label" ON "Every ""Type""" ("_sync_partition", "org", "label");
-CREATE INDEX IF NOT EXISTS "sync_ix_every_by_amount" ON "Every ""Type""" ("_sync_partition", "amount");
+CREATE INDEX IF NOT EXISTS "sync_ix_every_by_amount" ON "Every ""Type""" ("_sync_partition", "amount", "_sync_row_id");
 CREATE TABLE IF NOT EXISTS "vault" ("_sync_partition" TEXT COLLATE "C" NOT NULL, "_sync_row_id" TEXT COLLATE "C" NOT NULL, "_sync_server_version" BIGINT NOT NULL, "_sync_scopes" JSONB NOT NULL, "_sync_payload" BYTEA NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
 "##
     );
@@ -73,10 +73,10 @@ DROP INDEX IF EXISTS "sync_ix_docs_by_body";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
 ALTER TABLE "tasks" ADD COLUMN "assignee" TEXT;
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_assignee" ON "tasks" ("_sync_partition", "assignee");
-CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body");
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_assignee" ON "tasks" ("_sync_partition", "assignee", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 -- row rewrites
 -- "tasks": re-encode payloads
 "##
@@ -122,9 +122,9 @@ DROP INDEX IF EXISTS "sync_ix_tasks_by_title";
 DROP INDEX IF EXISTS "sync_ix_tasks_by_project_title";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("_sync_partition", "project_id", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 "##
     );
 }
@@ -171,10 +171,10 @@ DROP INDEX IF EXISTS "sync_ix_docs_by_body";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
 ALTER TABLE "tasks" ADD COLUMN "assignee" TEXT;
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_assignee" ON "tasks" ("_sync_partition", "assignee");
-CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body");
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_assignee" ON "tasks" ("_sync_partition", "assignee", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 -- row rewrites
 -- "tasks": re-encode payloads
 "##
@@ -220,9 +220,9 @@ ALTER TABLE "docs" DROP COLUMN "project_id";
 ALTER TABLE "docs" DROP COLUMN "body";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("_sync_partition", "project_id", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 "##
     );
 }
@@ -265,14 +265,14 @@ DROP INDEX IF EXISTS "sync_ix_tasks_by_project_title";
 DROP INDEX IF EXISTS "sync_ix_docs_by_body";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("_sync_partition", "project_id", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body");
+CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body", "_sync_row_id");
 ALTER TABLE "secrets" ADD COLUMN "id" TEXT;
 ALTER TABLE "secrets" ADD COLUMN "project_id" TEXT;
 ALTER TABLE "secrets" ADD COLUMN "body" BYTEA;
 ALTER TABLE "secrets" ADD COLUMN "attrs" BYTEA;
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 -- row rewrites
 -- "secrets": refresh projections
 "##
@@ -308,7 +308,7 @@ ALTER TABLE "tasks" ALTER COLUMN "_sync_row_id" TYPE text COLLATE "C";
 ALTER TABLE "sync_commits" ALTER COLUMN "partition" TYPE text COLLATE "C";
 DROP INDEX IF EXISTS "tasks_by_title";
 DROP INDEX IF EXISTS "sync_ix_tasks_by_project_title";
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("_sync_partition", "project_id", "title");
 "##
     );

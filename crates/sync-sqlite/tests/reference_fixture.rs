@@ -105,7 +105,11 @@ fn reference_database_reads_back_exactly() {
         assert_passes(reference::check_takes_new_commits(&storage, manifest));
         drop(storage);
         let mut catalog = catalog(&copy.path);
-        assert_passes(reference::check_indexes_rebuilt(&mut catalog, manifest));
+        assert_passes(reference::check_indexes_rebuilt(
+            &mut catalog,
+            manifest,
+            sync_sqlite::DIALECT,
+        ));
 
         // a second instance starts warm
         open(&copy.path)
@@ -127,7 +131,7 @@ fn reference_database_bumps_to_v2_like_the_reference() {
         assert_passes(reference::check_indexes_after_upgrade(
             &mut catalog,
             manifest,
-            "sqlite",
+            sync_sqlite::DIALECT,
         ));
         assert_intact(&copy.path);
     }

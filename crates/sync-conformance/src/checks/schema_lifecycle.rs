@@ -372,22 +372,34 @@ fn c002_fresh_tables(ctx: &mut Ctx<'_>) -> CheckResult {
         "tasks columns in physical order"
     );
     let indexes = raw.list_indexes("tasks")?;
-    for (name, declared) in [
-        ("sync_ix_tasks_by_title", vec!["title"]),
-        (
-            "sync_ix_tasks_by_project_title",
-            vec!["project_id", "title"],
-        ),
+    let dialect = ctx.sql_dialect();
+    for (name, declared, unique) in [
+        ("tasks_by_title", vec!["title"], false),
+        ("tasks_by_project_title", vec!["project_id", "title"], true),
     ] {
-        let (_, _, cols) = find_index(&indexes, name).ok_or_else(|| {
+        let physical = format!("sync_ix_{name}");
+        let (_, _, cols) = find_index(&indexes, &physical).ok_or_else(|| {
             Failure::new(format!(
-                "index {name} missing; have {:?}",
+                "index {physical} missing; have {:?}",
                 index_names(&indexes)
             ))
         })?;
-        let mut want = vec!["_sync_partition"];
-        want.extend(declared);
-        check_eq!(cols, &want, "columns of {name}");
+        let leading: Vec<String> = std::iter::once("_sync_partition")
+            .chain(declared.iter().copied())
+            .map(str::to_owned)
+            .collect();
+        check!(
+            cols.starts_with(&leading),
+            "columns of {physical}: {cols:?} do not start with {leading:?}"
+        );
+        // What follows the declared columns is the dialect's own suffix
+        // (`SqlDialect::declared_index_columns`), e.g. a trailing row id.
+        let want = dialect.declared_index_columns(&sync_core::IndexDef {
+            name: name.to_owned(),
+            columns: declared.iter().map(|c| (*c).to_owned()).collect(),
+            unique,
+        });
+        check_eq!(cols, &want, "columns of {physical}");
     }
     Ok(())
 }

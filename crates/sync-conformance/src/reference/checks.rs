@@ -149,7 +149,11 @@ pub trait IndexCatalog {
 /// (specification `schema-and-migrations.md` §13) — each materialized table
 /// holds exactly its declared indexes, under their physical names, with the
 /// declared uniqueness and `_sync_partition` leading the declared columns.
-pub fn check_indexes_rebuilt(catalog: &mut dyn IndexCatalog, manifest: &Manifest) -> CheckResult {
+pub fn check_indexes_rebuilt(
+    catalog: &mut dyn IndexCatalog,
+    manifest: &Manifest,
+    dialect: sync_schema::Dialect,
+) -> CheckResult {
     in_set(manifest, || {
         for legacy in manifest.physical_indexes().iter().filter(|i| i.created) {
             let declared = manifest
@@ -163,24 +167,27 @@ pub fn check_indexes_rebuilt(catalog: &mut dyn IndexCatalog, manifest: &Manifest
                 "physical index {legacy:?} is not a declared index of the schema"
             );
         }
-        check_index_shapes(catalog, manifest.schema())
+        check_index_shapes(catalog, manifest.schema(), dialect)
     })
 }
 
 /// After [`check_upgrade`]: the index names per table are
-/// `upgrade_check.expected.relational_indexes_after.<dialect>`, and every
-/// declared index of the v2 schema has its partition-leading shape.
+/// `upgrade_check.expected.relational_indexes_after.<dialect name>`, and
+/// every declared index of the v2 schema has the dialect's partition-leading
+/// shape.
 pub fn check_indexes_after_upgrade(
     catalog: &mut dyn IndexCatalog,
     manifest: &Manifest,
-    dialect: &str,
+    dialect: sync_schema::Dialect,
 ) -> CheckResult {
     in_set(manifest, || {
         let upgrade = manifest.upgrade()?;
         let names = upgrade
             .relational_indexes_after
-            .get(dialect)
-            .ok_or_else(|| Failure::new(format!("no relational_indexes_after.{dialect}")))?;
+            .get(dialect.name())
+            .ok_or_else(|| {
+                Failure::new(format!("no relational_indexes_after.{}", dialect.name()))
+            })?;
         for (table, want) in names {
             let mut got: Vec<String> = catalog.indexes(table)?.into_iter().map(|i| i.0).collect();
             let mut want = want.clone();
@@ -188,22 +195,26 @@ pub fn check_indexes_after_upgrade(
             want.sort();
             check_eq!(got, want, "indexes of {table} after the bump");
         }
-        check_index_shapes(catalog, &upgrade.schema)
+        check_index_shapes(catalog, &upgrade.schema, dialect)
     })
 }
 
-fn check_index_shapes(catalog: &mut dyn IndexCatalog, schema: &CompiledSchema) -> CheckResult {
+/// Every declared index in the dialect's shape
+/// ([`sync_schema::SqlDialect::declared_index_columns`]).
+fn check_index_shapes(
+    catalog: &mut dyn IndexCatalog,
+    schema: &CompiledSchema,
+    dialect: sync_schema::Dialect,
+) -> CheckResult {
     for table in schema.tables.iter().filter(|t| t.materialize) {
         let mut want: Vec<RawIndex> = table
             .indexes
             .iter()
             .map(|index| {
-                let mut columns = vec!["_sync_partition".to_owned()];
-                columns.extend(index.columns.iter().cloned());
                 (
                     sync_schema::physical_index_name(&index.name),
                     index.unique,
-                    columns,
+                    dialect.declared_index_columns(index),
                 )
             })
             .collect();

@@ -150,7 +150,7 @@ fn plan_text(
                 ("title".to_owned(), sync_core::ColumnType::String),
             ];
             (
-                sql.index_lookup_sql(&columns, &[false, false]),
+                sql.index_lookup_sql(&columns, &[false, false], true),
                 vec![
                     Box::new(partition),
                     Box::new(String::new()),
