@@ -66,9 +66,8 @@ static MERGED_PAGE_SQL: [OnceLock<String>; MERGED_WINDOW_VALUES + 1] =
 ///
 /// For 2 to [`MERGED_WINDOW_VALUES`] values the candidates come from one
 /// ordered primary-key range per value (`s.value = ($4)[k]`), combined by
-/// `UNION ALL` — which Postgres runs as a `Merge Append` that stops after
-/// the page — and made distinct by comparing each sequence with the one
-/// before it. The `= ANY` form of `dialects.md` §7 must instead collect
+/// `UNION ALL` and made distinct by `DISTINCT` — which Postgres runs as a
+/// `Unique` over a `Merge Append` that stops after the page. The `= ANY` form of `dialects.md` §7 must instead collect
 /// and sort every matching entry above the cursor, so its page time grows
 /// with the log; this one does not. Both return the same candidates
 /// (`docs/decisions.md`). One value, or more than [`MERGED_WINDOW_VALUES`],
@@ -80,27 +79,32 @@ pub fn window_page_sql(values: usize) -> &'static str {
     }
 }
 
-/// Each value's range is cut at the page size (`LIMIT $7`): the first `$7`
-/// distinct sequences of the page come from the first `$7` of each value,
-/// so the cut never changes the page, and it bounds what any plan reads.
-/// Without it the planner could not carry the page's `LIMIT` through the
-/// window function and its filter: on an analyzed, unvacuumed index a
-/// client far behind got plans that sorted every value's whole range
-/// (`tests/window_plans.rs`).
+/// Each value's range is cut at the page size: the first `$7` distinct
+/// sequences of the page come from the first `$7` of each value, so the
+/// cut never changes the page, and it bounds what any plan reads.
+///
+/// Every limit is written `LIMIT (SELECT $7::int8)`, which no plan can
+/// read while planning, so custom and generic plans alike see a page of
+/// unknown size and stream it (`Limit` → `Unique` → `Merge Append`),
+/// reading about the page plus one entry per value. With a bound `LIMIT
+/// $7` a custom plan that saw the page size and each value's whole range
+/// chose a `HashAggregate` of every range and a `Sort`; with a window
+/// function (`lag()`) for distinctness instead of `DISTINCT`, the generic
+/// plan sorted values × page entries (50 000 for 100 values, 85 ms a page
+/// on an analyzed, unvacuumed index; `tests/window_plans.rs`).
 fn merged_page_sql(values: usize) -> String {
     let arms: Vec<String> = (1..=values)
         .map(|k| {
             format!(
                 "(SELECT s.commit_seq FROM sync_change_scopes s \
                   WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ($4::text[])[{k}] \
-                    AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq LIMIT $7)"
+                    AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq LIMIT (SELECT $7::int8))"
             )
         })
         .collect();
     page_around(&format!(
-        "SELECT w.commit_seq FROM (SELECT u.commit_seq, \
-           lag(u.commit_seq) OVER (ORDER BY u.commit_seq) AS previous FROM ({}) AS u) AS w \
-         WHERE w.previous IS DISTINCT FROM w.commit_seq ORDER BY w.commit_seq LIMIT $7",
+        "SELECT DISTINCT u.commit_seq FROM ({}) AS u \
+         ORDER BY u.commit_seq LIMIT (SELECT $7::int8)",
         arms.join(" UNION ALL ")
     ))
 }
