@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use sync_backfill::{CheckpointRunner, Pause, RunOutcome, RunnerConfig};
+use sync_backfill::{
+    CheckpointRunner, Pause, Phase, Progress, ProgressObserver, RunOutcome, RunnerConfig,
+};
 use sync_core::fault::{FaultKind, FaultPlan};
 use sync_core::{CheckpointState, ErrorCode, ManualClock, ServerStorage};
 use syncstore_tests::scenario::{self, BACKFILL_CHECKPOINT, PARTITION, T0};
@@ -155,6 +157,22 @@ fn run(
     pause: Arc<dyn Pause>,
     now: i64,
 ) -> sync_core::Result<RunOutcome> {
+    run_observed(
+        storage,
+        max_attempts,
+        pause,
+        now,
+        Arc::new(LastSnapshot::default()),
+    )
+}
+
+fn run_observed(
+    storage: &dyn ServerStorage,
+    max_attempts: u32,
+    pause: Arc<dyn Pause>,
+    now: i64,
+    progress: Arc<dyn ProgressObserver>,
+) -> sync_core::Result<RunOutcome> {
     let projector = scenario::derived_column(storage)?;
     CheckpointRunner::new(storage, PARTITION, BACKFILL_CHECKPOINT, 2, &projector)
         .with_config(RunnerConfig {
@@ -164,7 +182,27 @@ fn run(
         })
         .with_clock(Arc::new(ManualClock::new(now)))
         .with_pause(pause)
+        .with_progress(progress)
         .run()
+}
+
+/// The last progress snapshot a run reported.
+#[derive(Default)]
+struct LastSnapshot(Mutex<Option<Progress>>);
+
+impl LastSnapshot {
+    fn get(&self) -> Option<Progress> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl ProgressObserver for LastSnapshot {
+    fn on_progress(&self, progress: &Progress) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(progress.clone());
+    }
 }
 
 /// What the fault-free run does on a fresh database: its statement log, the
@@ -454,6 +492,52 @@ fn lost_connections_and_replies_are_retried_postgres() {
             "{what}: log head (a batch committed twice?)"
         );
     }
+}
+
+/// Postgres: a run whose activation landed but whose reply was lost learns
+/// it from its checkpoint and reports, in its last snapshot, the batches a
+/// run without the fault reports (the activation counted once).
+#[test]
+fn a_lost_activation_reply_reports_the_batches_of_a_clean_run_postgres() {
+    let clean_db = Db::new(Dialect::Postgres);
+    let clean = Arc::new(LastSnapshot::default());
+    let plan = FaultPlan::count_only();
+    clean_db.install(Some(Arc::clone(&plan)));
+    let outcome = run_observed(
+        clean_db.storage(),
+        10,
+        HookPause::new(None),
+        T1,
+        clean.clone(),
+    );
+    clean_db.install(None);
+    assert!(
+        matches!(outcome, Ok(RunOutcome::Activated { .. })),
+        "{outcome:?}"
+    );
+    let activation = *positions(&plan.statement_log(), is_commit)
+        .last()
+        .unwrap_or_else(|| panic!("no commit in the clean run"));
+    let clean = clean.get().unwrap_or_else(|| panic!("no snapshot"));
+    assert_eq!(clean.phase, Phase::Done);
+
+    let db = Db::new(Dialect::Postgres);
+    let last = Arc::new(LastSnapshot::default());
+    let plan = FaultPlan::at(activation, FaultKind::ReplyLost);
+    db.install(Some(Arc::clone(&plan)));
+    let outcome = run_observed(db.storage(), 10, HookPause::new(None), T1, last.clone());
+    db.install(None);
+    assert!(plan.fired(), "statement {activation} was not reached");
+    assert!(
+        matches!(outcome, Ok(RunOutcome::Activated { .. })),
+        "{outcome:?}"
+    );
+    let last = last.get().unwrap_or_else(|| panic!("no snapshot"));
+    assert_eq!(last.phase, Phase::Done);
+    assert_eq!(
+        last.batches, clean.batches,
+        "batches after a lost activation reply: {last:?}, clean run: {clean:?}"
+    );
 }
 
 /// Postgres: after a lost reply at a batch's `COMMIT` (`outcome_unknown`),

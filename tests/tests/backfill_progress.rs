@@ -1,7 +1,8 @@
 //! What a backfill run reports to its progress observer about the rows it
 //! expects: a first run knows no total; a run that takes over a checkpoint
 //! whose earlier full pass stored `observed_rows` reports that count as
-//! `estimated_total` from its first snapshot on (SQLite).
+//! `estimated_total` from its first snapshot on; the full pass is reported
+//! when it starts and after each of its batches (SQLite).
 
 use std::sync::{Arc, Mutex};
 
@@ -99,5 +100,55 @@ fn a_takeover_estimates_the_rows_its_predecessor_observed() {
             .all(|(_, estimate)| *estimate == Some(stored.observed_rows)),
         "takeover estimates {estimates:?}, stored observed_rows {}",
         stored.observed_rows
+    );
+}
+
+/// Every snapshot, in order.
+#[derive(Default)]
+struct Snapshots(Mutex<Vec<Progress>>);
+
+impl ProgressObserver for Snapshots {
+    fn on_progress(&self, progress: &Progress) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(progress.clone());
+    }
+}
+
+#[test]
+fn the_full_pass_is_reported_when_it_starts_and_after_each_batch() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let path = dir.path().join("sync.db");
+    let storage = SqliteStorage::open(&path, SqliteConfig::default())
+        .unwrap_or_else(|e| panic!("open {}: {e:?}", path.display()));
+    scenario::base(&storage, 2).unwrap_or_else(|e| panic!("base: {e:?}"));
+    let snapshots = Arc::new(Snapshots::default());
+    let outcome = scenario::backfill_observed(&storage, 1, T0 + 40_000, snapshots.clone())
+        .unwrap_or_else(|e| panic!("run: {e:?}"));
+    assert!(
+        matches!(outcome, RunOutcome::Activated { .. }),
+        "run: {outcome:?}"
+    );
+    let seen = snapshots
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let full: Vec<&Progress> = seen.iter().filter(|p| p.phase == Phase::FullPass).collect();
+    assert!(full.len() >= 3, "full-pass snapshots: {seen:#?}");
+    // On entry, before its first batch: nothing of the pass seen yet.
+    assert_eq!(full[0].rows_seen, 0, "first full-pass snapshot: {seen:#?}");
+    // Then one snapshot per batch, each a batch further.
+    for pair in full.windows(2) {
+        assert_eq!(
+            pair[1].batches,
+            pair[0].batches + 1,
+            "consecutive full-pass snapshots: {seen:#?}"
+        );
+    }
+    assert!(
+        full[1].rows_seen > 0,
+        "the first batch's snapshot: {seen:#?}"
     );
 }
