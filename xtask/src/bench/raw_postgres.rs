@@ -64,15 +64,6 @@ AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq LIMIT $7) AS 
 LEFT JOIN sync_commits m ON m.partition = $1 AND m.commit_seq = c.commit_seq \
 LEFT JOIN sync_changes ch ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 \
 ORDER BY c.commit_seq, ch.idx";
-/// Most values the window page merges range by range: the storage's bound.
-const MERGED_WINDOW_VALUES: usize = sync_postgres::hot_path_sql::MERGED_WINDOW_VALUES;
-
-/// Window pages for 2…128 values: one ordered primary-key range per value
-/// under `UNION ALL` (a `Merge Append` that stops at the page), made
-/// distinct against the previous sequence.
-static MERGED_WINDOW_PAGES: [OnceLock<String>; MERGED_WINDOW_VALUES + 1] =
-    [const { OnceLock::new() }; MERGED_WINDOW_VALUES + 1];
-
 /// Scan pages by value count: the storage's own shape (one ordered
 /// primary-key range per value, merged, `dialects.md` §7), used where the
 /// walk of [`scan_walk`] does not fill the page.
@@ -91,34 +82,15 @@ fn scan_walk(gated: bool) -> &'static str {
         .get_or_init(|| sync_postgres::hot_path_sql::scan_walk_sql(TABLE, gated))
 }
 
+/// Window pages for 2…128 values: the storage's own text (one ordered
+/// primary-key range per value, merged and made distinct so that every
+/// plan streams; `dialects.md` §7 asks the baseline for the best shape);
+/// other counts the pinned shape.
 fn window_page(values: usize) -> &'static str {
-    match MERGED_WINDOW_PAGES.get(values) {
-        Some(cell) if values >= 2 => cell.get_or_init(|| {
-            let arms: Vec<String> = (1..=values)
-                .map(|k| {
-                    format!(
-                        "(SELECT s.commit_seq FROM sync_change_scopes s WHERE s.partition = $1 \
-                         AND s.tbl = $2 AND s.var = $3 AND s.value = ($4::text[])[{k}] \
-                         AND s.commit_seq > $5 AND s.commit_seq <= $6 ORDER BY s.commit_seq)"
-                    )
-                })
-                .collect();
-            format!(
-                "SELECT c.commit_seq, m.created_at_ms, m.actor_id, ch.idx, ch.row_id, \
-                 ch.op, ch.row_version, ch.scopes, ch.payload \
-                 FROM (SELECT w.commit_seq FROM (SELECT u.commit_seq, lag(u.commit_seq) \
-                 OVER (ORDER BY u.commit_seq) AS prev FROM ({}) AS u) AS w \
-                 WHERE w.prev IS DISTINCT FROM w.commit_seq ORDER BY w.commit_seq LIMIT $7) AS c \
-                 LEFT JOIN LATERAL (SELECT h.created_at_ms, h.actor_id FROM sync_commits h \
-                 WHERE h.partition = $1 AND h.commit_seq = c.commit_seq LIMIT 1) AS m ON true \
-                 LEFT JOIN LATERAL (SELECT x.idx, x.row_id, x.op, x.row_version, \
-                 x.scopes::text AS scopes, x.payload FROM sync_changes x WHERE x.partition = $1 \
-                 AND x.commit_seq = c.commit_seq AND x.tbl = $2 ORDER BY x.idx) AS ch ON true \
-                 ORDER BY c.commit_seq, ch.idx",
-                arms.join(" UNION ALL ")
-            )
-        }),
-        _ => WINDOW_PAGE,
+    if values >= 2 {
+        sync_postgres::hot_path_sql::window_page_sql(values)
+    } else {
+        WINDOW_PAGE
     }
 }
 
