@@ -158,13 +158,8 @@ fn scan_pages_stream_ordered_ranges_without_statistics() {
     }
 }
 
-/// Index entries of `sync_change_scopes` a plan read (every scan node on
-/// it, rows × loops), from `EXPLAIN (ANALYZE, FORMAT JSON)`.
-fn scope_entries_read(node: &serde_json::Value) -> f64 {
-    entries_read(node, "sync_change_scopes")
-}
-
-/// Rows of `relation` a plan read (every scan node on it, rows × loops).
+/// Rows of `relation` a plan read (every scan node on it, rows × loops),
+/// from `EXPLAIN (ANALYZE, FORMAT JSON)`.
 fn entries_read(node: &serde_json::Value, relation: &str) -> f64 {
     let own = if node["Relation Name"] == relation {
         node["Actual Rows"].as_f64().unwrap_or(0.0) * node["Actual Loops"].as_f64().unwrap_or(1.0)
@@ -176,26 +171,28 @@ fn entries_read(node: &serde_json::Value, relation: &str) -> f64 {
     })
 }
 
-#[test]
-fn a_merged_window_page_reads_a_bounded_number_of_entries_on_an_analyzed_index() {
-    // Analyzed but never vacuumed, a client far behind: each value's range
-    // holds about 2 000 entries. Planned for all of them, a page sorted
-    // every value's whole range (custom plans) or all ranges at once
-    // (generic, parallel): its cost grew with the log. With each range cut
-    // at the page, the generic plan of the `lag()` form still sorted
-    // values × page entries (50 000 for 100 values, 85 ms a page).
+/// A merged page of `relation`'s ranges over 100 values, each about 2 000
+/// entries long, analyzed but never vacuumed (`seed` inserts them): for 2
+/// and 100 values, custom and generic plans, the entries of `relation` that
+/// `EXPLAIN ANALYZE` of the page read must stay within the page plus two
+/// per value (the entry that ends each range's part and the one read
+/// ahead). `page_sql(values)` is the page; `params` its parameter types;
+/// `args(list)` its arguments for the quoted value list, with a page of 500.
+fn assert_merged_page_streams(
+    relation: &str,
+    seed: &str,
+    page_sql: impl Fn(usize) -> String,
+    params: &str,
+    args: impl Fn(&str) -> String,
+) {
     let db = TestDb::new();
     drop(ensured(&db));
     let mut raw = db.raw();
-    raw.batch_execute(
-        "ALTER TABLE sync_change_scopes SET (autovacuum_enabled = false); \
-         INSERT INTO sync_change_scopes (partition, tbl, var, value, commit_seq) \
-         SELECT 'acme', 'tasks', 'project_id', 'p' || (i % 100), i \
-         FROM generate_series(1, 200000) AS i; \
-         ANALYZE sync_change_scopes",
-    )
+    raw.batch_execute(&format!(
+        "ALTER TABLE {relation} SET (autovacuum_enabled = false); {seed}; ANALYZE {relation}"
+    ))
     .unwrap();
-    let page = 500i64;
+    let page = 500.0;
     for (values, mode) in [
         (2, "force_custom_plan"),
         (2, "force_generic_plan"),
@@ -204,17 +201,13 @@ fn a_merged_window_page_reads_a_bounded_number_of_entries_on_an_analyzed_index()
     ] {
         raw.batch_execute(&format!("SET plan_cache_mode = {mode}"))
             .unwrap();
-        let name = format!("w_{values}_{mode}");
-        raw.batch_execute(&format!(
-            "PREPARE {name}(text, text, text, text[], int8, int8, int8) AS {}",
-            window_page_sql(values)
-        ))
-        .unwrap();
+        let name = format!("page_{values}_{mode}");
+        raw.batch_execute(&format!("PREPARE {name}({params}) AS {}", page_sql(values)))
+            .unwrap();
         let list: Vec<String> = (0..values).map(|i| format!("'p{i}'")).collect();
         let explain = format!(
-            "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}('acme', 'tasks', 'project_id', \
-             ARRAY[{}], 1000, 200000, {page})",
-            list.join(", ")
+            "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}({})",
+            args(&list.join(", "))
         );
         let text = raw
             .simple_query(&explain)
@@ -226,69 +219,44 @@ fn a_merged_window_page_reads_a_bounded_number_of_entries_on_an_analyzed_index()
             })
             .unwrap();
         let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let read = scope_entries_read(&plan[0]["Plan"]);
-        // A page streamed from the merged ranges: the page, and at most two
-        // more entries of each value's range (the one that ends it and the
-        // one read ahead).
-        let bound = page as f64 + 2.0 * values as f64;
+        let read = entries_read(&plan[0]["Plan"], relation);
+        let bound = page + 2.0 * values as f64;
         assert!(
             read <= bound,
-            "{values} values, {mode}: {read} entries read for a page (bound {bound})\n{text}"
+            "{relation}, {values} values, {mode}: {read} entries read for a page \
+             (bound {bound})\n{text}"
         );
     }
 }
 
 #[test]
+fn a_merged_window_page_reads_a_bounded_number_of_entries_on_an_analyzed_index() {
+    // A client far behind. Planned for whole ranges, a page sorted every
+    // value's range (custom plans) or all ranges at once (generic,
+    // parallel): its cost grew with the log. With each range cut at the
+    // page, the generic plan of the `lag()` form still sorted values × page
+    // entries (50 000 for 100 values, 85 ms a page).
+    assert_merged_page_streams(
+        "sync_change_scopes",
+        "INSERT INTO sync_change_scopes (partition, tbl, var, value, commit_seq) \
+         SELECT 'acme', 'tasks', 'project_id', 'p' || (i % 100), i \
+         FROM generate_series(1, 200000) AS i",
+        |values| window_page_sql(values).to_owned(),
+        "text, text, text, text[], int8, int8, int8",
+        |list| format!("'acme', 'tasks', 'project_id', ARRAY[{list}], 1000, 200000, 500"),
+    );
+}
+
+#[test]
 fn a_merged_scan_page_reads_a_bounded_number_of_entries_on_an_analyzed_index() {
-    // The scan page's merged ranges (a sparse filter, or above a walk),
-    // analyzed but never vacuumed, each value's range about 2 000 entries.
-    let db = TestDb::new();
-    drop(ensured(&db));
-    let mut raw = db.raw();
-    raw.batch_execute(
-        "ALTER TABLE sync_row_scopes SET (autovacuum_enabled = false); \
-         INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
+    // The scan page's merged ranges (a sparse filter, or above a walk).
+    assert_merged_page_streams(
+        "sync_row_scopes",
+        "INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
          SELECT 'acme', 'tasks', 'project_id', 'p' || (i % 100), lpad(i::text, 7, '0') \
-         FROM generate_series(1, 200000) AS i; \
-         ANALYZE sync_row_scopes",
-    )
-    .unwrap();
-    let page = 500i64;
-    for (values, mode) in [
-        (2, "force_custom_plan"),
-        (2, "force_generic_plan"),
-        (100, "force_custom_plan"),
-        (100, "force_generic_plan"),
-    ] {
-        raw.batch_execute(&format!("SET plan_cache_mode = {mode}"))
-            .unwrap();
-        let name = format!("s_{values}_{mode}");
-        raw.batch_execute(&format!(
-            "PREPARE {name}(text, text, text, text[], text, int8) AS {}",
-            scan_page_sql("\"tasks\"", values)
-        ))
-        .unwrap();
-        let list: Vec<String> = (0..values).map(|i| format!("'p{i}'")).collect();
-        let explain = format!(
-            "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}('acme', 'tasks', 'project_id', \
-             ARRAY[{}], '0001000', {page})",
-            list.join(", ")
-        );
-        let text = raw
-            .simple_query(&explain)
-            .unwrap()
-            .into_iter()
-            .find_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-                _ => None,
-            })
-            .unwrap();
-        let plan: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let read = entries_read(&plan[0]["Plan"], "sync_row_scopes");
-        let bound = page as f64 + 2.0 * values as f64;
-        assert!(
-            read <= bound,
-            "{values} values, {mode}: {read} entries read for a page (bound {bound})\n{text}"
-        );
-    }
+         FROM generate_series(1, 200000) AS i",
+        |values| scan_page_sql("\"tasks\"", values),
+        "text, text, text, text[], text, int8",
+        |list| format!("'acme', 'tasks', 'project_id', ARRAY[{list}], '0001000', 500"),
+    );
 }
