@@ -89,6 +89,11 @@ pub enum HotPath {
     ScanWalk,
     /// `scan_rows_by_index` on `tasks` through `tasks_by_project_title`.
     IndexLookup,
+    /// `scan_rows_by_index` on `tasks` through the non-unique
+    /// `tasks_by_title` (value `title-1`): a value many rows may share, read
+    /// in row-id order from one range of the index, never sorted
+    /// (`docs/decisions.md`, "Index lookups in row-id order").
+    IndexLookupShared,
     /// Candidates of `list_rows_referencing_blob`.
     BlobCandidates,
     /// The coverage probe of `has_source_changes_above`.

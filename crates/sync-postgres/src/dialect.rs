@@ -2,7 +2,7 @@
 //! introspection (lower case) and the byte-ordered `"C"` key collation.
 
 use sync_core::{ColumnType, IndexDef};
-use sync_schema::{standard_index_columns, Dialect, InternalRole, SqlDialect};
+use sync_schema::{row_ordered_index_columns, Dialect, InternalRole, SqlDialect};
 
 /// Postgres' SQL text rules for the shared crates.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,13 +46,9 @@ impl SqlDialect for PostgresSql {
     /// A non-unique index ends with `_sync_row_id`: a btree orders equal
     /// keys by their heap position, so without it an index lookup sorts
     /// every row sharing the value on each page (`docs/decisions.md`,
-    /// "Index lookups in row-id order on Postgres").
+    /// "Index lookups in row-id order").
     fn declared_index_columns(&self, index: &IndexDef) -> Vec<String> {
-        let mut columns = standard_index_columns(index);
-        if !index.unique {
-            columns.push(sync_schema::INTERNAL_COLUMNS[1].name.to_owned());
-        }
-        columns
+        row_ordered_index_columns(index)
     }
 
     /// `format_type` reports lower-case names.

@@ -74,6 +74,20 @@ pub fn standard_index_columns(index: &IndexDef) -> Vec<String> {
         .collect()
 }
 
+/// [`standard_index_columns`] with `_sync_row_id` appended to a non-unique
+/// index: the shape for a database whose non-unique indexes do not order
+/// equal keys by the row id (SQLite rowid tables order them by rowid,
+/// Postgres by heap position), so that an index lookup reads one value's
+/// rows in row-id order from one range ([`SqlDialect::declared_index_columns`]).
+/// A unique index keeps the standard shape.
+pub fn row_ordered_index_columns(index: &IndexDef) -> Vec<String> {
+    let mut columns = standard_index_columns(index);
+    if !index.unique {
+        columns.push(crate::dialect::INTERNAL_COLUMNS[1].name.to_owned());
+    }
+    columns
+}
+
 /// The default body of [`SqlDialect::create_index_sql`]:
 /// `CREATE [UNIQUE ]INDEX IF NOT EXISTS "<physical>" ON "<t>" (<columns>)`
 /// with the columns of [`SqlDialect::declared_index_columns`].

@@ -78,9 +78,11 @@ pub trait SqlDialect: Send + Sync + 'static {
     ///
     /// `scan_rows_by_index` reads one index value in row-id order. A
     /// database whose non-unique indexes do not order equal keys by the row
-    /// id (Postgres orders them by physical position) would sort every row
-    /// sharing the value on each page; such a dialect appends
-    /// `_sync_row_id` to non-unique indexes here. The physical check
+    /// id (Postgres orders them by physical position, SQLite rowid tables by
+    /// rowid) would sort every row
+    /// sharing the value on each page; such a dialect returns
+    /// [`crate::row_ordered_index_columns`] here, which appends
+    /// `_sync_row_id` to non-unique indexes. The physical check
     /// accepts an index in either this shape or the default one, so
     /// databases created in the default shape keep opening; a bump rebuilds
     /// their indexes in this one. A unique index must keep the default

@@ -15,7 +15,7 @@ fn fresh_every_type_sqlite() {
 -- creates
 CREATE TABLE IF NOT EXISTS "Every ""Type""" ("_sync_partition" TEXT NOT NULL, "_sync_row_id" TEXT NOT NULL, "id" INTEGER NOT NULL, "org" TEXT NOT NULL, "flag" INTEGER NOT NULL, "label" TEXT, "amount" REAL NOT NULL, "doc" TEXT, "raw" BLOB NOT NULL, "file" TEXT, "state" BLOB, "sealed" BLOB, "_sync_server_version" INTEGER NOT NULL, "_sync_scopes" TEXT NOT NULL, "_sync_payload" BLOB NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_every_by_org_label" ON "Every ""Type""" ("_sync_partition", "org", "label");
-CREATE INDEX IF NOT EXISTS "sync_ix_every_by_amount" ON "Every ""Type""" ("_sync_partition", "amount");
+CREATE INDEX IF NOT EXISTS "sync_ix_every_by_amount" ON "Every ""Type""" ("_sync_partition", "amount", "_sync_row_id");
 CREATE TABLE IF NOT EXISTS "vault" ("_sync_partition" TEXT NOT NULL, "_sync_row_id" TEXT NOT NULL, "_sync_server_version" INTEGER NOT NULL, "_sync_scopes" TEXT NOT NULL, "_sync_payload" BLOB NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
 "##
     );
@@ -50,10 +50,10 @@ DROP INDEX IF EXISTS "sync_ix_docs_by_body";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
 ALTER TABLE "tasks" ADD COLUMN "assignee" TEXT;
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_assignee" ON "tasks" ("_sync_partition", "assignee");
-CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body");
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_assignee" ON "tasks" ("_sync_partition", "assignee", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 -- row rewrites
 -- "tasks": re-encode payloads
 "##
@@ -99,9 +99,9 @@ DROP INDEX IF EXISTS "sync_ix_tasks_by_title";
 DROP INDEX IF EXISTS "sync_ix_tasks_by_project_title";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("_sync_partition", "project_id", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 "##
     );
 }
@@ -143,10 +143,10 @@ DROP INDEX IF EXISTS "sync_ix_docs_by_body";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
 ALTER TABLE "tasks" ADD COLUMN "assignee" TEXT;
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_assignee" ON "tasks" ("_sync_partition", "assignee");
-CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body");
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_assignee" ON "tasks" ("_sync_partition", "assignee", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body", "_sync_row_id");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 -- row rewrites
 -- "tasks": re-encode payloads
 "##
@@ -197,9 +197,9 @@ ALTER TABLE "docs" DROP COLUMN "project_id";
 ALTER TABLE "docs" DROP COLUMN "body";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("_sync_partition", "project_id", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 "##
     );
 }
@@ -239,14 +239,14 @@ DROP INDEX IF EXISTS "sync_ix_tasks_by_project_title";
 DROP INDEX IF EXISTS "sync_ix_docs_by_body";
 DROP INDEX IF EXISTS "sync_ix_grants_by_device";
 -- creates
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("_sync_partition", "project_id", "title");
-CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body");
+CREATE INDEX IF NOT EXISTS "sync_ix_docs_by_body" ON "docs" ("_sync_partition", "body", "_sync_row_id");
 ALTER TABLE "secrets" ADD COLUMN "id" TEXT;
 ALTER TABLE "secrets" ADD COLUMN "project_id" TEXT;
 ALTER TABLE "secrets" ADD COLUMN "body" BLOB;
 ALTER TABLE "secrets" ADD COLUMN "attrs" BLOB;
-CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key");
+CREATE INDEX IF NOT EXISTS "sync_ix_grants_by_device" ON "device_key_grants" ("_sync_partition", "device_key", "_sync_row_id");
 -- row rewrites
 -- "secrets": refresh projections
 "##
@@ -289,7 +289,7 @@ fn legacy_same_version_sqlite() {
         r##"-- legacy shape upgrade (sqlite)
 DROP INDEX IF EXISTS "tasks_by_title";
 DROP INDEX IF EXISTS "sync_ix_tasks_by_project_title";
-CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title");
+CREATE INDEX IF NOT EXISTS "sync_ix_tasks_by_title" ON "tasks" ("_sync_partition", "title", "_sync_row_id");
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_tasks_by_project_title" ON "tasks" ("_sync_partition", "project_id", "title");
 "##
     );

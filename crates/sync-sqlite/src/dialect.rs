@@ -1,8 +1,9 @@
-//! The SQLite [`SqlDialect`]: type names and placeholders; every DDL text
-//! is the standard body the trait provides.
+//! The SQLite [`SqlDialect`]: type names, placeholders, and non-unique
+//! declared indexes that end with the row id; every other DDL text is the
+//! standard body the trait provides.
 
-use sync_core::ColumnType;
-use sync_schema::{Dialect, InternalRole, SqlDialect};
+use sync_core::{ColumnType, IndexDef};
+use sync_schema::{row_ordered_index_columns, Dialect, InternalRole, SqlDialect};
 
 /// SQLite's SQL text rules for the shared crates.
 #[derive(Debug, Clone, Copy, Default)]
@@ -34,6 +35,15 @@ impl SqlDialect for SqliteSql {
     /// `?` (parameters are bound in order).
     fn placeholder(&self, _n: usize) -> String {
         "?".to_owned()
+    }
+
+    /// A non-unique index ends with `_sync_row_id`: application tables are
+    /// rowid tables, whose indexes order equal keys by rowid, so without it
+    /// an index lookup either sorts the value's rows or walks the primary
+    /// key past every row of other values (`docs/decisions.md`, "Index
+    /// lookups in row-id order").
+    fn declared_index_columns(&self, index: &IndexDef) -> Vec<String> {
+        row_ordered_index_columns(index)
     }
 }
 

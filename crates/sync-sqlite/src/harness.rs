@@ -327,6 +327,9 @@ fn hot_path_sql(path: HotPath) -> String {
             &["project_id".to_owned(), "title".to_owned()],
             &[false, false],
         ),
+        HotPath::IndexLookupShared => {
+            hot::index_lookup_sql(&quote("tasks"), &["title".to_owned()], &[false])
+        }
         HotPath::BlobCandidates => hot::BLOB_CANDIDATES.to_owned(),
         HotPath::CoverageProbe => hot::coverage_probe_sql(1),
         HotPath::CoverageSeq => hot::coverage_seq_sql(1),

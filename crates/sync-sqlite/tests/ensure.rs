@@ -64,7 +64,11 @@ fn fresh_database_gets_tables_marker_and_fence() {
     assert!(tasks.contains(&(
         "sync_ix_tasks_by_title".into(),
         false,
-        vec!["_sync_partition".into(), "title".into()]
+        vec![
+            "_sync_partition".into(),
+            "title".into(),
+            "_sync_row_id".into()
+        ]
     )));
     assert!(indexes(&db, "secrets").is_empty());
     let marker = storage.read_schema_marker().unwrap().unwrap();
@@ -375,7 +379,11 @@ fn legacy_index_shape_is_upgraded_at_same_version() {
     assert!(tasks.contains(&(
         "sync_ix_tasks_by_title".into(),
         false,
-        vec!["_sync_partition".into(), "title".into()]
+        vec![
+            "_sync_partition".into(),
+            "title".into(),
+            "_sync_row_id".into()
+        ]
     )));
     assert_eq!(marker(&db).0, 1);
 }

@@ -16,13 +16,14 @@ use std::sync::Arc;
 use sync_conformance::{
     DbHandle, GroupedStorage, Harness, HarnessEntry, HarnessEnv, PoolLimits, Properties, RawAccess,
 };
-use sync_core::{Clock, ColumnType, Result, ServerStorage};
+use sync_core::{Clock, ColumnType, IndexDef, Result, ServerStorage};
 use sync_schema::{Dialect, InternalRole, SqlDialect};
 use sync_sqlite::harness::SqliteHarness;
 use sync_sqlite::SqliteSql;
 
-/// The shadow dialect's SQL rules: SQLite's type map and placeholders under
-/// the name `shadow`. Every DDL method keeps the trait's default body.
+/// The shadow dialect's SQL rules: SQLite's type map, placeholders and
+/// declared-index key (the storage it wraps creates its indexes) under the
+/// name `shadow`. Every other DDL method keeps the trait's default body.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ShadowSql;
 
@@ -41,6 +42,10 @@ impl SqlDialect for ShadowSql {
 
     fn placeholder(&self, n: usize) -> String {
         SqliteSql.placeholder(n)
+    }
+
+    fn declared_index_columns(&self, index: &IndexDef) -> Vec<String> {
+        SqliteSql.declared_index_columns(index)
     }
 }
 

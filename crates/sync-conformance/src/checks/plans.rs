@@ -132,6 +132,14 @@ fn c326_candidate_plans(ctx: &mut Ctx<'_>) -> CheckResult {
         expect_pk_search(&scan, path, "sync_row_scopes")?;
         expect_streaming(&scan, path)?;
     }
+    let lookup = explain(raw, HotPath::IndexLookupShared)?;
+    check!(
+        lookup.uses_index("tasks", "sync_ix_tasks_by_title"),
+        "IndexLookupShared does not search sync_ix_tasks_by_title; plan:\n{}",
+        lookup.raw
+    );
+    expect_no_scan(&lookup, HotPath::IndexLookupShared, &["tasks"])?;
+    expect_streaming(&lookup, HotPath::IndexLookupShared)?;
     for path in [
         HotPath::WindowPage,
         HotPath::WindowPageMulti,
@@ -184,6 +192,7 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
         (HotPath::ScanPageMulti, "sync_row_scopes"),
         (HotPath::ScanWalk, "tasks"),
         (HotPath::IndexLookup, "tasks"),
+        (HotPath::IndexLookupShared, "tasks"),
         (HotPath::BlobCandidates, "sync_blob_refs"),
         (HotPath::CoverageProbe, "sync_changes"),
     ] {
@@ -196,9 +205,20 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
         expect_no_scan(&plan, path, &PG_HOT_TABLES)?;
         if matches!(
             path,
-            HotPath::ScanPage | HotPath::ScanPageMulti | HotPath::ScanWalk
+            HotPath::ScanPage
+                | HotPath::ScanPageMulti
+                | HotPath::ScanWalk
+                | HotPath::IndexLookup
+                | HotPath::IndexLookupShared
         ) {
             expect_streaming(&plan, path)?;
+        }
+        if path == HotPath::IndexLookupShared {
+            check!(
+                plan.uses_index("tasks", "sync_ix_tasks_by_title"),
+                "IndexLookupShared does not use sync_ix_tasks_by_title; plan:\n{}",
+                plan.raw
+            );
         }
         if path == HotPath::IndexLookup {
             check!(

@@ -150,6 +150,7 @@ fn plan_text(
                 ("title".to_owned(), sync_core::ColumnType::String),
             ];
             (
+                // `tasks_by_project_title` is unique in FIX1.
                 sql.index_lookup_sql(&columns, &[false, false], true),
                 vec![
                     Box::new(partition),
@@ -160,6 +161,19 @@ fn plan_text(
                 ],
             )
         }
+        HotPath::IndexLookupShared => (
+            sql.index_lookup_sql(
+                &[("title".to_owned(), sync_core::ColumnType::String)],
+                &[false],
+                false,
+            ),
+            vec![
+                Box::new(partition),
+                Box::new(String::new()),
+                Box::new(1000i64),
+                Box::new("title-1"),
+            ],
+        ),
         HotPath::BlobCandidates => (
             BLOB_CANDIDATES_SQL.to_owned(),
             vec![Box::new(partition), Box::new("blob-1")],
