@@ -41,10 +41,16 @@ fn proxy(upstream: (String, u16)) -> (u16, Arc<AtomicUsize>) {
             thread::spawn(move || {
                 let mut buf = [0u8; 65536];
                 while let Ok(n) = c_read.read(&mut buf) {
-                    if n == 0 || s_write.write_all(&buf[..n]).is_err() {
+                    if n == 0 {
                         break;
                     }
+                    // Counted before it is forwarded: the reply cannot reach
+                    // the client (and the test read the count) before this
+                    // write is counted, however the threads are scheduled.
                     counter.fetch_add(1, Ordering::SeqCst);
+                    if s_write.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
                 }
             });
             thread::spawn(move || {
