@@ -104,3 +104,21 @@ impl<'de> Visitor<'de> for Walk<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pointer_names_the_element_and_member_that_repeat() {
+        let text = r#"{"tables": [{"name": "a"}, {"x": 1}, {"name": "b", "name": "c"}]}"#;
+        assert_eq!(
+            reject_duplicate_members(text),
+            Err("/tables/2/name".to_owned())
+        );
+        let text = r#"{"a/b": {"~k": 1, "~k": 2}}"#;
+        assert_eq!(reject_duplicate_members(text), Err("/a~1b/~0k".to_owned()));
+        assert_eq!(reject_duplicate_members(r#"[{"a": 1}, {"a": 2}]"#), Ok(()));
+        assert_eq!(reject_duplicate_members("not json"), Ok(()));
+    }
+}
