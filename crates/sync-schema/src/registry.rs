@@ -216,4 +216,42 @@ mod tests {
             Err(RegistryError::Duplicate { what: "a" })
         );
     }
+
+    struct B;
+    impl SqlDialect for B {
+        fn name(&self) -> &'static str {
+            "b"
+        }
+        fn sql_type(&self, _: ColumnType) -> &'static str {
+            "T"
+        }
+        fn internal_type(&self, _: InternalRole) -> &'static str {
+            "T"
+        }
+        fn placeholder(&self, _: usize) -> String {
+            "?".to_owned()
+        }
+    }
+
+    #[test]
+    fn a_shared_name_or_a_shared_scheme_is_named() {
+        let b = |url_schemes: &'static [&'static str]| DialectEntry {
+            sql: Dialect::new(&B),
+            url_schemes,
+            hooks: 8,
+        };
+        let renamed_a = DialectEntry {
+            url_schemes: &["other"],
+            ..ENTRIES[0]
+        };
+        assert_eq!(check_registry(&[ENTRIES[0], b(&["b"])]), Ok(()));
+        assert_eq!(
+            check_registry(&[ENTRIES[0], renamed_a]),
+            Err(RegistryError::Duplicate { what: "a" })
+        );
+        assert_eq!(
+            check_registry(&[ENTRIES[0], b(&["b", "a+x"])]),
+            Err(RegistryError::Duplicate { what: "a+x" })
+        );
+    }
 }
