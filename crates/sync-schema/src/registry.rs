@@ -160,10 +160,11 @@ mod tests {
     use crate::{InternalRole, SqlDialect};
     use sync_core::ColumnType;
 
-    struct A;
-    impl SqlDialect for A {
+    /// A test dialect named by its value.
+    struct Named(&'static str);
+    impl SqlDialect for Named {
         fn name(&self) -> &'static str {
-            "a"
+            self.0
         }
         fn sql_type(&self, _: ColumnType) -> &'static str {
             "T"
@@ -217,21 +218,8 @@ mod tests {
         );
     }
 
-    struct B;
-    impl SqlDialect for B {
-        fn name(&self) -> &'static str {
-            "b"
-        }
-        fn sql_type(&self, _: ColumnType) -> &'static str {
-            "T"
-        }
-        fn internal_type(&self, _: InternalRole) -> &'static str {
-            "T"
-        }
-        fn placeholder(&self, _: usize) -> String {
-            "?".to_owned()
-        }
-    }
+    static A: Named = Named("a");
+    static B: Named = Named("b");
 
     #[test]
     fn a_shared_name_or_a_shared_scheme_is_named() {
