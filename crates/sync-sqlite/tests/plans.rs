@@ -3,18 +3,8 @@
 mod common;
 
 use common::*;
-use rusqlite::params_from_iter;
 use sync_core::ServerStorage;
 use sync_sqlite::hot_path_sql as hot;
-
-fn plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
-    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-    let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
-    stmt.query_map(params_from_iter(nulls.iter()), |r| r.get::<_, String>(3))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
 
 fn populated() -> Db {
     let db = Db::new();

@@ -3,7 +3,10 @@
 use serde_json::json;
 use sync_core::{Capability, CompiledSchema, Error, ErrorCode, RowValue};
 
-use crate::check::{expect_code, expect_message_free_of, CheckDef, CheckResult};
+use crate::check::{
+    expect_code, expect_detail, expect_message_free_of, CheckDef, CheckResult, Failure,
+};
+use crate::checks::support_lifecycle::{ensure_fails_with_reason, no_opts};
 use crate::checks::support_pdata::{ids, index_scan, strings, text, write_rows, P};
 use crate::context::Ctx;
 use crate::fixtures::{compile_json, doc, fix1, fix1_json, grant, scopes, secret, task};
@@ -40,6 +43,8 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(GROUP, "C-168", "lookup error messages name no table and no value", c168_messages_leak_nothing)
         .needs(Capability::IndexScan),
     check(GROUP, "C-169", "scan_partition_rows: every row in byte order, resumable, works on secrets, limit 1001 rejected", c169_scan_partition_rows),
+    check(GROUP, "C-352", "same version, a non-unique index in the default shape opens and answers; another column list is index_definition", c352_default_index_shape)
+        .needs(Capability::IndexScan),
 ];
 
 /// `FIX1` with an extra declared index `tasks_by_done(done)`.
@@ -401,4 +406,68 @@ fn c169_scan_partition_rows(ctx: &mut Ctx<'_>) -> CheckResult {
         "scan_partition_rows with limit 1001",
     )?;
     Ok(())
+}
+
+/// A dialect may end its non-unique declared indexes with its own key suffix
+/// (`SqlDialect::declared_index_columns`, `docs/decisions.md`, "Index
+/// lookups in row-id order"); a database created with the default shape —
+/// `_sync_partition` then the declared columns, by an earlier version or by
+/// the reference — must still open at its version and answer lookups, and
+/// any other column list is still refused, naming the dialect's shape.
+fn c352_default_index_shape(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let rows = [
+        task(&schema, "r3", "p3", "t")?,
+        task(&schema, "r2", "p2", "other")?,
+        task(&schema, "r1", "p1", "t")?,
+    ];
+    write_rows(storage.as_ref(), P, "tasks", &rows)?;
+    drop(storage);
+    let raw = ctx.raw()?;
+    raw.drop_index("sync_ix_tasks_by_title")?;
+    raw.create_index(
+        "sync_ix_tasks_by_title",
+        "tasks",
+        &["_sync_partition", "title"],
+        false,
+    )?;
+    let reopened = ctx.open()?;
+    reopened.ensure_schema(&schema, &no_opts())?;
+    let found = reopened.scan_rows_by_index(
+        P,
+        &index_scan("tasks", "tasks_by_title", vec![text("t")], None, 10),
+    )?;
+    check_eq!(
+        ids(&found),
+        strings(&["r1", "r3"]),
+        "lookup through the default shape"
+    );
+    drop(reopened);
+
+    raw.drop_index("sync_ix_tasks_by_title")?;
+    raw.create_index(
+        "sync_ix_tasks_by_title",
+        "tasks",
+        &["_sync_partition", "title", "project_id"],
+        false,
+    )?;
+    let error = ensure_fails_with_reason(
+        ctx,
+        &schema,
+        ErrorCode::PhysicalLayoutMismatch,
+        "index_definition",
+        "same-version ensure with another column list",
+    )?;
+    let declared = schema
+        .table("tasks")
+        .and_then(|t| t.index("tasks_by_title"))
+        .ok_or_else(|| Failure::new("FIX1 declares tasks_by_title"))?;
+    let expected: Vec<String> = ctx
+        .sql_dialect()
+        .declared_index_columns(declared)
+        .iter()
+        .map(|c| ctx.sql_dialect().quote_ident(c))
+        .collect();
+    expect_detail(&error, "expected", &format!("({})", expected.join(", ")))
 }

@@ -220,3 +220,16 @@ pub fn push_as(
     tx.commit().unwrap();
     seq
 }
+
+/// `EXPLAIN QUERY PLAN` of `sql` with every parameter NULL: the plan's
+/// detail lines.
+pub fn plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+    let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+    stmt.query_map(rusqlite::params_from_iter(nulls.iter()), |r| {
+        r.get::<_, String>(3)
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
