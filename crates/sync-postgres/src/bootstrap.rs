@@ -207,7 +207,10 @@ pub(crate) fn run(
     statement_timeout_ms: Option<u64>,
     distribution: Option<&DistributeOptions>,
 ) -> Result<bool> {
-    session::begin(conn, Isolation::ReadCommitted, statement_timeout_ms)?;
+    session::begin(
+        conn,
+        &session::begin_sql(Isolation::ReadCommitted, statement_timeout_ms, None),
+    )?;
     match create_missing(conn, distribution) {
         Ok(citus) => session::commit(conn).map(|()| citus),
         Err(err) => {

@@ -16,6 +16,12 @@
 //!   distributed tables in the same transaction, which Citus refuses after a
 //!   parallel multi-shard operation.
 //!
+//! Every push transaction also carries [`PUSH_TRANSACTION_SETTINGS`]: the
+//! coordinator propagates its `search_path` to the workers, so a trigger
+//! function that names tables without a schema (the reference server's
+//! fence function, run on the worker that holds the shard) resolves them in
+//! the storage's schema.
+//!
 //! Row-based layout ([`DistributeOptions`]): every storage table with a
 //! `partition` column and every application table (`_sync_partition`) is
 //! hash-distributed by that column, colocated with `sync_partitions`; the
@@ -58,6 +64,23 @@ pub struct DistributeReport {
     /// Whether the schema was fully distributed already (nothing was done).
     pub already_distributed: bool,
 }
+
+/// The statement every push transaction on Citus carries after its
+/// `BEGIN`: `SET LOCAL` commands of the transaction are propagated to the
+/// workers it touches, and the session's `search_path` is set `LOCAL` so
+/// that it is one of them. Without it a worker runs a trigger function in
+/// its own default `search_path`, where a name without a schema finds
+/// nothing (`relation "sync_writer_fence" does not exist` in a distributed
+/// schema).
+///
+/// It is one `DO` block because Citus propagates a `SET` with the text of
+/// the message that carried it: sent beside other statements in one
+/// simple-query message, the workers would run those statements too. Inside
+/// the block each `SET` is a statement text of its own. The path is the
+/// session's own (`current_setting`), so nothing is spliced into the SQL.
+pub(crate) const PUSH_TRANSACTION_SETTINGS: &str = "DO $citus$BEGIN \
+    SET LOCAL citus.propagate_set_commands = 'local'; \
+    EXECUTE 'SET LOCAL search_path TO ' || current_setting('search_path'); END$citus$";
 
 /// Sets the DDL settings `LOCAL` to the open transaction.
 pub(crate) fn apply_ddl_settings(conn: &mut Conn) -> Result<()> {
@@ -225,4 +248,69 @@ fn distribute_pending(
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use postgres::SimpleQueryMessage;
+
+    use super::PUSH_TRANSACTION_SETTINGS;
+    use crate::pool::Conn;
+
+    /// On any server (a plain one keeps `citus.*` as a placeholder
+    /// setting) the block is one statement that leaves the session's path
+    /// exactly as it was, however its schema names are spelled, and turns
+    /// the propagation on for the transaction only.
+    #[test]
+    fn the_push_settings_keep_the_session_path_and_last_one_transaction() {
+        let url = std::env::var("SYNCSTORE_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let client = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| {
+            panic!("cannot reach PostgreSQL at {url} ({e}); start one with `pg_ctlcluster <version> main start`")
+        });
+        let mut conn = Conn::from_client(client);
+        let path = r#""we""ird $citus$ schema", "$user", public"#;
+        conn.simple(&format!("SET search_path TO {path}")).unwrap();
+        let before = read(&mut conn, "SELECT current_setting('search_path')");
+        let messages = conn
+            .simple(&format!(
+                "BEGIN; {PUSH_TRANSACTION_SETTINGS}; SELECT current_setting('search_path'), \
+                 current_setting('citus.propagate_set_commands')"
+            ))
+            .unwrap();
+        let rows: Vec<(String, String)> = messages
+            .iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(row) => Some((
+                    row.get(0).unwrap_or_default().to_owned(),
+                    row.get(1).unwrap_or_default().to_owned(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(rows, [(before.clone(), "local".to_owned())]);
+        conn.simple("COMMIT").unwrap();
+        assert_eq!(
+            read(&mut conn, "SELECT current_setting('search_path')"),
+            before
+        );
+        assert_eq!(
+            read(
+                &mut conn,
+                "SELECT current_setting('citus.propagate_set_commands', true)"
+            ),
+            ""
+        );
+    }
+
+    fn read(conn: &mut Conn, sql: &str) -> String {
+        conn.simple(sql)
+            .unwrap()
+            .iter()
+            .find_map(|m| match m {
+                SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap_or_default().to_owned()),
+                _ => None,
+            })
+            .unwrap()
+    }
 }

@@ -292,6 +292,24 @@ impl PostgresStorage {
         self.citus.load(Ordering::Acquire)
     }
 
+    /// The `BEGIN` text of a transaction of this storage: the isolation and
+    /// the configured statement timeout.
+    pub(crate) fn begin_sql(&self, isolation: Isolation) -> String {
+        session::begin_sql(isolation, self.config.statement_timeout_ms, None)
+    }
+
+    /// The `BEGIN` text of a push transaction: [`Self::begin_sql`] and, on
+    /// Citus, [`citus::PUSH_TRANSACTION_SETTINGS`]. Known only once the
+    /// storage has bootstrapped (a transaction checks out its connection
+    /// first).
+    pub(crate) fn push_begin_sql(&self) -> String {
+        session::begin_sql(
+            Isolation::ReadCommitted,
+            self.config.statement_timeout_ms,
+            self.is_citus().then_some(citus::PUSH_TRANSACTION_SETTINGS),
+        )
+    }
+
     /// Distributes the storage schema by partition on a Citus coordinator
     /// (`docs/scale-out.md`): bootstraps it if needed, then, under the
     /// migration lock, hash-distributes every storage and application table
@@ -359,14 +377,14 @@ impl PostgresStorage {
     /// dropped by the pool; the transaction is then opened once more on
     /// another connection.
     pub(crate) fn begin_conn(&self, isolation: Isolation) -> Result<Conn> {
-        let timeout = self.config.statement_timeout_ms;
         let mut conn = self.checkout()?;
-        match session::begin(&mut conn, isolation, timeout) {
+        let sql = self.begin_sql(isolation);
+        match session::begin(&mut conn, &sql) {
             Ok(()) => Ok(conn),
             Err(_) if conn.is_closed() => {
                 drop(conn);
                 let mut conn = self.checkout()?;
-                session::begin(&mut conn, isolation, timeout)?;
+                session::begin(&mut conn, &sql)?;
                 Ok(conn)
             }
             Err(err) => Err(err),

@@ -16,9 +16,14 @@ pub(crate) enum Isolation {
     RepeatableReadOnly,
 }
 
-/// The `BEGIN` text (plus the optional per-transaction statement timeout),
-/// sent as one simple-query round trip.
-pub(crate) fn begin_sql(isolation: Isolation, statement_timeout_ms: Option<u64>) -> String {
+/// The `BEGIN` text (plus the optional per-transaction statement timeout and
+/// the storage's per-transaction `settings`), sent as one simple-query round
+/// trip.
+pub(crate) fn begin_sql(
+    isolation: Isolation,
+    statement_timeout_ms: Option<u64>,
+    settings: Option<&str>,
+) -> String {
     let mut sql = String::from(match isolation {
         Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
         Isolation::RepeatableReadOnly => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
@@ -26,18 +31,17 @@ pub(crate) fn begin_sql(isolation: Isolation, statement_timeout_ms: Option<u64>)
     if let Some(ms) = statement_timeout_ms {
         sql.push_str(&format!("; SET LOCAL statement_timeout = {ms}"));
     }
+    if let Some(settings) = settings {
+        sql.push_str("; ");
+        sql.push_str(settings);
+    }
     sql
 }
 
-/// Opens a transaction. On failure the transaction is rolled back so the
+/// Opens a transaction with `sql` (see [`begin_sql`]). On failure the transaction is rolled back so the
 /// connection goes back to the pool clean.
-pub(crate) fn begin(
-    conn: &mut Conn,
-    isolation: Isolation,
-    statement_timeout_ms: Option<u64>,
-) -> Result<()> {
-    let sql = begin_sql(isolation, statement_timeout_ms);
-    if let Err(err) = conn.simple(&sql) {
+pub(crate) fn begin(conn: &mut Conn, sql: &str) -> Result<()> {
+    if let Err(err) = conn.simple(sql) {
         rollback(conn);
         return Err(err);
     }
@@ -104,7 +108,11 @@ mod tests {
     #[test]
     fn a_discarded_connection_reports_closed_so_the_pool_drops_it() {
         let mut conn = conn();
-        begin(&mut conn, Isolation::ReadCommitted, Some(1000)).unwrap();
+        begin(
+            &mut conn,
+            &begin_sql(Isolation::ReadCommitted, Some(1000), None),
+        )
+        .unwrap();
         conn.discard();
         assert!(conn.is_closed());
         // Rolling back a closed connection neither fails nor panics.
@@ -114,7 +122,7 @@ mod tests {
     #[test]
     fn a_failed_commit_leaves_no_transaction_open() {
         let mut conn = conn();
-        begin(&mut conn, Isolation::ReadCommitted, None).unwrap();
+        begin(&mut conn, &begin_sql(Isolation::ReadCommitted, None, None)).unwrap();
         conn.simple_raw("SET CONSTRAINTS ALL DEFERRED").unwrap();
         conn.simple_raw("CREATE TEMP TABLE t (a int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED)")
             .unwrap();
@@ -124,5 +132,22 @@ mod tests {
         let messages = conn.simple("SELECT 1").unwrap();
         assert!(!messages.is_empty());
         conn.simple("BEGIN; ROLLBACK").unwrap();
+    }
+
+    #[test]
+    fn the_begin_text_carries_the_timeout_and_the_settings_in_order() {
+        assert_eq!(
+            begin_sql(Isolation::ReadCommitted, None, None),
+            "BEGIN ISOLATION LEVEL READ COMMITTED"
+        );
+        assert_eq!(
+            begin_sql(
+                Isolation::RepeatableReadOnly,
+                Some(250),
+                Some("SET LOCAL a = 1")
+            ),
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
+             SET LOCAL statement_timeout = 250; SET LOCAL a = 1"
+        );
     }
 }

@@ -34,7 +34,7 @@ use sync_core::{
 use crate::instance::PostgresStorage;
 use crate::partition_lock::{self, SAVEPOINT};
 use crate::pool::Conn;
-use crate::session::{self, Isolation};
+use crate::session;
 use crate::state::{resolve, Ensured};
 use crate::{
     checkpoints, clients, commit_log, coverage, gate, named, prelude, push_results, query,
@@ -99,10 +99,7 @@ impl<'s> PgTransaction<'s> {
             ensured,
             writer_version,
             poison: None,
-            pending_begin: Some(session::begin_sql(
-                Isolation::ReadCommitted,
-                storage.config().statement_timeout_ms,
-            )),
+            pending_begin: Some(storage.push_begin_sql()),
             pending_writes: None,
             push_locked: false,
             known_seq: None,

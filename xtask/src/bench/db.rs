@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use sync_core::{EnsureOptions, ServerStorage};
-use sync_postgres::{PostgresConfig, PostgresStorage};
+use sync_postgres::{DistributeOptions, PostgresConfig, PostgresStorage};
 use sync_sqlite::{SqliteConfig, SqliteStorage, Synchronous};
 
 use super::fixture;
@@ -39,12 +39,25 @@ impl Dialect {
     }
 }
 
+/// How each fresh Postgres schema is laid out when the server is a Citus
+/// coordinator (`docs/scale-out.md`); ours and the raw client share it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CitusLayout {
+    /// Created with `citus.enable_schema_based_sharding = on`: a
+    /// distributed schema Citus places on one node.
+    Schemas,
+    /// Distributed by partition with this many shards before the first
+    /// write (`PostgresStorage::distribute`); later tables follow.
+    Rows { shard_count: u32 },
+}
+
 /// Where a dialect's databases are created.
 #[derive(Debug)]
 pub struct Env {
     pub dialect: Dialect,
     dir: Option<tempfile::TempDir>,
     pg_url: String,
+    citus: Option<CitusLayout>,
     run: String,
     next: AtomicU64,
 }
@@ -64,17 +77,20 @@ impl Env {
             dialect: Dialect::Sqlite,
             dir: Some(dir),
             pg_url: String::new(),
+            citus: None,
             run: run_tag(),
             next: AtomicU64::new(0),
         })
     }
 
-    /// Postgres schemas on the server at `url`.
-    pub fn postgres(url: &str) -> Self {
+    /// Postgres schemas on the server at `url`, laid out by `citus` when
+    /// the server is a Citus coordinator.
+    pub fn postgres(url: &str, citus: Option<CitusLayout>) -> Self {
         Self {
             dialect: Dialect::Postgres,
             dir: None,
             pg_url: url.to_owned(),
+            citus,
             run: run_tag(),
             next: AtomicU64::new(0),
         }
@@ -96,7 +112,22 @@ impl Env {
             Dialect::Postgres => {
                 let schema = format!("bench_{}_{n}", self.run);
                 let mut client = postgres::Client::connect(&self.pg_url, postgres::NoTls)?;
-                client.batch_execute(&format!("CREATE SCHEMA \"{schema}\""))?;
+                let sharding = match self.citus {
+                    Some(CitusLayout::Schemas) => "SET citus.enable_schema_based_sharding = on; ",
+                    _ => "",
+                };
+                client.batch_execute(&format!("{sharding}CREATE SCHEMA \"{schema}\""))?;
+                if let Some(CitusLayout::Rows { shard_count }) = self.citus {
+                    let config = PostgresConfig {
+                        schema: Some(schema.clone()),
+                        ..PostgresConfig::default()
+                    };
+                    PostgresStorage::connect(&self.pg_url, config)?.distribute(
+                        &DistributeOptions {
+                            shard_count: Some(shard_count),
+                        },
+                    )?;
+                }
                 Location::Postgres {
                     url: self.pg_url.clone(),
                     schema,

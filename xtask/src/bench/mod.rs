@@ -91,6 +91,23 @@ pub struct BenchArgs {
     /// a loopback proxy that delays each direction by this many ms.
     #[arg(long)]
     latency_ms: Option<u64>,
+    /// On a Citus coordinator (`--pg-url`): lay out every fresh schema as a
+    /// distributed schema (`schemas`) or distributed by partition (`rows`,
+    /// with `--citus-shards` shards); ours and the raw client share it.
+    #[arg(long, value_enum)]
+    citus_layout: Option<BenchCitusLayout>,
+    /// Shards of the `rows` layout.
+    #[arg(long, default_value_t = 4)]
+    citus_shards: u32,
+}
+
+/// `--citus-layout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchCitusLayout {
+    /// Schema-based sharding.
+    Schemas,
+    /// Row-based distribution by partition.
+    Rows,
 }
 
 /// Counts and rounds of one run.
@@ -387,12 +404,27 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let (Some(ms), Some(object)) = (args.latency_ms, machine.as_object_mut()) {
         object.insert("postgres_added_latency_ms_each_way".into(), ms.into());
     }
+    if let (Some(layout), Some(object)) = (args.citus_layout, machine.as_object_mut()) {
+        let layout = match layout {
+            BenchCitusLayout::Schemas => "schemas".to_owned(),
+            BenchCitusLayout::Rows => format!("rows ({} shards)", args.citus_shards),
+        };
+        object.insert("citus_layout".into(), layout.into());
+    }
     let started = Instant::now();
     let mut results = Vec::new();
     for dialect in dialects {
         let env = match dialect {
             Dialect::Sqlite => Env::sqlite(args.dir.as_deref())?,
-            Dialect::Postgres => Env::postgres(&pg_url),
+            Dialect::Postgres => Env::postgres(
+                &pg_url,
+                args.citus_layout.map(|layout| match layout {
+                    BenchCitusLayout::Schemas => db::CitusLayout::Schemas,
+                    BenchCitusLayout::Rows => db::CitusLayout::Rows {
+                        shard_count: args.citus_shards,
+                    },
+                }),
+            ),
         };
         results.extend(run_dialect(&env, &scale.for_dialect(dialect), &only)?);
     }

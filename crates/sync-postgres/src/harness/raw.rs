@@ -93,10 +93,26 @@ impl RawAccess for PgRaw {
         commit_seq: i64,
         writer_version: Option<i32>,
     ) -> Result<()> {
-        self.execute(
-            INSERT_COMMIT_SQL,
-            &[&partition, &commit_seq, &writer_version],
-        )
+        let params: [&(dyn ToSql + Sync); 3] = [&partition, &commit_seq, &writer_version];
+        if !self.citus {
+            return self.execute(INSERT_COMMIT_SQL, &params);
+        }
+        // The writer this plays works on Citus as the storage does: its
+        // transaction propagates its `search_path` to the workers, where the
+        // triggers of the shard run (`docs/scale-out.md`).
+        self.with(|c| {
+            c.simple(&format!(
+                "BEGIN; {}",
+                crate::citus::PUSH_TRANSACTION_SETTINGS
+            ))?;
+            match c.execute(INSERT_COMMIT_SQL, &params) {
+                Ok(_) => c.simple("COMMIT").map(|_| ()),
+                Err(err) => {
+                    let _ = c.simple("ROLLBACK");
+                    Err(err)
+                }
+            }
+        })
     }
 
     fn old_writer(&self, partition: &str) -> Result<Box<dyn OldWriter>> {
