@@ -84,14 +84,14 @@ mod tests {
     #[test]
     fn every_checklist_id_has_exactly_one_check() {
         let ids: Vec<&str> = registry().iter().map(|c| c.id).collect();
-        // C-336…C-352 guard behaviours beyond the checklist (`docs/decisions.md`).
-        let expected: Vec<String> = (1..=352)
+        // C-336…C-353 guard behaviours beyond the checklist (`docs/decisions.md`).
+        let expected: Vec<String> = (1..=353)
             .map(|n| format!("C-{n:03}"))
             .chain((1..=82).map(|n| format!("E-{n:03}")))
             .collect();
         assert_eq!(
             ids, expected,
-            "the registry must hold C-001…C-352 and E-001…E-082 exactly once each"
+            "the registry must hold C-001…C-353 and E-001…E-082 exactly once each"
         );
     }
 

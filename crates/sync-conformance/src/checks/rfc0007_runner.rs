@@ -1,4 +1,4 @@
-//! §19 Backfill runner, C-290…C-300.
+//! §19 Backfill runner, C-290…C-300 (and C-339, C-353 beyond the checklist).
 //!
 //! Interference "during" a run is injected at batch boundaries through the
 //! runner's progress observer, which runs between transactions: the run is
@@ -100,6 +100,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-339",
         "a takeover after the full pass stored watermark W projects a source row written at W + 1",
         c339_takeover_after_stored_watermark,
+    ),
+    check(
+        GROUP,
+        "C-353",
+        "a catch-up tail of several batches and listing pages projects every row and reports each batch",
+        c353_long_catch_up_tail,
     ),
 ];
 
@@ -947,6 +953,179 @@ fn c339_takeover_after_stored_watermark(ctx: &mut Ctx<'_>) -> CheckResult {
         assert_table_projection(storage.as_ref(), &schema)?,
         1,
         "source rows with a projection after the takeover"
+    );
+    Ok(())
+}
+
+/// One progress snapshot, as C-353 compares them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Snapshot {
+    phase: Phase,
+    batches: u64,
+    rows_seen: i64,
+    watermark: i64,
+}
+
+/// An [`OnBatch`] that also keeps every snapshot, and where its action ran.
+struct Tape<F: Fn() + Send + Sync> {
+    trigger: Arc<OnBatch<F>>,
+    snapshots: Mutex<Vec<Snapshot>>,
+    /// Snapshots taken before the action ran (`None`: it never ran).
+    before_action: Mutex<Option<usize>>,
+}
+
+impl<F: Fn() + Send + Sync> Tape<F> {
+    /// The snapshots reported after the action ran.
+    fn after_action(&self) -> CheckResult<Vec<Snapshot>> {
+        let at = self
+            .before_action
+            .lock()
+            .ok()
+            .and_then(|at| *at)
+            .ok_or_else(|| Failure::new("the writer never ran"))?;
+        let snapshots = self
+            .snapshots
+            .lock()
+            .map_err(|_| Failure::new("snapshot tape poisoned"))?;
+        Ok(snapshots.get(at..).map(<[_]>::to_vec).unwrap_or_default())
+    }
+}
+
+impl<F: Fn() + Send + Sync> ProgressObserver for Tape<F> {
+    fn on_progress(&self, progress: &Progress) {
+        let len = self.snapshots.lock().map_or(0, |mut snapshots| {
+            snapshots.push(Snapshot {
+                phase: progress.phase,
+                batches: progress.batches,
+                rows_seen: progress.rows_seen,
+                watermark: progress.watermark,
+            });
+            snapshots.len()
+        });
+        let fired = self.trigger.fired();
+        self.trigger.on_progress(progress);
+        if !fired && self.trigger.fired() {
+            if let Ok(mut at) = self.before_action.lock() {
+                *at = Some(len);
+            }
+        }
+    }
+}
+
+/// Rows per writer commit in C-353.
+const TAIL_COMMIT_ROWS: usize = 150;
+/// Writer commits in C-353.
+const TAIL_COMMITS: usize = 8;
+
+/// Beyond the checklist (`docs/decisions.md`): the catch-up of a long tail.
+/// Ten rows are projected by the full pass; when it ends, a writer commits
+/// 8 × 150 new source rows. The runner lists the tail in pages of 1 000
+/// changes and cuts batches at commit boundaries once `batch_size` (1 000)
+/// distinct rows are gathered, so:
+/// - the first listing page ends inside the 7th commit, which must be read
+///   whole from the next page (a commit is never split);
+/// - the first catch-up batch is commits 1–7 (1 050 rows), not exhausted:
+///   it advances the watermark to the 7th commit and reports it;
+/// - the second is commit 8, exhausted: the seal activates.
+///
+/// Every source row must end up projected, and each batch reported with
+/// its rows and watermark.
+fn c353_long_catch_up_tail(ctx: &mut Ctx<'_>) -> CheckResult {
+    seed_v1(ctx, 10)?;
+    let storage = bumped(ctx)?;
+    let schema = runner_v2()?;
+    let projector = search_table(storage.as_ref())?;
+    let writer_storage = storage.clone();
+    let writer_schema = schema.clone();
+    let seqs: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let writer_seqs = seqs.clone();
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let writer_errors = errors.clone();
+    let write_tail = move || {
+        let note = |e: String| writer_errors.lock().map(|mut v| v.push(e)).unwrap_or(());
+        for commit in 0..TAIL_COMMITS {
+            let ops: std::result::Result<Vec<Op>, Failure> = (0..TAIL_COMMIT_ROWS)
+                .map(|i| {
+                    let id = format!("n{commit}-{i:03}");
+                    Ok(Op::upsert(
+                        "tasks",
+                        task(&writer_schema, &id, "proj1", &format!("Tail {id}"))?,
+                    ))
+                })
+                .collect();
+            let pushed = ops.and_then(|ops| {
+                push_with(
+                    writer_storage.as_ref(),
+                    &serve_ctx(),
+                    PARTITION,
+                    "writer",
+                    &format!("tail-{commit}"),
+                    &ops,
+                )?
+                .seq()
+            });
+            match pushed {
+                Ok(seq) => writer_seqs.lock().map(|mut v| v.push(seq)).unwrap_or(()),
+                Err(e) => note(format!("{e:?}")),
+            }
+        }
+    };
+    let tape = Arc::new(Tape {
+        trigger: OnBatch::new(Phase::CatchUp, 1, write_tail),
+        snapshots: Mutex::default(),
+        before_action: Mutex::default(),
+    });
+    let outcome = runner(ctx, storage.as_ref(), &projector)
+        .with_config(RunnerConfig {
+            batch_size: 1000,
+            ..RunnerConfig::default()
+        })
+        .with_progress(tape.clone())
+        .run()?;
+    let problems = errors.lock().map(|v| v.clone()).unwrap_or_default();
+    check!(problems.is_empty(), "writer failed: {problems:?}");
+    let seqs = seqs.lock().map(|v| v.clone()).unwrap_or_default();
+    check_eq!(seqs.len(), TAIL_COMMITS, "writer commits");
+    let (_, watermark, observed) = expect_activated(outcome)?;
+    check_eq!(observed, 10, "observed_rows (the full pass's rows)");
+    check_eq!(
+        watermark,
+        storage.get_max_commit_seq(PARTITION)?,
+        "watermark = max_commit_seq at seal"
+    );
+    check_eq!(
+        assert_table_projection(storage.as_ref(), &schema)?,
+        10 + TAIL_COMMITS * TAIL_COMMIT_ROWS,
+        "source rows with a projection"
+    );
+    let seventh = seqs.get(6).copied().unwrap_or_default();
+    let first_batch_rows = i64::try_from(7 * TAIL_COMMIT_ROWS).unwrap_or_default();
+    let all_rows_seen = i64::try_from(10 + TAIL_COMMITS * TAIL_COMMIT_ROWS).unwrap_or_default();
+    // The full pass was batch 1 and its end (certifying its target) batch 2.
+    let expected = vec![
+        Snapshot {
+            phase: Phase::CatchUp,
+            batches: 3,
+            rows_seen: 10 + first_batch_rows,
+            watermark: seventh,
+        },
+        Snapshot {
+            phase: Phase::Seal,
+            batches: 3,
+            rows_seen: 10 + first_batch_rows,
+            watermark: seventh,
+        },
+        Snapshot {
+            phase: Phase::Done,
+            batches: 4,
+            rows_seen: all_rows_seen,
+            watermark,
+        },
+    ];
+    check_eq!(
+        tape.after_action()?,
+        expected,
+        "snapshots after the tail was written"
     );
     Ok(())
 }
