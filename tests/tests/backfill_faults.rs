@@ -347,6 +347,40 @@ fn activated_by_another_owner_before_the_claim_postgres() {
     activated_by_another_owner_before_the_claim(Dialect::Postgres);
 }
 
+/// A `busy` claim counts against `max_attempts` like a `busy` batch: with
+/// one attempt the run gives up at once, without pausing and without
+/// having claimed.
+fn busy_at_the_claim_counts_against_max_attempts(dialect: Dialect) {
+    let dry = dry_run(dialect);
+    let k = claim_statement(&dry.log);
+    let db = Db::new(dialect);
+    let (outcome, pauses) = faulted(&db, k, FaultKind::Busy, 1, None);
+    assert_eq!(
+        outcome.ok(),
+        Some(RunOutcome::GaveUp { attempts: 1 }),
+        "{dialect:?}: a busy claim with max_attempts 1 ({pauses} pauses)"
+    );
+    assert_eq!(pauses, 0, "{dialect:?}: pauses");
+    let stored = db
+        .storage()
+        .read_checkpoint(PARTITION, BACKFILL_CHECKPOINT)
+        .unwrap_or_else(|e| panic!("read checkpoint: {e:?}"));
+    assert!(
+        stored.is_some_and(|cp| cp.state == CheckpointState::Declared && cp.owner_epoch == 0),
+        "{dialect:?}: the run that gave up claimed the checkpoint"
+    );
+}
+
+#[test]
+fn busy_at_the_claim_counts_against_max_attempts_sqlite() {
+    busy_at_the_claim_counts_against_max_attempts(Dialect::Sqlite);
+}
+
+#[test]
+fn busy_at_the_claim_counts_against_max_attempts_postgres() {
+    busy_at_the_claim_counts_against_max_attempts(Dialect::Postgres);
+}
+
 /// The first statement after the claim: the first batch's.
 fn first_batch_statement(log: &[String]) -> u64 {
     let claim = claim_statement(log);
