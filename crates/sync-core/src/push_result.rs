@@ -467,6 +467,64 @@ mod tests {
     }
 
     #[test]
+    fn one_record_and_its_details_render_and_parse_on_their_own() {
+        let records = sample().results;
+        for record in &records {
+            let value = record.to_json_value();
+            assert!(value.is_object(), "{value}");
+            assert_eq!(
+                PushOperationResult::from_json_value(&value).unwrap(),
+                *record
+            );
+        }
+        assert_eq!(
+            records[1].to_json_value().to_string(),
+            r#"{"opIndex":1,"status":"error","code":"sync.forbidden","message":"no","retryable":false,"details":{"reason":"x"}}"#
+        );
+        let details = RejectionDetails {
+            field_paths: Some(vec!["$.title".into()]),
+            reason: Some("too_long".into()),
+            required_action: None,
+            references: Some(BTreeMap::from([("row".into(), "t1".into())])),
+        };
+        let value = details.to_json_value();
+        assert_eq!(
+            value.to_string(),
+            r#"{"fieldPaths":["$.title"],"reason":"too_long","references":{"row":"t1"}}"#
+        );
+        assert_eq!(RejectionDetails::from_json_value(&value).unwrap(), details);
+        for bad in [Value::Null, Value::from("reason"), Value::from(vec![1])] {
+            let e = RejectionDetails::from_json_value(&bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::IdempotencyCacheMiss, "{bad}");
+        }
+    }
+
+    #[test]
+    fn integral_floats_are_read_as_integers_and_others_are_not() {
+        // JSONB may store 5 as 5.0; a fraction or a float beyond 2^53 is
+        // not an integer the record could have held.
+        let r = StoredPushResult::from_json(
+            r#"{"status":"applied","commitSeq":5.0,"recordedAtMs":-7.0,"results":[]}"#,
+        )
+        .unwrap();
+        assert_eq!((r.commit_seq, r.recorded_at_ms), (Some(5), Some(-7)));
+        let large =
+            StoredPushResult::from_json(r#"{"status":"applied","commitSeq":1e15,"results":[]}"#)
+                .unwrap();
+        assert_eq!(large.commit_seq, Some(1_000_000_000_000_000));
+        for bad in [
+            r#"{"status":"applied","commitSeq":5.5,"results":[]}"#.to_owned(),
+            r#"{"status":"applied","commitSeq":0.5,"results":[]}"#.to_owned(),
+            // Beyond 2^53 - 1.
+            r#"{"status":"applied","commitSeq":1e16,"results":[]}"#.to_owned(),
+            r#"{"status":"applied","commitSeq":1e300,"results":[]}"#.to_owned(),
+        ] {
+            let e = StoredPushResult::from_json(&bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::IdempotencyCacheMiss, "{bad}");
+        }
+    }
+
+    #[test]
     fn unreadable_documents_are_cache_misses() {
         for bad in [
             "not json",

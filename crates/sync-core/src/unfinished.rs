@@ -188,6 +188,21 @@ mod tests {
         assert_eq!(plan[1].resolution, Resolution::Abandon);
     }
 
+    /// With finish-or-refuse a resolution resolves only the checkpoint with
+    /// both its partition and its name: one sharing only the partition or
+    /// only the name is still unresolved.
+    #[test]
+    fn a_resolution_matches_partition_and_name_together() {
+        let unfinished = [pending("acme", "y", 3), pending("globex", "x", 3)];
+        let resolutions = [UnfinishedResolution::new("acme", "x", Resolution::Carry)];
+        let error = resolve_unfinished(&unfinished, &resolutions).unwrap_err();
+        assert_eq!(
+            error.details().get("checkpoints").map(String::as_str),
+            Some("acme:y@3,globex:x@3")
+        );
+        assert_eq!(error.details().get("count").map(String::as_str), Some("2"));
+    }
+
     /// Without finish-or-refuse a bump applies exactly the resolutions it
     /// was given: a checkpoint named by none of them is left as it is, even
     /// beside one that shares its partition or its name.

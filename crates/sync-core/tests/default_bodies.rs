@@ -438,3 +438,12 @@ fn a_transaction_answers_index_scans_and_registered_queries_unsupported_by_defau
         "AuthoritativeQuery",
     );
 }
+
+#[test]
+fn a_transaction_answers_blob_references_and_reactions_unsupported_by_default() {
+    unsupported(
+        RequiredOnlyTx.set_blob_refs("tasks", "r1", &["blob-1".to_owned()]),
+        "BlobRefs",
+    );
+    unsupported(RequiredOnlyTx.enqueue_reactions(&[]), "Reactions");
+}

@@ -1,0 +1,69 @@
+//! The text forms other programs read: the checkpoint states as stored in
+//! `sync_backfill_checkpoints.state` (`tables.md`), change operations as
+//! the engine's JSON and the operator tool print them, unfinished-checkpoint
+//! resolutions as a migration plan prints them, and the fence trigger's
+//! states and causes as `syncstore status` prints them.
+
+use sync_core::{ChangeOp, CheckpointState, FenceTriggerState, Resolution};
+
+#[test]
+fn checkpoint_states_have_their_stored_names_and_parse_back() {
+    let states = [
+        CheckpointState::Declared,
+        CheckpointState::Backfilling,
+        CheckpointState::Activated,
+    ];
+    let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+    assert_eq!(names, ["declared", "backfilling", "activated"]);
+    for state in states {
+        assert_eq!(CheckpointState::parse(state.as_str()), Some(state));
+    }
+    assert_eq!(CheckpointState::parse("Activated"), None);
+    assert_eq!(CheckpointState::parse(""), None);
+}
+
+const TRIGGER_STATES: [FenceTriggerState; 6] = [
+    FenceTriggerState::NoCommitTable,
+    FenceTriggerState::Enforced,
+    FenceTriggerState::Missing,
+    FenceTriggerState::Disabled,
+    FenceTriggerState::Foreign,
+    FenceTriggerState::Outdated,
+];
+
+#[test]
+fn only_the_installed_enabled_current_trigger_enforces_the_fence() {
+    let enforced: Vec<FenceTriggerState> = TRIGGER_STATES
+        .into_iter()
+        .filter(|s| s.is_enforced())
+        .collect();
+    assert_eq!(enforced, [FenceTriggerState::Enforced]);
+}
+
+#[test]
+fn a_trigger_that_does_not_enforce_names_its_stable_cause() {
+    let causes: Vec<Option<&str>> = TRIGGER_STATES.iter().map(|s| s.cause()).collect();
+    assert_eq!(
+        causes,
+        [
+            None,
+            None,
+            Some("trigger_missing"),
+            Some("trigger_disabled"),
+            Some("trigger_foreign"),
+            Some("function_outdated"),
+        ]
+    );
+}
+
+#[test]
+fn change_operations_and_resolutions_have_their_documented_names() {
+    assert_eq!(
+        [ChangeOp::Upsert.as_str(), ChangeOp::Delete.as_str()],
+        ["upsert", "delete"]
+    );
+    assert_eq!(
+        [Resolution::Carry.as_str(), Resolution::Abandon.as_str()],
+        ["carry", "abandon"]
+    );
+}
