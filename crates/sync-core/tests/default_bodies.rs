@@ -5,8 +5,11 @@
 
 #![allow(unused_variables)]
 
+mod common;
+
 use std::sync::Arc;
 
+use common::PreludeTx;
 use sync_core::*;
 
 /// A storage that implements only the required methods (none of which this
@@ -304,120 +307,6 @@ fn the_fence_trigger_is_unsupported_by_default() {
     unsupported(RequiredOnly.writer_fence_trigger(), "writer_fence_trigger");
 }
 
-/// A transaction that implements only the required methods (none of which
-/// the tests below call) and keeps every default body.
-struct RequiredOnlyTx;
-
-impl StorageTransaction for RequiredOnlyTx {
-    fn partition(&self) -> &str {
-        "p1"
-    }
-    fn writer_version(&self) -> i32 {
-        1
-    }
-    fn get_row(&mut self, table: &str, row_id: &str) -> Result<Option<StoredRow>> {
-        Err(outside_this_test())
-    }
-    fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>> {
-        Err(outside_this_test())
-    }
-    fn get_push_result(
-        &mut self,
-        client_id: &str,
-        client_commit_id: &str,
-    ) -> Result<Option<StoredPushResult>> {
-        Err(outside_this_test())
-    }
-    fn scan_rows(&mut self, query: &RowScanQuery) -> Result<Vec<StoredRow>> {
-        Err(outside_this_test())
-    }
-    fn scan_partition_rows(
-        &mut self,
-        table: &str,
-        after_row_id: Option<&str>,
-        limit: i64,
-    ) -> Result<Vec<StoredRow>> {
-        Err(outside_this_test())
-    }
-    fn max_commit_seq(&mut self) -> Result<i64> {
-        Err(outside_this_test())
-    }
-    fn lock_partition_for_push(&mut self) -> Result<()> {
-        Err(outside_this_test())
-    }
-    fn commit_rejected_push_result(
-        self: Box<Self>,
-        client_id: &str,
-        client_commit_id: &str,
-        result: &StoredPushResult,
-    ) -> Result<()> {
-        Err(outside_this_test())
-    }
-    fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()> {
-        Err(outside_this_test())
-    }
-    fn delete_row(&mut self, table: &str, row_id: &str) -> Result<()> {
-        Err(outside_this_test())
-    }
-    fn clear_tombstone(&mut self, table: &str, row_id: &str) -> Result<()> {
-        Err(outside_this_test())
-    }
-    fn append_commit(&mut self, commit: &NewCommit) -> Result<i64> {
-        Err(outside_this_test())
-    }
-    fn put_push_result(
-        &mut self,
-        client_id: &str,
-        client_commit_id: &str,
-        result: &StoredPushResult,
-    ) -> Result<()> {
-        Err(outside_this_test())
-    }
-    fn read_serve_gate(&mut self, running_schema_version: i32) -> Result<ServeGate> {
-        Err(outside_this_test())
-    }
-    fn read_checkpoint(&mut self, name: &str) -> Result<Option<StoredCheckpoint>> {
-        Err(outside_this_test())
-    }
-    fn advance_checkpoint(
-        &mut self,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        observed_rows: i64,
-        now_ms: i64,
-    ) -> Result<bool> {
-        Err(outside_this_test())
-    }
-    fn activate_checkpoint(
-        &mut self,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        sources: &[String],
-        now_ms: i64,
-    ) -> Result<ActivationOutcome> {
-        Err(outside_this_test())
-    }
-    fn has_source_changes_above(&mut self, tables: &[String], seq: i64) -> Result<Coverage> {
-        Err(outside_this_test())
-    }
-    fn list_source_changes(
-        &mut self,
-        tables: &[String],
-        after_seq: i64,
-        limit: i64,
-    ) -> Result<Vec<SourceChange>> {
-        Err(outside_this_test())
-    }
-    fn commit(self: Box<Self>) -> Result<()> {
-        Err(outside_this_test())
-    }
-    fn rollback(self: Box<Self>) -> Result<()> {
-        Err(outside_this_test())
-    }
-}
-
 #[test]
 fn a_transaction_answers_index_scans_and_registered_queries_unsupported_by_default() {
     let query = IndexRowScanQuery {
@@ -427,14 +316,14 @@ fn a_transaction_answers_index_scans_and_registered_queries_unsupported_by_defau
         after_row_id: None,
         limit: 10,
     };
-    unsupported(RequiredOnlyTx.scan_rows_by_index(&query), "IndexScan");
+    unsupported(PreludeTx::new(None).scan_rows_by_index(&query), "IndexScan");
     let request = AuthoritativeQueryRequest {
         sql: "SELECT 1".to_owned(),
         params: Vec::new(),
         tables: Vec::new(),
     };
     unsupported(
-        RequiredOnlyTx.query_authoritative(&request),
+        PreludeTx::new(None).query_authoritative(&request),
         "AuthoritativeQuery",
     );
 }
@@ -442,8 +331,8 @@ fn a_transaction_answers_index_scans_and_registered_queries_unsupported_by_defau
 #[test]
 fn a_transaction_answers_blob_references_and_reactions_unsupported_by_default() {
     unsupported(
-        RequiredOnlyTx.set_blob_refs("tasks", "r1", &["blob-1".to_owned()]),
+        PreludeTx::new(None).set_blob_refs("tasks", "r1", &["blob-1".to_owned()]),
         "BlobRefs",
     );
-    unsupported(RequiredOnlyTx.enqueue_reactions(&[]), "Reactions");
+    unsupported(PreludeTx::new(None).enqueue_reactions(&[]), "Reactions");
 }
