@@ -256,15 +256,20 @@ fn unsupported<T: std::fmt::Debug>(result: Result<T>, capability: &str) {
     }
 }
 
-#[test]
-fn index_scans_are_unsupported_by_default() {
-    let query = IndexRowScanQuery {
+/// A lookup of one title through `tasks.by_title`.
+fn title_lookup() -> IndexRowScanQuery {
+    IndexRowScanQuery {
         table: "tasks".to_owned(),
         index: "by_title".to_owned(),
         values: vec![RowValue::String("a".to_owned())],
         after_row_id: None,
         limit: 10,
-    };
+    }
+}
+
+#[test]
+fn index_scans_are_unsupported_by_default() {
+    let query = title_lookup();
     unsupported(RequiredOnly.scan_rows_by_index("p1", &query), "IndexScan");
 }
 
@@ -309,13 +314,7 @@ fn the_fence_trigger_is_unsupported_by_default() {
 
 #[test]
 fn a_transaction_answers_index_scans_and_registered_queries_unsupported_by_default() {
-    let query = IndexRowScanQuery {
-        table: "tasks".to_owned(),
-        index: "by_title".to_owned(),
-        values: vec![RowValue::String("a".to_owned())],
-        after_row_id: None,
-        limit: 10,
-    };
+    let query = title_lookup();
     unsupported(PreludeTx::new(None).scan_rows_by_index(&query), "IndexScan");
     let request = AuthoritativeQueryRequest {
         sql: "SELECT 1".to_owned(),
