@@ -966,49 +966,41 @@ struct Snapshot {
     watermark: i64,
 }
 
-/// An [`OnBatch`] that also keeps every snapshot, and where its action ran.
+/// An [`OnBatch`] that also keeps every snapshot.
 struct Tape<F: Fn() + Send + Sync> {
     trigger: Arc<OnBatch<F>>,
     snapshots: Mutex<Vec<Snapshot>>,
-    /// Snapshots taken before the action ran (`None`: it never ran).
-    before_action: Mutex<Option<usize>>,
 }
 
 impl<F: Fn() + Send + Sync> Tape<F> {
-    /// The snapshots reported after the action ran.
-    fn after_action(&self) -> CheckResult<Vec<Snapshot>> {
-        let at = self
-            .before_action
-            .lock()
-            .ok()
-            .and_then(|at| *at)
-            .ok_or_else(|| Failure::new("the writer never ran"))?;
+    /// The snapshots reported after the first one of `phase` — the one
+    /// whose report ran the action, when the trigger is the first batch of
+    /// that phase.
+    fn after_first(&self, phase: Phase) -> CheckResult<Vec<Snapshot>> {
+        check!(self.trigger.fired(), "the writer never ran");
         let snapshots = self
             .snapshots
             .lock()
             .map_err(|_| Failure::new("snapshot tape poisoned"))?;
-        Ok(snapshots.get(at..).map(<[_]>::to_vec).unwrap_or_default())
+        let first = snapshots
+            .iter()
+            .position(|s| s.phase == phase)
+            .ok_or_else(|| Failure::new(format!("no {phase} snapshot")))?;
+        Ok(snapshots[first + 1..].to_vec())
     }
 }
 
 impl<F: Fn() + Send + Sync> ProgressObserver for Tape<F> {
     fn on_progress(&self, progress: &Progress) {
-        let len = self.snapshots.lock().map_or(0, |mut snapshots| {
+        if let Ok(mut snapshots) = self.snapshots.lock() {
             snapshots.push(Snapshot {
                 phase: progress.phase,
                 batches: progress.batches,
                 rows_seen: progress.rows_seen,
                 watermark: progress.watermark,
             });
-            snapshots.len()
-        });
-        let fired = self.trigger.fired();
-        self.trigger.on_progress(progress);
-        if !fired && self.trigger.fired() {
-            if let Ok(mut at) = self.before_action.lock() {
-                *at = Some(len);
-            }
         }
+        self.trigger.on_progress(progress);
     }
 }
 
@@ -1073,7 +1065,6 @@ fn c353_long_catch_up_tail(ctx: &mut Ctx<'_>) -> CheckResult {
     let tape = Arc::new(Tape {
         trigger: OnBatch::new(Phase::CatchUp, 1, write_tail),
         snapshots: Mutex::default(),
-        before_action: Mutex::default(),
     });
     let outcome = runner(ctx, storage.as_ref(), &projector)
         .with_config(RunnerConfig {
@@ -1123,7 +1114,7 @@ fn c353_long_catch_up_tail(ctx: &mut Ctx<'_>) -> CheckResult {
         },
     ];
     check_eq!(
-        tape.after_action()?,
+        tape.after_first(Phase::CatchUp)?,
         expected,
         "snapshots after the tail was written"
     );
