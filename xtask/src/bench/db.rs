@@ -276,7 +276,17 @@ impl Db {
             anyhow::bail!("copy_sqlite_to needs two SQLite databases");
         };
         let conn = rusqlite::Connection::open(from)?;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        // Only the last connection to close checkpoints on its own, and a
+        // pooled one may still be closing on the pool's thread: copy the WAL
+        // into the file here, and refuse a copy that would miss some of it.
+        let (busy, wal, copied): (i64, i64, i64) =
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })?;
+        anyhow::ensure!(
+            busy == 0 && wal == copied,
+            "checkpoint of {from:?} before copying it: busy {busy}, {copied} of {wal} WAL pages copied"
+        );
         drop(conn);
         std::fs::copy(from, to).with_context(|| format!("copying {from:?}"))?;
         Ok(())
