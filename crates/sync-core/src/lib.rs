@@ -96,7 +96,7 @@ pub use gate::{
     check_serve_gate, serve_gate_refusal, serve_gate_token_changed, serve_not_ready_error,
     ServeContext, ServeGate, ServeGateRefusal,
 };
-pub use push_prelude::{PushPrelude, PushPreludeRequest};
+pub use push_prelude::{PushCommitOutcome, PushPrelude, PushPreludeRequest};
 pub use push_result::{PushOperationResult, PushStatus, RejectionDetails, StoredPushResult};
 pub use queries::{
     BlobReferencingRow, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult,

@@ -21,6 +21,28 @@ pub struct PushPreludeRequest {
     /// ids)`. Only a hint: a dialect may leave them unread (see
     /// [`PushPrelude::rows`]).
     pub rows: Vec<(String, Vec<String>)>,
+    /// The caller accepts a row write's `constraint_violation` (with its
+    /// `op_index`) from a later call of the transaction instead of from
+    /// `upsert_row` itself, and finishes an applied push with
+    /// [`commit_push`](crate::StorageTransaction::commit_push). A dialect
+    /// may then send a write with the statements that follow it (Postgres:
+    /// the last row write travels in the `COMMIT` message). `false`: every
+    /// write reports its own violation, as without a prelude.
+    pub deferred_violations: bool,
+}
+
+/// How [`commit_push`](crate::StorageTransaction::commit_push) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushCommitOutcome {
+    /// Every staged write committed.
+    Committed,
+    /// A row write sent with the commit violated a constraint: none of the
+    /// push's writes persisted, and the rejection built for `op_index` was
+    /// stored (first writer wins) and committed instead.
+    Rejected {
+        /// The operation whose write violated the constraint.
+        op_index: u32,
+    },
 }
 
 /// What [`begin_push`](crate::StorageTransaction::begin_push) read, in the

@@ -12,7 +12,7 @@ use crate::checkpoints::{ActivationOutcome, Coverage, StoredCheckpoint};
 use crate::clients::ClientRecord;
 use crate::error::Result;
 use crate::gate::ServeGate;
-use crate::push_prelude::{PushPrelude, PushPreludeRequest};
+use crate::push_prelude::{PushCommitOutcome, PushPrelude, PushPreludeRequest};
 use crate::push_result::StoredPushResult;
 use crate::queries::{IndexRowScanQuery, RowScanQuery};
 use crate::reactions::NewReaction;
@@ -211,6 +211,26 @@ pub trait StorageTransaction: Send {
     /// Commits every staged write atomically (a poisoned transaction rolls back
     /// and reports `transaction_aborted`).
     fn commit(self: Box<Self>) -> Result<()>;
+    /// Commits an applied push begun with
+    /// [`PushPreludeRequest::deferred_violations`]. When a row write the
+    /// dialect sent with the commit violates a constraint, nothing of the
+    /// push's writes persists: the dialect stores `rejection(op_index)` as
+    /// the push result of `client_id`/`client_commit_id` (first writer
+    /// wins, as [`commit_rejected_push_result`](Self::commit_rejected_push_result)),
+    /// commits that and returns [`PushCommitOutcome::Rejected`]. Any other
+    /// failure is reported as [`commit`](Self::commit) reports it.
+    ///
+    /// The default body is `commit`: a dialect that defers no write has
+    /// reported every violation from the write itself.
+    fn commit_push(
+        self: Box<Self>,
+        client_id: &str,
+        client_commit_id: &str,
+        rejection: &dyn Fn(u32) -> StoredPushResult,
+    ) -> Result<PushCommitOutcome> {
+        let _ = (client_id, client_commit_id, rejection);
+        self.commit().map(|()| PushCommitOutcome::Committed)
+    }
     /// Rolls back; never fails because of poison.
     fn rollback(self: Box<Self>) -> Result<()>;
 }

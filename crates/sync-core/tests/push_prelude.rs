@@ -17,6 +17,7 @@ fn request() -> PushPreludeRequest {
             ("docs".to_owned(), vec!["d1".to_owned()]),
             ("tasks".to_owned(), vec!["t3".to_owned()]),
         ],
+        deferred_violations: false,
     }
 }
 

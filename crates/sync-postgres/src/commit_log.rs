@@ -143,7 +143,7 @@ static APPEND_BATCH_SQL: LazyLock<String> = LazyLock::new(|| {
 /// it reads a bound binary one (a 500-change batch took about twice the time
 /// of the prepared form), while the round trip it saves is worth the same
 /// for any size — so only commits the size of a typical push travel deferred.
-const MAX_LITERAL_SQL: usize = 32 * 1024;
+pub(crate) const MAX_LITERAL_SQL: usize = 32 * 1024;
 
 /// The message a deferred append raises (as a failed `int4` cast, the one
 /// way plain SQL can raise) when the sequence it allocated is not the one
@@ -242,7 +242,7 @@ impl Batch<'_> {
 
 /// `ARRAY[…]::ty[]` of the rendered items (`'{}'::ty[]` when empty); `None`
 /// when an item cannot be rendered.
-fn literal_array<T>(
+pub(crate) fn literal_array<T>(
     items: &[T],
     ty: &str,
     render: impl Fn(&T) -> Option<String>,

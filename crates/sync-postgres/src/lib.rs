@@ -53,6 +53,15 @@
 //! (its sequence known from the locked counter) and the push-result insert
 //! travel with the `COMMIT`.
 //!
+//! Through the prelude (`begin_push`, as `sync-engine` pushes) it costs
+//! two: the lock message also reads the push result and the candidate
+//! rows, and with `PushPreludeRequest::deferred_violations` the row upsert
+//! (a named statement `EXECUTE`d with literal arguments) travels with the
+//! append, the push result and the `COMMIT`. A constraint violation of
+//! that upsert is then reported by `commit_push`, which finalizes the
+//! rejection on the same transaction (or by the call that sends the
+//! upsert first, with the upsert's `op_index`).
+//!
 //! With the `conformance` feature, `harness::PostgresHarness` runs the
 //! dialect-agnostic conformance suite against a live server. With the
 //! `fault-injection` feature (tests only, never in a shipped binary),

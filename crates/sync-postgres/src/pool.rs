@@ -17,7 +17,7 @@ use r2d2::{CustomizeConnection, Pool, PooledConnection};
 use r2d2_postgres::PostgresConnectionManager;
 use sync_core::{Error, Result};
 
-use crate::errors::{db, is_stale_statement, pool_timeout};
+use crate::errors::{classify, db, is_stale_statement, pool_timeout, Site};
 use crate::named::Named;
 use crate::sql::quote_ident;
 
@@ -261,6 +261,11 @@ impl Conn {
         Ok(())
     }
 
+    /// Whether [`Conn::ensure_named_text`] prepared `name` on this connection.
+    pub(crate) fn has_named_text(&self, name: &str) -> bool {
+        self.cache.named_text.contains(name)
+    }
+
     /// [`Conn::ensure_named`] for a statement whose name and text are built
     /// at run time (one per application table): `name` must be determined
     /// by `prepare_sql`, so a name never stands for two texts.
@@ -298,6 +303,13 @@ impl Conn {
     /// [`Conn::simple_raw`] with classification.
     pub(crate) fn simple(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>> {
         self.simple_raw(sql).map_err(db)
+    }
+
+    /// [`Conn::simple`] with its errors classified for `site` (a message
+    /// carrying a deferred row write reports a class-23 error as that
+    /// write's `constraint_violation`).
+    pub(crate) fn simple_at(&mut self, sql: &str, site: Site) -> Result<Vec<SimpleQueryMessage>> {
+        self.simple_raw(sql).map_err(|e| classify(e, site))
     }
 
     /// Whether the underlying connection is closed.

@@ -38,6 +38,10 @@ pub(crate) struct Plan {
     pub(crate) statements: Vec<String>,
     tables: Vec<TableRead>,
     table_count: usize,
+    /// `(name, PREPARE …)` of the named upserts of the tables the push
+    /// names, when it defers its violations (its row writes may then
+    /// travel with later statements as `EXECUTE`s).
+    upserts: Vec<(String, String)>,
 }
 
 /// Renders the prelude's reads; `None` when a value cannot be a literal
@@ -55,11 +59,15 @@ pub(crate) fn plan(
         quote_literal(&request.client_commit_id)?,
     ])];
     let mut tables = Vec::new();
+    let mut upserts: Vec<(String, String)> = Vec::new();
     let mut size = statements[0].len();
     for (index, (table, ids)) in request.rows.iter().enumerate() {
         let (_, sql) = resolve(ensured, table).ok()?;
         if ids.is_empty() {
             continue;
+        }
+        if request.deferred_violations && !upserts.iter().any(|(n, _)| *n == sql.upsert_name) {
+            upserts.push((sql.upsert_name.clone(), sql.upsert_prepare()));
         }
         let ids: Vec<String> = ids
             .iter()
@@ -88,14 +96,19 @@ pub(crate) fn plan(
         statements,
         tables,
         table_count: request.rows.len(),
+        upserts,
     })
 }
 
-/// Prepares the plan's per-table statements this connection lacks (one
+/// Prepares the plan's per-table statements (row reads, and the named
+/// upserts of a push that defers its violations) this connection lacks (one
 /// round trip each, once per connection and table).
 pub(crate) fn prepare(conn: &mut Conn, plan: &Plan) -> Result<()> {
     for table in &plan.tables {
         conn.ensure_named_text(&table.name, &table.prepare_sql)?;
+    }
+    for (name, prepare_sql) in &plan.upserts {
+        conn.ensure_named_text(name, prepare_sql)?;
     }
     Ok(())
 }

@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use postgres::types::ToSql;
 use sync_core::{codec, CompiledTable, Error, Result, StoredRow, StoredScopes};
 
+use crate::commit_log::{literal_array, MAX_LITERAL_SQL};
 use crate::errors::{classify, Site};
 use crate::json::{parse_scopes, scopes_json};
 use crate::pool::{col, Conn};
+use crate::sql::{bytea_literal, quote_literal};
 use crate::table_sql::TableSql;
 use crate::values::{param_refs, typed_value, ColumnArray, Param, Typed};
 
@@ -111,6 +113,72 @@ fn prepare_typed(table: &CompiledTable, sql: &TableSql, row: &StoredRow) -> Resu
         .zip(values)
         .map(|(column_type, value)| typed_value(*column_type, value))
         .collect()
+}
+
+/// A validated upsert (as [`prepare_upsert`] validates it) rendered as the
+/// literal arguments of the table's named upsert
+/// ([`TableSql::upsert_name`]), in [`TableSql::upsert`]'s parameter order.
+/// `Ok(None)` when a value cannot be a literal (a NUL in text) or the
+/// arguments exceed [`MAX_LITERAL_SQL`]: the caller then runs the upsert at
+/// once.
+pub(crate) fn deferred_upsert_args(
+    table: &CompiledTable,
+    sql: &TableSql,
+    partition: &str,
+    row: &StoredRow,
+) -> Result<Option<Vec<String>>> {
+    let typed = prepare_typed(table, sql, row)?;
+    if 2 * row.payload.len() > MAX_LITERAL_SQL {
+        return Ok(None);
+    }
+    Ok(upsert_literals(table, partition, row, &typed))
+}
+
+fn upsert_literals(
+    table: &CompiledTable,
+    partition: &str,
+    row: &StoredRow,
+    typed: &[Typed],
+) -> Option<Vec<String>> {
+    let text = |v: &&String| quote_literal(v);
+    let vars: Vec<&String> = row.scopes.keys().collect();
+    let values: Vec<&String> = row.scopes.values().collect();
+    let mut args = vec![
+        quote_literal(partition)?,
+        quote_literal(&row.row_id)?,
+        quote_literal(&table.name)?,
+        literal_array(&vars, "text", text)?,
+        literal_array(&values, "text", text)?,
+        format!("'{}'", row.server_version),
+        quote_literal(&scopes_json(&row.scopes))?,
+        bytea_literal(&row.payload),
+    ];
+    for value in typed {
+        args.push(typed_literal(value)?);
+    }
+    let size: usize = args.iter().map(String::len).sum();
+    (size <= MAX_LITERAL_SQL).then_some(args)
+}
+
+/// One projected value as a literal (`NULL` for an absent one).
+fn typed_literal(value: &Typed) -> Option<String> {
+    Some(match value {
+        Typed::Text(Some(text)) => quote_literal(text)?,
+        // Quoted: read by the parameter's type (`i64::MIN` is no literal).
+        Typed::Int(Some(i)) => format!("'{i}'"),
+        Typed::Float(Some(f)) if f.is_nan() => "'NaN'".to_owned(),
+        Typed::Float(Some(f)) if f.is_infinite() && *f > 0.0 => "'Infinity'".to_owned(),
+        Typed::Float(Some(f)) if f.is_infinite() => "'-Infinity'".to_owned(),
+        // The shortest text that reads back as the same double.
+        Typed::Float(Some(f)) => format!("'{f:?}'"),
+        Typed::Bool(Some(b)) => b.to_string(),
+        Typed::Bytes(Some(bytes)) => bytea_literal(bytes),
+        Typed::Text(None)
+        | Typed::Int(None)
+        | Typed::Float(None)
+        | Typed::Bool(None)
+        | Typed::Bytes(None) => "NULL".to_owned(),
+    })
 }
 
 /// The current rows of `row_ids`, in their order, with one statement.

@@ -5,6 +5,7 @@
 
 use sync_core::{Error, ErrorCode, Result};
 
+use crate::errors::Site;
 use crate::pool::Conn;
 
 /// Isolation of a transaction this crate opens.
@@ -62,16 +63,19 @@ pub(crate) fn commit(conn: &mut Conn) -> Result<()> {
 /// Sends `statements` and `COMMIT` in one simple-query message (on any
 /// failure the server skips the rest of the message, so nothing is
 /// committed); like [`commit`], a failure is followed by a `ROLLBACK`, and
-/// a lost connection is `outcome_unknown`.
-pub(crate) fn commit_after(conn: &mut Conn, statements: &str) -> Result<()> {
-    if let Err(err) = conn.simple(&format!("{statements}; COMMIT")) {
+/// a lost connection is `outcome_unknown`. Errors are classified for
+/// `site` (a message carrying a deferred row write reports a class-23
+/// error as that write's `constraint_violation`).
+pub(crate) fn commit_after_at(conn: &mut Conn, statements: &str, site: Site) -> Result<()> {
+    if let Err(err) = conn.simple_at(&format!("{statements}; COMMIT"), site) {
         rollback(conn);
         return Err(lost_at_commit(err));
     }
     Ok(())
 }
 
-fn lost_at_commit(err: Error) -> Error {
+/// A lost connection at `COMMIT` leaves the outcome unknown.
+pub(crate) fn lost_at_commit(err: Error) -> Error {
     if err.is(ErrorCode::ConnectionLost) {
         outcome_unknown(err)
     } else {

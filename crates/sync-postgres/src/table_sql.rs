@@ -24,6 +24,10 @@ pub(crate) struct TableSql {
     /// `$1` partition, `$2` row id, `$3` table, `$4`/`$5` scope variables and
     /// values, `$6` server version, `$7` scopes JSON, `$8` payload, `$9…` projections.
     pub upsert: String,
+    /// The server-side name of [`upsert`](Self::upsert) for a push's
+    /// deferred row write (`EXECUTE` with literal arguments, sent with the
+    /// statements after it): a hash of its text.
+    pub upsert_name: String,
     /// The set-based form of [`upsert`](Self::upsert) (rows distinct by id):
     /// `$1` partition, `$2` table, `$3` row ids, `$4` server versions, `$5`
     /// scopes JSON, `$6` payloads (one element per row), `$7`/`$8`/`$9` scope
@@ -56,6 +60,15 @@ pub(crate) struct TableSql {
     pub partition_scan: String,
     /// `$1` partition, `$2` row ids → row id, scopes (blob reference rows).
     pub scopes_of_rows: String,
+}
+
+impl TableSql {
+    /// `PREPARE` of [`upsert`](Self::upsert) under
+    /// [`upsert_name`](Self::upsert_name) (every parameter's type is fixed
+    /// by its cast in the text).
+    pub(crate) fn upsert_prepare(&self) -> String {
+        format!("PREPARE {} AS {}", self.upsert_name, self.upsert)
+    }
 }
 
 /// See [`TableSql::prelude_rows`].
@@ -132,8 +145,10 @@ impl TableSql {
         } else {
             Vec::new()
         };
+        let upsert = upsert_sql(&quoted, &projection, &projection_names);
         Self {
-            upsert: upsert_sql(&quoted, &projection, &projection_names),
+            upsert_name: format!("sync_upsert_{:016x}", fnv1a(&upsert)),
+            upsert,
             upsert_batch: upsert_batch_sql(&quoted, &projection, &projection_names),
             delete: delete_sql(&quoted),
             get_row: format!(

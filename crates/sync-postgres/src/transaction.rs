@@ -20,6 +20,14 @@
 //! persisted, by the call that flushes the append — the next statement or
 //! `commit`. A single-row push is four round trips: lock, idempotency read,
 //! row upsert, append + push result + `COMMIT`.
+//!
+//! Through the prelude it is two: the lock message reads the push result
+//! and the rows, and when the prelude asks for deferred violations the row
+//! upsert is deferred too (an `EXECUTE` of the table's named upsert with
+//! literal arguments, at most one pending at a time). The message that
+//! carries it classifies a class-23 error as that upsert's
+//! `constraint_violation` with its `op_index`; `commit_push` finalizes the
+//! rejection itself when the `COMMIT` message reports it.
 
 use std::sync::Arc;
 
@@ -27,10 +35,12 @@ use postgres::SimpleQueryRow;
 use sync_core::{
     validate, writer_fence_allows, ActivationOutcome, AuthoritativeQueryRequest,
     AuthoritativeQueryResult, ClientRecord, Coverage, Error, ErrorCode, IndexRowScanQuery,
-    NewCommit, NewReaction, PushPrelude, PushPreludeRequest, Result, RowScanQuery, ServeGate,
-    SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
+    NewCommit, NewReaction, PushCommitOutcome, PushPrelude, PushPreludeRequest, Result,
+    RowScanQuery, ServeGate, SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult,
+    StoredRow,
 };
 
+use crate::errors::Site;
 use crate::instance::PostgresStorage;
 use crate::partition_lock::{self, SAVEPOINT};
 use crate::pool::Conn;
@@ -82,6 +92,13 @@ pub(crate) struct PgTransaction<'s> {
     fence_blocks: bool,
     partition_locked: bool,
     prefetched: Option<PrefetchedGate>,
+    /// The prelude asked for deferred violations: a row write may travel
+    /// with the statements after it.
+    defer_violations: bool,
+    /// `Some(op_index)` while the pending writes hold a deferred row write
+    /// (at most one): a class-23 error of the message that carries them is
+    /// that write's `constraint_violation`.
+    deferred_upsert: Option<Option<u32>>,
 }
 
 impl<'s> PgTransaction<'s> {
@@ -106,6 +123,8 @@ impl<'s> PgTransaction<'s> {
             fence_blocks: false,
             partition_locked: false,
             prefetched: None,
+            defer_violations: false,
+            deferred_upsert: None,
         })
     }
 
@@ -118,7 +137,11 @@ impl<'s> PgTransaction<'s> {
     /// `lost_retries` times: after a restart every idle one is dead).
     fn run<T>(&mut self, mut f: impl FnMut(&mut Ctx<'_>) -> Result<T>) -> Result<T> {
         let first = self.conn.as_ref().is_some_and(|c| c.statements() == 0);
-        let deferred = (self.pending_begin.clone(), self.pending_writes.clone());
+        let deferred = (
+            self.pending_begin.clone(),
+            self.pending_writes.clone(),
+            self.deferred_upsert,
+        );
         let mut attempt = 0;
         loop {
             match self.run_once(&mut f) {
@@ -132,7 +155,11 @@ impl<'s> PgTransaction<'s> {
                         dead.discard();
                     }
                     self.conn = Some(self.storage.checkout()?);
-                    (self.pending_begin, self.pending_writes) = deferred.clone();
+                    (
+                        self.pending_begin,
+                        self.pending_writes,
+                        self.deferred_upsert,
+                    ) = deferred.clone();
                     self.poison = None;
                 }
                 outcome => return outcome,
@@ -153,8 +180,12 @@ impl<'s> PgTransaction<'s> {
             .into_iter()
             .chain(self.pending_writes.take())
             .collect();
+        let site = self
+            .deferred_upsert
+            .take()
+            .map_or(Site::General, Site::UpsertRow);
         if !deferred.is_empty() {
-            if let Err(err) = conn.simple(&deferred.join("; ")) {
+            if let Err(err) = conn.simple_at(&deferred.join("; "), site) {
                 self.poison = Some(err.code());
                 self.known_seq = None;
                 return Err(err);
@@ -256,6 +287,7 @@ impl<'s> PgTransaction<'s> {
 
     fn finish_rollback(&mut self) {
         self.pending_writes = None;
+        self.deferred_upsert = None;
         let begun = self.pending_begin.take().is_none();
         if let Some(mut conn) = self.conn.take() {
             if begun {
@@ -277,6 +309,7 @@ impl<'s> PgTransaction<'s> {
         // Deferred writes are after the savepoint: discarded like the rest
         // (the rollback also undoes appends, so the counter is not known).
         self.pending_writes = None;
+        self.deferred_upsert = None;
         self.known_seq = None;
         conn.simple(&format!(
             "ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"
@@ -399,6 +432,7 @@ impl StorageTransaction for PgTransaction<'_> {
             return self.sequential_prelude(request);
         };
         let segments = self.push_lock(request.running_schema_version, Some(&plan))?;
+        self.defer_violations = request.deferred_violations;
         let (push_result, rows) = prelude::read(&plan, request, segments)?;
         let gate = self.read_serve_gate(request.running_schema_version)?;
         Ok(PushPrelude {
@@ -439,6 +473,9 @@ impl StorageTransaction for PgTransaction<'_> {
     }
 
     fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()> {
+        if self.deferred_upsert_sent(table, row, op_index)? {
+            return Ok(());
+        }
         self.run(|c| {
             let (compiled, sql) = resolve(c.ensured, table)?;
             let projection = rows::prepare_upsert(compiled, sql, row)?;
@@ -661,14 +698,98 @@ impl StorageTransaction for PgTransaction<'_> {
             (Some(_), None) => Ok(()),
             (begin, Some(writes)) => {
                 let sql: Vec<String> = begin.into_iter().chain([writes]).collect();
-                session::commit_after(&mut conn, &sql.join("; "))
+                let site = self
+                    .deferred_upsert
+                    .take()
+                    .map_or(Site::General, Site::UpsertRow);
+                session::commit_after_at(&mut conn, &sql.join("; "), site)
             }
             (None, None) => session::commit(&mut conn),
+        }
+    }
+
+    fn commit_push(
+        mut self: Box<Self>,
+        client_id: &str,
+        client_commit_id: &str,
+        rejection: &dyn Fn(u32) -> StoredPushResult,
+    ) -> Result<PushCommitOutcome> {
+        let Some(op_index) = self.deferred_upsert.filter(|_| self.poison.is_none()) else {
+            return self.commit().map(|()| PushCommitOutcome::Committed);
+        };
+        let (Some(mut conn), Some(writes)) = (self.conn.take(), self.pending_writes.take()) else {
+            self.finish_rollback();
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        };
+        self.deferred_upsert = None;
+        // `BEGIN` went with the push lock: only the writes and `COMMIT`.
+        match conn.simple_at(&format!("{writes}; COMMIT"), Site::UpsertRow(op_index)) {
+            Ok(_) => Ok(PushCommitOutcome::Committed),
+            Err(err) if err.is(ErrorCode::ConstraintViolation) => {
+                // The message stopped at the write; nothing after it ran,
+                // `COMMIT` included: finalize the rejection on the same
+                // transaction, as after a violation reported by the write.
+                let op_index = err.op_index_value().unwrap_or(0);
+                self.conn = Some(conn);
+                self.poison = Some(ErrorCode::ConstraintViolation);
+                let result = rejection(op_index);
+                match self.finalize_rejection(client_id, client_commit_id, &result) {
+                    Ok(()) => {
+                        self.conn = None;
+                        Ok(PushCommitOutcome::Rejected { op_index })
+                    }
+                    Err(err) => {
+                        self.finish_rollback();
+                        Err(err)
+                    }
+                }
+            }
+            Err(err) => {
+                session::rollback(&mut conn);
+                Err(session::lost_at_commit(err))
+            }
         }
     }
 
     fn rollback(mut self: Box<Self>) -> Result<()> {
         self.finish_rollback();
         Ok(())
+    }
+}
+
+impl PgTransaction<'_> {
+    /// Queues the row write when the push defers its violations, the push
+    /// lock is held, the table's named upsert is prepared on this
+    /// connection and every value can be a literal; a row write still
+    /// pending is sent first (reporting its own violation). `false`: the
+    /// caller writes at once. Validation errors are returned before
+    /// anything is sent, as the immediate write returns them.
+    fn deferred_upsert_sent(
+        &mut self,
+        table: &str,
+        row: &StoredRow,
+        op_index: Option<u32>,
+    ) -> Result<bool> {
+        if !self.defer_violations || !self.push_locked || self.poison.is_some() {
+            return Ok(false);
+        }
+        let ensured = self.ensured.clone();
+        let (compiled, sql) = resolve(ensured.as_deref(), table)?;
+        if !self
+            .conn
+            .as_ref()
+            .is_some_and(|conn| conn.has_named_text(&sql.upsert_name))
+        {
+            return Ok(false);
+        }
+        let Some(args) = rows::deferred_upsert_args(compiled, sql, &self.partition, row)? else {
+            return Ok(false);
+        };
+        if self.deferred_upsert.is_some() {
+            self.run(|_| Ok(()))?;
+        }
+        self.defer(format!("EXECUTE {}({})", sql.upsert_name, args.join(", ")));
+        self.deferred_upsert = Some(op_index);
+        Ok(true)
     }
 }

@@ -15,8 +15,8 @@ use postgres::config::Host;
 use postgres::NoTls;
 use r2d2_postgres::PostgresConnectionManager;
 use sync_core::{
-    ClientRecord, EnsureOptions, PushPreludeRequest, RoundEntryRequest, ServerStorage,
-    StoredPushResult,
+    ClientRecord, EnsureOptions, PushCommitOutcome, PushPreludeRequest, RoundEntryRequest,
+    ServerStorage, StoredPushResult,
 };
 use sync_postgres::PostgresStorage;
 
@@ -207,6 +207,7 @@ fn prelude_request(id: &str) -> PushPreludeRequest {
         client_id: "c".into(),
         client_commit_id: id.into(),
         rows: vec![("tasks".into(), vec![id.to_owned()])],
+        deferred_violations: false,
     }
 }
 
@@ -241,6 +242,254 @@ fn a_warm_single_row_push_through_the_prelude_costs_three_round_trips() {
 }
 
 #[test]
+fn a_warm_single_row_push_deferring_its_violations_costs_two_round_trips() {
+    let db = TestDb::new();
+    let (storage, count) = proxied_storage(&db);
+    let schema = fix1();
+    let single_row_push = |id: &str| {
+        let row = task_row(&schema, id, "p1", id, 1);
+        let mut tx = storage.begin("acme").unwrap();
+        let request = PushPreludeRequest {
+            deferred_violations: true,
+            ..prelude_request(id)
+        };
+        let prelude = tx.begin_push(&request).unwrap();
+        assert!(prelude.push_result.unwrap().is_none());
+        tx.upsert_row("tasks", &row, Some(0)).unwrap();
+        let seq = tx
+            .append_commit(&commit("c", id, vec![upsert_change(&row, "tasks")]))
+            .unwrap();
+        tx.put_push_result("c", id, &StoredPushResult::applied(seq))
+            .unwrap();
+        let outcome = tx
+            .commit_push("c", id, &|_| panic!("no violation"))
+            .unwrap();
+        assert_eq!(outcome, PushCommitOutcome::Committed);
+        seq
+    };
+    single_row_push("warm-up");
+    let before = count.load(Ordering::SeqCst);
+    let seq = single_row_push("measured");
+    let round_trips = count.load(Ordering::SeqCst) - before;
+    assert_eq!(
+        round_trips, 2,
+        "begin+lock+savepoint+fence+gate+push result+rows, upsert_row+append_commit+put_push_result+commit"
+    );
+    // What the two round trips wrote is what the single calls write.
+    let row = task_row(&schema, "measured", "p1", "measured", 1);
+    assert_eq!(
+        storage.get_row("acme", "tasks", "measured").unwrap(),
+        Some(row)
+    );
+    let stored = storage.get_push_result("acme", "c", "measured").unwrap();
+    assert_eq!(stored.and_then(|r| r.commit_seq), Some(seq));
+    assert_eq!(storage.get_max_commit_seq("acme").unwrap(), seq);
+}
+
+/// A rejection stored for a violation at `op_index`.
+fn rejection(op_index: u32) -> StoredPushResult {
+    StoredPushResult {
+        status: sync_core::PushStatus::Rejected,
+        commit_seq: None,
+        recorded_at_ms: Some(1),
+        cache_identity: None,
+        results: vec![sync_core::PushOperationResult::Error {
+            op_index,
+            code: "sync.constraint_violation".into(),
+            message: "rejected".into(),
+            retryable: false,
+            details: None,
+        }],
+    }
+}
+
+#[test]
+fn a_deferred_write_reports_its_violation_from_the_commit_or_the_next_statement() {
+    let db = TestDb::new();
+    let (storage, _count) = proxied_storage(&db);
+    let schema = fix1();
+    let t0 = task_row(&schema, "t0", "p1", "dup", 1);
+    let mut tx = storage.begin("acme").unwrap();
+    tx.begin_push(&prelude_request("cc-0")).unwrap();
+    tx.upsert_row("tasks", &t0, Some(0)).unwrap();
+    let seq = tx
+        .append_commit(&commit("c", "cc-0", vec![upsert_change(&t0, "tasks")]))
+        .unwrap();
+    tx.put_push_result("c", "cc-0", &StoredPushResult::applied(seq))
+        .unwrap();
+    tx.commit().unwrap();
+    let deferring = |id: &str| PushPreludeRequest {
+        deferred_violations: true,
+        rows: vec![("tasks".into(), vec!["ta".into(), "tb".into()])],
+        ..prelude_request(id)
+    };
+    let fresh = task_row(&schema, "ta", "p1", "fresh", 1);
+    let colliding = task_row(&schema, "tb", "p1", "dup", 1);
+
+    // The colliding write travels with the COMMIT: commit_push finalizes
+    // the rejection on the same transaction.
+    let mut tx = storage.begin("acme").unwrap();
+    tx.begin_push(&deferring("cc-1")).unwrap();
+    tx.upsert_row("tasks", &fresh, Some(0)).unwrap();
+    tx.upsert_row("tasks", &colliding, Some(1)).unwrap();
+    let changes = vec![
+        upsert_change(&fresh, "tasks"),
+        upsert_change(&colliding, "tasks"),
+    ];
+    let seq = tx.append_commit(&commit("c", "cc-1", changes)).unwrap();
+    tx.put_push_result("c", "cc-1", &StoredPushResult::applied(seq))
+        .unwrap();
+    let outcome = tx.commit_push("c", "cc-1", &rejection).unwrap();
+    assert_eq!(outcome, PushCommitOutcome::Rejected { op_index: 1 });
+
+    assert_eq!(
+        storage.get_push_result("acme", "c", "cc-1").unwrap(),
+        Some(rejection(1))
+    );
+    assert_eq!(storage.get_max_commit_seq("acme").unwrap(), 1);
+    assert_eq!(storage.get_row("acme", "tasks", "ta").unwrap(), None);
+
+    // A deferred write is sent before the next statement, which reports
+    // the write's violation with its operation.
+    let mut tx = storage.begin("acme").unwrap();
+    tx.begin_push(&deferring("cc-2")).unwrap();
+    tx.upsert_row("tasks", &colliding, Some(0)).unwrap();
+    let error = tx.get_row("tasks", "t0").unwrap_err();
+    assert_eq!(error.code(), sync_core::ErrorCode::ConstraintViolation);
+    assert_eq!(error.op_index_value(), Some(0));
+    tx.commit_rejected_push_result("c", "cc-2", &rejection(0))
+        .unwrap();
+    assert_eq!(
+        storage.get_push_result("acme", "c", "cc-2").unwrap(),
+        Some(rejection(0))
+    );
+    assert_eq!(storage.get_row("acme", "tasks", "tb").unwrap(), None);
+    assert_eq!(storage.get_max_commit_seq("acme").unwrap(), 1);
+}
+
+/// Edge values of every projected type: what a deferred write renders as
+/// literals must land exactly as the bound parameters of the immediate one.
+#[test]
+fn a_deferred_write_projects_every_value_as_the_immediate_write_does() {
+    use sync_core::{codec, RowValue, StoredRow};
+    let db = TestDb::new();
+    let (storage, _count) = proxied_storage(&db);
+    let schema = fix1();
+    let table = schema.table("tasks").unwrap();
+    let edges: Vec<(RowValue, RowValue, RowValue, RowValue)> = vec![
+        (
+            RowValue::Integer(-9_007_199_254_740_991),
+            RowValue::Float(0.1),
+            RowValue::Json(r#"{"a":[1,2.5,"x\\y'z"]}"#.into()),
+            RowValue::Bytes(vec![0, 1, 0x27, 0x5c, 0xff]),
+        ),
+        (
+            RowValue::Integer(9_007_199_254_740_991),
+            RowValue::Float(-0.0),
+            RowValue::Json("null".into()),
+            RowValue::Bytes(Vec::new()),
+        ),
+        (
+            RowValue::Integer(-1),
+            RowValue::Float(f64::MIN_POSITIVE / 4.0),
+            RowValue::Null,
+            RowValue::Null,
+        ),
+        (
+            RowValue::Null,
+            RowValue::Float(1e300),
+            RowValue::Json("\"é \\u0000 ok\"".into()),
+            RowValue::Bytes(vec![7; 40]),
+        ),
+        (
+            RowValue::Integer(0),
+            RowValue::Float(f64::NAN),
+            RowValue::Json("[]".into()),
+            RowValue::Null,
+        ),
+        (
+            RowValue::Integer(1),
+            RowValue::Float(f64::INFINITY),
+            RowValue::Null,
+            RowValue::Null,
+        ),
+        (
+            RowValue::Integer(2),
+            RowValue::Float(f64::NEG_INFINITY),
+            RowValue::Null,
+            RowValue::Null,
+        ),
+    ];
+    let row =
+        |id: &str,
+         i: usize,
+         (priority, score, meta, thumb): &(RowValue, RowValue, RowValue, RowValue)| {
+            let mut values = vec![
+                RowValue::String(id.into()),
+                RowValue::String("p1".into()),
+                RowValue::String(format!("it's \\ {id}")),
+                RowValue::Boolean(i % 2 == 0),
+                priority.clone(),
+                score.clone(),
+                meta.clone(),
+                thumb.clone(),
+                RowValue::Null,
+            ];
+            values.resize(table.columns.len(), RowValue::Null);
+            StoredRow {
+                row_id: id.into(),
+                server_version: 1,
+                scopes: scopes(&[("project_id", "p1")]),
+                payload: codec::encode_row(table, &values).expect("encode"),
+            }
+        };
+    for (i, edge) in edges.iter().enumerate() {
+        for (id, deferred) in [(format!("now{i}"), false), (format!("later{i}"), true)] {
+            let written = row(&id, i, edge);
+            let mut tx = storage.begin("acme").unwrap();
+            let request = PushPreludeRequest {
+                deferred_violations: deferred,
+                rows: vec![("tasks".into(), vec![id.clone()])],
+                ..prelude_request(&id)
+            };
+            tx.begin_push(&request).unwrap();
+            tx.upsert_row("tasks", &written, Some(0)).unwrap();
+            let seq = tx
+                .append_commit(&commit("c", &id, vec![upsert_change(&written, "tasks")]))
+                .unwrap();
+            tx.put_push_result("c", &id, &StoredPushResult::applied(seq))
+                .unwrap();
+            let outcome = tx
+                .commit_push("c", &id, &|_| panic!("no violation"))
+                .unwrap();
+            assert_eq!(outcome, PushCommitOutcome::Committed);
+            assert_eq!(
+                storage.get_row("acme", "tasks", &id).unwrap(),
+                Some(written)
+            );
+        }
+        let columns = "done::text, priority::text, score::text, meta::text, \
+            encode(thumb, 'hex'), title, _sync_scopes::text, _sync_server_version::text";
+        let read = |id: &str| -> Vec<Option<String>> {
+            let row = db
+                .raw()
+                .query_one(
+                    &format!("SELECT {columns} FROM tasks WHERE _sync_row_id = $1"),
+                    &[&id],
+                )
+                .unwrap();
+            (0..8).map(|c| row.get(c)).collect()
+        };
+        let now = read(&format!("now{i}"));
+        let later = read(&format!("later{i}"));
+        assert!(now[1].is_some() || now[2].is_some(), "edge {i}: projected");
+        assert_eq!(now[..2], later[..2], "edge {i}: done, priority");
+        assert_eq!(now[2..5], later[2..5], "edge {i}: score, meta, thumb");
+        assert_eq!(now[6..], later[6..], "edge {i}: scopes, version");
+    }
+}
+
+#[test]
 fn the_prelude_reads_what_the_single_methods_read_under_the_lock() {
     let db = TestDb::new();
     let (storage, _count) = proxied_storage(&db);
@@ -267,6 +516,7 @@ fn the_prelude_reads_what_the_single_methods_read_under_the_lock() {
             ),
             ("tasks".into(), Vec::new()),
         ],
+        deferred_violations: false,
     };
     let mut tx = storage.begin("acme").unwrap();
     let prelude = tx.begin_push(&request).unwrap();

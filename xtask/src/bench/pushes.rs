@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use sync_core::{
-    check_serve_gate, NewChange, NewCommit, PushPreludeRequest, ServeContext, ServerStorage,
-    StoredPushResult, StoredRow,
+    check_serve_gate, NewChange, NewCommit, PushCommitOutcome, PushPreludeRequest, ServeContext,
+    ServerStorage, StoredPushResult, StoredRow,
 };
 
 use super::fixture::{BenchCommit, TABLE};
@@ -127,6 +127,7 @@ pub fn push_ours_prelude(
             TABLE.to_owned(),
             commit.rows.iter().map(|r| r.row_id.clone()).collect(),
         )],
+        deferred_violations: true,
     };
     let prelude = tx.begin_push(&request)?;
     if let Some(ctx) = gate {
@@ -142,8 +143,14 @@ pub fn push_ours_prelude(
     let mut result = commit.result.clone();
     result.commit_seq = Some(seq);
     tx.put_push_result(key.0, key.1, &result)?;
-    tx.commit()?;
-    Ok(seq)
+    // The bench's rows never violate a constraint: a rejection is a failure.
+    let rejection = |_: u32| commit.result.clone();
+    match tx.commit_push(key.0, key.1, &rejection)? {
+        PushCommitOutcome::Committed => Ok(seq),
+        PushCommitOutcome::Rejected { op_index } => {
+            bail!("commit {} rejected at operation {op_index}", key.1)
+        }
+    }
 }
 
 /// What a timed push loop measured.

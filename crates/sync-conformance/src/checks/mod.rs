@@ -7,6 +7,7 @@ pub(crate) mod codec;
 pub(crate) mod commit_groups;
 pub(crate) mod commit_log;
 pub(crate) mod concurrency;
+pub(crate) mod deferred_violations;
 pub(crate) mod engine_busy;
 pub(crate) mod engine_command;
 pub(crate) mod engine_doubles;

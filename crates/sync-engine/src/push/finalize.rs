@@ -2,7 +2,8 @@
 //! rejected (R1–R4).
 
 use sync_core::{
-    NewChange, NewCommit, PushOperationResult, PushStatus, StorageTransaction, StoredPushResult,
+    NewChange, NewCommit, PushCommitOutcome, PushOperationResult, PushStatus, StorageTransaction,
+    StoredPushResult,
 };
 
 use super::reaction_plan::{self, Source};
@@ -21,33 +22,39 @@ pub(crate) struct Applied {
     pub(crate) reactions: Vec<ReactionPlan>,
 }
 
-/// P12–P15: append, enqueue, record, commit.
+/// P12–P15: append, enqueue, record, commit. A row write whose violation
+/// the dialect reports only now (it sent the write with these statements)
+/// rejects the commit instead (R1–R4).
 pub(crate) fn applied(
     round: &mut Round<'_>,
     key: &CommitKey<'_>,
     mut tx: Box<dyn StorageTransaction + '_>,
     applied: Applied,
 ) -> Result<PushResult, Abort> {
-    match write_applied(round, key, tx.as_mut(), &applied) {
-        Ok((seq, stored)) => {
-            // The last push of a round without a pull carries the round's
-            // client record (§5.8) when the dialect stages it.
-            let record = round
-                .stage_record
-                .then(|| crate::pull::client_record::record(round, None))
-                .filter(|r| crate::pull::client_record::needs_write(round, r));
-            let staged = if let Some(record) = record {
-                match tx.stage_client_record(&record) {
-                    Ok(staged) => staged,
-                    Err(e) => {
-                        let _ = tx.rollback();
-                        return Err(Abort::storage(e));
-                    }
+    let (seq, stored, staged) = match write_and_stage(round, key, tx.as_mut(), &applied) {
+        Ok(written) => written,
+        Err(abort) => {
+            return match abort.violation() {
+                Some(i) => rejected(
+                    round,
+                    key,
+                    tx,
+                    records::constraint_violation(i),
+                    applied.now,
+                ),
+                None => {
+                    let _ = tx.rollback();
+                    Err(abort)
                 }
-            } else {
-                false
-            };
-            tx.commit().map_err(Abort::storage)?; // P15
+            }
+        }
+    };
+    let rejection = |i: u32| rejection_result(round, records::constraint_violation(i), applied.now);
+    let outcome = tx
+        .commit_push(key.client_id, key.client_commit_id, &rejection)
+        .map_err(Abort::storage)?; // P15
+    match outcome {
+        PushCommitOutcome::Committed => {
             round.record_staged = staged;
             round.outcome.applied.push(AppliedCommit {
                 commit_seq: seq,
@@ -57,11 +64,30 @@ pub(crate) fn applied(
             });
             Ok(records::from_stored(key.client_commit_id, stored, true))
         }
-        Err(abort) => {
-            let _ = tx.rollback();
-            Err(abort)
-        }
+        PushCommitOutcome::Rejected { .. } => canonical_rejection(round, key),
     }
+}
+
+/// P12–P14 and the staged client record: the sequence, the stored result
+/// and whether the record was staged.
+fn write_and_stage(
+    round: &Round<'_>,
+    key: &CommitKey<'_>,
+    tx: &mut (dyn StorageTransaction + '_),
+    applied: &Applied,
+) -> Result<(i64, StoredPushResult, bool), Abort> {
+    let (seq, stored) = write_applied(round, key, tx, applied)?;
+    // The last push of a round without a pull carries the round's client
+    // record (§5.8) when the dialect stages it.
+    let record = round
+        .stage_record
+        .then(|| crate::pull::client_record::record(round, None))
+        .filter(|r| crate::pull::client_record::needs_write(round, r));
+    let staged = match record {
+        Some(record) => tx.stage_client_record(&record).map_err(Abort::storage)?,
+        None => false,
+    };
+    Ok((seq, stored, staged))
 }
 
 fn write_applied(
@@ -118,15 +144,25 @@ pub(crate) fn rejected(
     record: PushOperationResult,
     now: i64,
 ) -> Result<PushResult, Abort> {
-    let result = StoredPushResult {
+    let result = rejection_result(round, record, now); // R1
+    tx.commit_rejected_push_result(key.client_id, key.client_commit_id, &result)
+        .map_err(Abort::storage)?; // R2
+    canonical_rejection(round, key)
+}
+
+/// R1: the rejection stored for `record`.
+fn rejection_result(round: &Round<'_>, record: PushOperationResult, now: i64) -> StoredPushResult {
+    StoredPushResult {
         status: PushStatus::Rejected,
         commit_seq: None,
         recorded_at_ms: Some(now),
         cache_identity: Some(round.engine.config.ids.new_id()),
         results: vec![record],
-    }; // R1
-    tx.commit_rejected_push_result(key.client_id, key.client_commit_id, &result)
-        .map_err(Abort::storage)?; // R2
+    }
+}
+
+/// R3–R4: the canonical stored result (first writer wins).
+fn canonical_rejection(round: &Round<'_>, key: &CommitKey<'_>) -> Result<PushResult, Abort> {
     let canonical = round.engine.storage.get_push_result(
         &round.ctx.partition,
         key.client_id,

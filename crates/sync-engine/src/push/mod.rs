@@ -139,7 +139,29 @@ fn locked_pipeline(
         }
         Err(e) => return Err(Abort::storage(e)),
     } // P6
-    let prefetched = Prefetched::new(request, prelude.rows);
+      // A row write's violation may be reported by any later call (the
+      // dialect sent the write with it): the rejection of that operation.
+    match apply_locked(round, key, ops, tx, request, prelude.rows, now) {
+        Err(abort) => match abort.violation() {
+            Some(i) => Ok(Step::Reject(records::constraint_violation(i), now)),
+            None => Err(abort),
+        },
+        step => step,
+    }
+}
+
+/// P7–P10: the operations, the whole-commit validator, the reactions.
+fn apply_locked(
+    round: &Round<'_>,
+    key: &CommitKey<'_>,
+    ops: Ops<'_, '_>,
+    tx: &mut (dyn StorageTransaction + '_),
+    request: PushPreludeRequest,
+    rows: Option<Vec<Vec<Option<sync_core::StoredRow>>>>,
+    now: i64,
+) -> Result<Step, Abort> {
+    let engine = round.engine;
+    let prefetched = Prefetched::new(request, rows);
     let built;
     let operations: &[Operation] = match ops {
         Ops::Given(given) => given,
@@ -215,6 +237,7 @@ fn prelude_request(
         client_id: key.client_id.to_owned(),
         client_commit_id: key.client_commit_id.to_owned(),
         rows,
+        deferred_violations: true,
     }
 }
 

@@ -44,6 +44,20 @@ impl Abort {
         }
     }
 
+    /// The operation whose row write this storage error reports as a
+    /// `constraint_violation`: a dialect that defers a push's writes
+    /// (`PushPreludeRequest::deferred_violations`) reports it from a later
+    /// call of the transaction, not only from `upsert_row`.
+    pub(crate) fn violation(&self) -> Option<u32> {
+        match self {
+            Abort::Internal(source) => source
+                .downcast_ref::<Error>()
+                .filter(|e| e.is(ErrorCode::ConstraintViolation))
+                .map(|e| e.op_index_value().unwrap_or(0)),
+            Abort::Request(_) | Abort::Sink(_) => None,
+        }
+    }
+
     pub(crate) fn internal(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Abort::Internal(error.into())
     }
