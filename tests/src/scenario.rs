@@ -18,8 +18,9 @@ use sync_backfill::{
 };
 use sync_core::{
     check_serve_gate, CheckpointDeclaration, ClientRecord, CompiledSchema, EnsureOptions,
-    ErrorCode, ManualClock, NewChange, NewCommit, NewReaction, Result, RowValue, ServeContext,
-    ServerStorage, StoredPushResult,
+    ErrorCode, ManualClock, NewChange, NewCommit, NewReaction, PushCommitOutcome,
+    PushPreludeRequest, Result, RowValue, ServeContext, ServerStorage, StorageTransaction,
+    StoredPushResult,
 };
 
 use crate::fixture::{self, ITEMS, NOTES};
@@ -107,6 +108,10 @@ pub struct PushOptions {
     /// What the pushing process brings to the serve gate (default: nothing
     /// declared, no expected log epoch).
     pub serve: ServeContext,
+    /// Push as the engine does: `begin_push` (lock, gate, replay check and
+    /// the candidate rows at once) with `deferred_violations`, a
+    /// violation taken from whichever call reports it, and `commit_push`.
+    pub prelude: bool,
 }
 
 impl PushOptions {
@@ -129,11 +134,14 @@ impl PushOptions {
 }
 
 /// The standard push sequence: optimistic pool replay check → `begin` →
-/// `lock_partition_for_push` → serve gate → replay check → for each change
+/// `lock_partition_for_push` → serve gate → replay check (with
+/// [`PushOptions::prelude`]: `begin_push` for the three) → for each change
 /// `get_row` then `upsert_row` (clearing a tombstone) or `delete_row` →
 /// `append_commit` → `enqueue_reactions` → `put_push_result` → `commit`;
 /// or, when rejecting (asked to, or after a `constraint_violation` of a row
-/// write), `commit_rejected_push_result` after the staged writes. Returns
+/// write, whichever call reports it), `commit_rejected_push_result` after
+/// the staged writes (with the prelude, `commit_push` may find the
+/// violation and reject by itself). Returns
 /// the commit's `commit_seq` (`None` when rejected or replayed).
 pub fn push(
     storage: &dyn ServerStorage,
@@ -153,16 +161,85 @@ pub fn push(
         .unwrap_or_else(|| Arc::new(schema(1)));
     let running = schema.version;
     let mut tx = storage.begin(PARTITION)?;
-    tx.lock_partition_for_push()?;
-    let gate = tx.read_serve_gate(running)?;
+    let (gate, replay) = match options.prelude {
+        true => {
+            let prelude = tx.begin_push(&prelude_request(commit_id, changes, running))?;
+            (prelude.gate, Some(prelude.push_result?.is_some()))
+        }
+        false => {
+            tx.lock_partition_for_push()?;
+            let gate = tx.read_serve_gate(running)?;
+            (gate, None)
+        }
+    };
     if let Err(refusal) = check_serve_gate(&gate, running, &options.serve) {
         tx.rollback()?;
         return Err(refusal);
     }
-    if tx.get_push_result(CLIENT, commit_id)?.is_some() {
+    let replay = match replay {
+        Some(replay) => replay,
+        None => tx.get_push_result(CLIENT, commit_id)?.is_some(),
+    };
+    if replay {
         tx.rollback()?;
         return Ok(None);
     }
+    let seq = match write(tx.as_mut(), &schema, commit_id, changes, options, now) {
+        Ok(Some(seq)) => seq,
+        // Asked to reject, or a row write's violation (reported by the
+        // write itself, or by a later call when the push defers them).
+        Ok(None) => {
+            tx.commit_rejected_push_result(CLIENT, commit_id, &rejection(now))?;
+            return Ok(None);
+        }
+        Err(e) if e.code() == ErrorCode::ConstraintViolation => {
+            tx.commit_rejected_push_result(CLIENT, commit_id, &rejection(now))?;
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    if !options.prelude {
+        tx.commit()?;
+        return Ok(Some(seq));
+    }
+    match tx.commit_push(CLIENT, commit_id, &|_| rejection(now))? {
+        PushCommitOutcome::Committed => Ok(Some(seq)),
+        PushCommitOutcome::Rejected { .. } => Ok(None),
+    }
+}
+
+/// The prelude of a scenario push: the rows its changes name, by table.
+fn prelude_request(commit_id: &str, changes: &[Change], running: i32) -> PushPreludeRequest {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    for change in changes {
+        let (table, id) = match change {
+            Change::Upsert(table, id, ..) | Change::Delete(table, id) => (*table, id),
+        };
+        match rows.iter_mut().find(|(t, _)| t == table) {
+            Some((_, ids)) if ids.contains(id) => {}
+            Some((_, ids)) => ids.push(id.clone()),
+            None => rows.push((table.to_owned(), vec![id.clone()])),
+        }
+    }
+    PushPreludeRequest {
+        running_schema_version: running,
+        client_id: CLIENT.to_owned(),
+        client_commit_id: commit_id.to_owned(),
+        rows,
+        deferred_violations: true,
+    }
+}
+
+/// The writes of a scenario push up to its push result: the appended
+/// sequence, or `None` when the push is to be rejected.
+fn write(
+    tx: &mut (dyn StorageTransaction + '_),
+    schema: &CompiledSchema,
+    commit_id: &str,
+    changes: &[Change],
+    options: &PushOptions,
+    now: i64,
+) -> Result<Option<i64>> {
     let mut logged = Vec::new();
     for (i, change) in changes.iter().enumerate() {
         match change {
@@ -172,15 +249,9 @@ pub fn push(
                     tx.clear_tombstone(table, id)?;
                 }
                 let version = current.map_or(1, |r| r.server_version + 1);
-                let row = fixture::row(&schema, table, id, grp, *n, version);
-                match tx.upsert_row(table, &row, u32::try_from(i).ok()) {
-                    Ok(()) => logged.push(fixture::upsert_change(table, &row)),
-                    Err(e) if e.code() == ErrorCode::ConstraintViolation => {
-                        tx.commit_rejected_push_result(CLIENT, commit_id, &rejection(now))?;
-                        return Ok(None);
-                    }
-                    Err(e) => return Err(e),
-                }
+                let row = fixture::row(schema, table, id, grp, *n, version);
+                tx.upsert_row(table, &row, u32::try_from(i).ok())?;
+                logged.push(fixture::upsert_change(table, &row));
             }
             Change::Delete(table, id) => {
                 if let Some(current) = tx.get_row(table, id)? {
@@ -191,7 +262,6 @@ pub fn push(
         }
     }
     if options.reject {
-        tx.commit_rejected_push_result(CLIENT, commit_id, &rejection(now))?;
         return Ok(None);
     }
     let seq = tx.append_commit(&NewCommit {
@@ -215,7 +285,6 @@ pub fn push(
         }])?;
     }
     tx.put_push_result(CLIENT, commit_id, &StoredPushResult::applied(seq))?;
-    tx.commit()?;
     Ok(Some(seq))
 }
 

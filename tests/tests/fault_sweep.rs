@@ -424,6 +424,36 @@ fn op_push_constraint(s: &dyn ServerStorage) -> sync_core::Result<()> {
     }
 }
 
+/// [`op_push`] as the engine pushes: the prelude, the row writes deferred
+/// (on Postgres the last travels with the `COMMIT`), `commit_push`.
+fn op_push_prelude(s: &dyn ServerStorage) -> sync_core::Result<()> {
+    let options = PushOptions {
+        reaction: true,
+        prelude: true,
+        ..PushOptions::default()
+    };
+    scenario::push(s, "c9", &scenario::standard_changes(), &options, T1).map(drop)
+}
+
+/// [`op_push_constraint`] through the prelude: the colliding write is the
+/// last, so on Postgres `commit_push` finds the violation and rejects.
+fn op_push_constraint_prelude(s: &dyn ServerStorage) -> sync_core::Result<()> {
+    let changes = [
+        scenario::item("i4", "g1", 12),
+        scenario::note("n2", "g1", 4),
+    ];
+    let options = PushOptions {
+        prelude: true,
+        ..PushOptions::default()
+    };
+    match scenario::push(s, "c9", &changes, &options, T1)? {
+        None => Ok(()),
+        Some(seq) => {
+            Err(Error::new(ErrorCode::Backend).detail("test", format!("applied as {seq}")))
+        }
+    }
+}
+
 fn op_ensure_first(s: &dyn ServerStorage) -> sync_core::Result<()> {
     s.ensure_schema(&scenario::schema(1), &EnsureOptions::default())
 }
@@ -498,6 +528,18 @@ const OPERATIONS: &[Operation] = &[
         name: "push_constraint",
         setup: base_v1,
         run: op_push_constraint,
+        multi: false,
+    },
+    Operation {
+        name: "push_prelude",
+        setup: base_v1,
+        run: op_push_prelude,
+        multi: false,
+    },
+    Operation {
+        name: "push_constraint_prelude",
+        setup: base_v1,
+        run: op_push_constraint_prelude,
         multi: false,
     },
     Operation {
