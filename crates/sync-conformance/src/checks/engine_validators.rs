@@ -118,6 +118,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "without a blob store a non-NULL attachment is blob.not_found",
         e056_no_blob_store,
     ),
+    check(
+        GROUP,
+        "E-083",
+        "a violation reported after its write (by a later write or a validator's read) rejects the operation it names",
+        e083_late_violation,
+    ),
 ];
 
 /// Every reaction of `P`.
@@ -467,6 +473,71 @@ fn e049_unique_violation(ctx: &mut Ctx<'_>) -> CheckResult {
     check!(env.storage.get_row(P, "tasks", "a")?.is_none(), "a stored");
     let replay = run(&engine, "alice", push_req("dev-a", vec![pushed]));
     check_eq!(replay.result(0)?, round.result(0)?, "replayed result");
+    Ok(())
+}
+
+/// A dialect may send a row write with later statements
+/// (`PushPreludeRequest::deferred_violations`): its violation then comes
+/// from the next write or from a validator's read, naming the operation
+/// of the write (`docs/decisions.md`, *The push prelude*).
+fn e083_late_violation(ctx: &mut Ctx<'_>) -> CheckResult {
+    let env = env(ctx)?;
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let validator = CommitCheck::new(move |input, read| {
+        // Reads the row the commit's first operation wrote (the seed
+        // commit c0 aside).
+        let first = input
+            .operations
+            .first()
+            .filter(|_| input.client_commit_id != "c0");
+        if let Some(first) = first {
+            let outcome = match read.get_row(&first.table, &first.row_id) {
+                Ok(row) => format!("read {}", row.is_some()),
+                Err(e) => e.code().as_str().to_owned(),
+            };
+            if let Ok(mut log) = log.lock() {
+                log.push(outcome);
+            }
+        }
+        Ok(())
+    });
+    let engine = env.engine_with(|c| c.commit_validator = Some(validator.clone()))?;
+    let seed = commit("c0", vec![up("tasks", "u1", None, env.task("u1", "p1")?)]);
+    expect_applied(
+        run(&engine, "alice", push_req("dev-a", vec![seed])).result(0)?,
+        PushResultStatus::Applied,
+        1,
+    )?;
+    let colliding = || task_payload(&env.schema, "u2", "p1", "title u1");
+    // The first operation collides and a second one writes after it.
+    let pushed = commit(
+        "c1",
+        vec![
+            up("tasks", "u2", None, colliding()?),
+            up("tasks", "a", None, env.task("a", "p1")?),
+        ],
+    );
+    let round = run(&engine, "alice", push_req("dev-a", vec![pushed]));
+    expect_rejected(round.result(0)?, 0, "sync.constraint_violation")?;
+    // The only operation collides; the validator reads after it.
+    let pushed = commit("c2", vec![up("tasks", "u2", None, colliding()?)]);
+    let round = run(&engine, "alice", push_req("dev-a", vec![pushed]));
+    expect_rejected(round.result(0)?, 0, "sync.constraint_violation")?;
+    for id in ["u2", "a"] {
+        check!(
+            env.storage.get_row(P, "tasks", id)?.is_none(),
+            "row {id} of a rejected commit stored"
+        );
+    }
+    check_eq!(env.storage.get_max_commit_seq(P)?, 1, "the counter");
+    // A validator that ran saw the violation, never the colliding row.
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    check!(
+        seen.iter()
+            .all(|s| s == "sync.storage.constraint_violation"),
+        "what the validator's reads returned: {seen:?}"
+    );
     Ok(())
 }
 

@@ -35,7 +35,9 @@ impl<'t, 'x> TxReader<'t, 'x> {
 
     fn note(&mut self, error: Error) -> Error {
         if poisons(&error) && self.poison.is_none() {
-            self.poison = Some(Error::new(error.code()));
+            // A row write's violation reported by this read (the dialect
+            // sent the write with it) keeps the operation it names.
+            self.poison = Some(Error::new(error.code()).op_index(error.op_index_value()));
         }
         error
     }
@@ -52,11 +54,15 @@ impl<'t, 'x> TxReader<'t, 'x> {
     }
 }
 
-/// Storage errors after which the transaction can only be rolled back.
+/// Storage errors after which the transaction can only be rolled back (or,
+/// after a row write's `constraint_violation`, finalize the rejection).
 pub(crate) fn poisons(error: &Error) -> bool {
     matches!(
         error.code(),
-        ErrorCode::Busy | ErrorCode::Backend | ErrorCode::TransactionAborted
+        ErrorCode::Busy
+            | ErrorCode::Backend
+            | ErrorCode::TransactionAborted
+            | ErrorCode::ConstraintViolation
     ) || (error.retryable() && error.code().as_str().starts_with("sync.storage."))
 }
 
