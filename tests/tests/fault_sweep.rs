@@ -412,16 +412,7 @@ fn op_push_rejected(s: &dyn ServerStorage) -> sync_core::Result<()> {
 /// A push whose second note repeats the body of `n1`: the unique index
 /// refuses it, the push is finalized as a rejection after the failed write.
 fn op_push_constraint(s: &dyn ServerStorage) -> sync_core::Result<()> {
-    let changes = [
-        scenario::item("i4", "g1", 12),
-        scenario::note("n2", "g1", 4),
-    ];
-    match scenario::push(s, "c9", &changes, &PushOptions::default(), T1)? {
-        None => Ok(()),
-        Some(seq) => {
-            Err(Error::new(ErrorCode::Backend).detail("test", format!("applied as {seq}")))
-        }
-    }
+    constraint_push(s, &PushOptions::default())
 }
 
 /// [`op_push`] as the engine pushes: the prelude, the row writes deferred
@@ -438,15 +429,20 @@ fn op_push_prelude(s: &dyn ServerStorage) -> sync_core::Result<()> {
 /// [`op_push_constraint`] through the prelude: the colliding write is the
 /// last, so on Postgres `commit_push` finds the violation and rejects.
 fn op_push_constraint_prelude(s: &dyn ServerStorage) -> sync_core::Result<()> {
-    let changes = [
-        scenario::item("i4", "g1", 12),
-        scenario::note("n2", "g1", 4),
-    ];
     let options = PushOptions {
         prelude: true,
         ..PushOptions::default()
     };
-    match scenario::push(s, "c9", &changes, &options, T1)? {
+    constraint_push(s, &options)
+}
+
+/// The colliding push of [`op_push_constraint`]; applying it is an error.
+fn constraint_push(s: &dyn ServerStorage, options: &PushOptions) -> sync_core::Result<()> {
+    let changes = [
+        scenario::item("i4", "g1", 12),
+        scenario::note("n2", "g1", 4),
+    ];
+    match scenario::push(s, "c9", &changes, options, T1)? {
         None => Ok(()),
         Some(seq) => {
             Err(Error::new(ErrorCode::Backend).detail("test", format!("applied as {seq}")))

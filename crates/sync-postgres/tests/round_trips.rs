@@ -211,72 +211,47 @@ fn prelude_request(id: &str) -> PushPreludeRequest {
     }
 }
 
-#[test]
-fn a_warm_single_row_push_through_the_prelude_costs_three_round_trips() {
-    let db = TestDb::new();
-    let (storage, count) = proxied_storage(&db);
-    let schema = fix1();
-    let single_row_push = |id: &str| {
-        let row = task_row(&schema, id, "p1", id, 1);
-        let mut tx = storage.begin("acme").unwrap();
-        let prelude = tx.begin_push(&prelude_request(id)).unwrap();
-        assert_eq!(prelude.gate.stored_schema_version, 1);
-        assert!(prelude.push_result.unwrap().is_none());
-        assert_eq!(prelude.rows, Some(vec![vec![None]]));
-        tx.upsert_row("tasks", &row, Some(0)).unwrap();
-        let seq = tx
-            .append_commit(&commit("c", id, vec![upsert_change(&row, "tasks")]))
-            .unwrap();
-        tx.put_push_result("c", id, &StoredPushResult::applied(seq))
-            .unwrap();
-        tx.commit().unwrap();
+/// A single-row push of the new row `row` through the prelude, as the
+/// engine pushes (`deferred`: with `deferred_violations`); its sequence.
+fn prelude_push(storage: &PostgresStorage, row: &sync_core::StoredRow, deferred: bool) -> i64 {
+    let id = row.row_id.as_str();
+    let mut tx = storage.begin("acme").unwrap();
+    let request = PushPreludeRequest {
+        deferred_violations: deferred,
+        ..prelude_request(id)
     };
-    single_row_push("warm-up");
-    let before = count.load(Ordering::SeqCst);
-    single_row_push("measured");
-    let round_trips = count.load(Ordering::SeqCst) - before;
-    assert_eq!(
-        round_trips, 3,
-        "begin+lock+savepoint+fence+gate+push result+rows, upsert_row, append_commit+put_push_result+commit"
-    );
+    let prelude = tx.begin_push(&request).unwrap();
+    assert_eq!(prelude.gate.stored_schema_version, 1);
+    assert!(prelude.push_result.unwrap().is_none());
+    assert_eq!(prelude.rows, Some(vec![vec![None]]));
+    tx.upsert_row("tasks", row, Some(0)).unwrap();
+    let seq = tx
+        .append_commit(&commit("c", id, vec![upsert_change(row, "tasks")]))
+        .unwrap();
+    tx.put_push_result("c", id, &StoredPushResult::applied(seq))
+        .unwrap();
+    let outcome = tx
+        .commit_push("c", id, &|_| panic!("no violation"))
+        .unwrap();
+    assert_eq!(outcome, PushCommitOutcome::Committed);
+    seq
 }
 
-#[test]
-fn a_warm_single_row_push_deferring_its_violations_costs_two_round_trips() {
+/// Round trips of a warm single-row push through the prelude, and what it
+/// wrote: the row, the result, the counter.
+fn warm_prelude_push_round_trips(deferred: bool) -> usize {
     let db = TestDb::new();
     let (storage, count) = proxied_storage(&db);
     let schema = fix1();
-    let single_row_push = |id: &str| {
-        let row = task_row(&schema, id, "p1", id, 1);
-        let mut tx = storage.begin("acme").unwrap();
-        let request = PushPreludeRequest {
-            deferred_violations: true,
-            ..prelude_request(id)
-        };
-        let prelude = tx.begin_push(&request).unwrap();
-        assert!(prelude.push_result.unwrap().is_none());
-        tx.upsert_row("tasks", &row, Some(0)).unwrap();
-        let seq = tx
-            .append_commit(&commit("c", id, vec![upsert_change(&row, "tasks")]))
-            .unwrap();
-        tx.put_push_result("c", id, &StoredPushResult::applied(seq))
-            .unwrap();
-        let outcome = tx
-            .commit_push("c", id, &|_| panic!("no violation"))
-            .unwrap();
-        assert_eq!(outcome, PushCommitOutcome::Committed);
-        seq
-    };
-    single_row_push("warm-up");
-    let before = count.load(Ordering::SeqCst);
-    let seq = single_row_push("measured");
-    let round_trips = count.load(Ordering::SeqCst) - before;
-    assert_eq!(
-        round_trips, 2,
-        "begin+lock+savepoint+fence+gate+push result+rows, upsert_row+append_commit+put_push_result+commit"
+    prelude_push(
+        &storage,
+        &task_row(&schema, "warm-up", "p1", "w", 1),
+        deferred,
     );
-    // What the two round trips wrote is what the single calls write.
-    let row = task_row(&schema, "measured", "p1", "measured", 1);
+    let row = task_row(&schema, "measured", "p1", "m", 1);
+    let before = count.load(Ordering::SeqCst);
+    let seq = prelude_push(&storage, &row, deferred);
+    let round_trips = count.load(Ordering::SeqCst) - before;
     assert_eq!(
         storage.get_row("acme", "tasks", "measured").unwrap(),
         Some(row)
@@ -284,6 +259,25 @@ fn a_warm_single_row_push_deferring_its_violations_costs_two_round_trips() {
     let stored = storage.get_push_result("acme", "c", "measured").unwrap();
     assert_eq!(stored.and_then(|r| r.commit_seq), Some(seq));
     assert_eq!(storage.get_max_commit_seq("acme").unwrap(), seq);
+    round_trips
+}
+
+#[test]
+fn a_warm_single_row_push_through_the_prelude_costs_three_round_trips() {
+    assert_eq!(
+        warm_prelude_push_round_trips(false),
+        3,
+        "begin+lock+savepoint+fence+gate+push result+rows, upsert_row, append_commit+put_push_result+commit"
+    );
+}
+
+#[test]
+fn a_warm_single_row_push_deferring_its_violations_costs_two_round_trips() {
+    assert_eq!(
+        warm_prelude_push_round_trips(true),
+        2,
+        "begin+lock+savepoint+fence+gate+push result+rows, upsert_row+append_commit+put_push_result+commit"
+    );
 }
 
 /// A rejection stored for a violation at `op_index`.
@@ -446,23 +440,7 @@ fn a_deferred_write_projects_every_value_as_the_immediate_write_does() {
     for (i, edge) in edges.iter().enumerate() {
         for (id, deferred) in [(format!("now{i}"), false), (format!("later{i}"), true)] {
             let written = row(&id, i, edge);
-            let mut tx = storage.begin("acme").unwrap();
-            let request = PushPreludeRequest {
-                deferred_violations: deferred,
-                rows: vec![("tasks".into(), vec![id.clone()])],
-                ..prelude_request(&id)
-            };
-            tx.begin_push(&request).unwrap();
-            tx.upsert_row("tasks", &written, Some(0)).unwrap();
-            let seq = tx
-                .append_commit(&commit("c", &id, vec![upsert_change(&written, "tasks")]))
-                .unwrap();
-            tx.put_push_result("c", &id, &StoredPushResult::applied(seq))
-                .unwrap();
-            let outcome = tx
-                .commit_push("c", &id, &|_| panic!("no violation"))
-                .unwrap();
-            assert_eq!(outcome, PushCommitOutcome::Committed);
+            prelude_push(&storage, &written, deferred);
             assert_eq!(
                 storage.get_row("acme", "tasks", &id).unwrap(),
                 Some(written)
