@@ -308,4 +308,22 @@ mod tests {
         );
         assert_eq!(TOY.key_collation(), None);
     }
+
+    #[test]
+    fn a_declared_index_defaults_to_the_partition_then_its_columns() {
+        let index = sync_core::IndexDef {
+            name: "by_owner".into(),
+            columns: vec!["owner".into(), "title".into()],
+            unique: false,
+        };
+        assert_eq!(
+            Toy.declared_index_columns(&index),
+            ["_sync_partition", "owner", "title"]
+        );
+        let sql = Toy.create_index_sql("tasks", &index);
+        assert!(
+            sql.ends_with(r#"ON "tasks" ("_sync_partition", "owner", "title")"#),
+            "{sql}"
+        );
+    }
 }
