@@ -386,3 +386,112 @@ pub(crate) fn set_blob_refs(
     conn.execute(SET_BLOB_REFS_SQL, &[&partition, &table, &row_id, &blob_ids])
         .map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sync_core::{codec, RowValue};
+
+    fn table() -> (CompiledTable, TableSql) {
+        let schema = sync_schema::compile(
+            &sync_schema::parse_schema_json(
+                r#"{"version": 1, "tables": [{"name": "t", "primaryKey": "id",
+                    "columns": [{"name": "id", "type": "string"},
+                                {"name": "n", "type": "integer", "nullable": true},
+                                {"name": "f", "type": "float", "nullable": true}],
+                    "scopes": ["s:{id}"]}]}"#,
+            )
+            .expect("schema"),
+        )
+        .expect("compile");
+        let table = schema.table("t").expect("table t").clone();
+        let sql = TableSql::new(&table);
+        (table, sql)
+    }
+
+    fn row(table: &CompiledTable, id: &str, scope: &str, values: Vec<RowValue>) -> StoredRow {
+        StoredRow {
+            row_id: id.into(),
+            server_version: -3,
+            scopes: [("s".to_owned(), scope.to_owned())].into(),
+            payload: codec::encode_row(table, &values).expect("encode"),
+        }
+    }
+
+    #[test]
+    fn a_deferred_upsert_renders_every_argument_in_parameter_order() {
+        let (table, sql) = table();
+        let written = row(
+            &table,
+            "it's",
+            "a\\b",
+            vec![
+                RowValue::String("it's".into()),
+                RowValue::Integer(-7),
+                RowValue::Float(f64::NEG_INFINITY),
+            ],
+        );
+        let args = deferred_upsert_args(&table, &sql, "p'1", &written)
+            .expect("valid")
+            .expect("literal");
+        assert_eq!(
+            args.len(),
+            8 + 3,
+            "eight fixed arguments, then one per column"
+        );
+        assert_eq!(args[0], "E'p''1'");
+        assert_eq!(args[1], "E'it''s'");
+        assert_eq!(args[2], "E't'");
+        assert_eq!(args[3], "ARRAY[E's']::text[]");
+        assert_eq!(args[4], "ARRAY[E'a\\\\b']::text[]");
+        assert_eq!(args[5], "'-3'");
+        assert_eq!(args[6], r#"E'{"s":"a\\\\b"}'"#);
+        assert!(args[7].starts_with("E'\\\\x") && args[7].ends_with("'::bytea"));
+        assert_eq!(args[8..], ["E'it''s'", "'-7'", "'-Infinity'"]);
+    }
+
+    #[test]
+    fn floats_render_as_the_shortest_text_that_reads_back() {
+        for (value, text) in [
+            (0.1, "'0.1'"),
+            (-0.0, "'-0.0'"),
+            (1e300, "'1e300'"),
+            (5e-324, "'5e-324'"),
+            (f64::NAN, "'NaN'"),
+            (f64::INFINITY, "'Infinity'"),
+        ] {
+            assert_eq!(
+                typed_literal(&Typed::Float(Some(value))).as_deref(),
+                Some(text)
+            );
+        }
+        assert_eq!(typed_literal(&Typed::Bool(None)).as_deref(), Some("NULL"));
+        assert_eq!(
+            typed_literal(&Typed::Bool(Some(true))).as_deref(),
+            Some("true")
+        );
+    }
+
+    #[test]
+    fn a_value_that_cannot_be_a_literal_leaves_the_write_immediate() {
+        let (table, sql) = table();
+        let values = |id: &str| vec![RowValue::String(id.into()), RowValue::Null, RowValue::Null];
+        // A NUL in a scope value: no text literal can hold it.
+        let nul = row(&table, "r", "a\0b", values("r"));
+        assert_eq!(
+            deferred_upsert_args(&table, &sql, "p", &nul).expect("valid"),
+            None
+        );
+        // Arguments over the literal bound.
+        let long = "x".repeat(MAX_LITERAL_SQL);
+        let big = row(&table, "r", &long, values("r"));
+        assert_eq!(
+            deferred_upsert_args(&table, &sql, "p", &big).expect("valid"),
+            None
+        );
+        // A payload that does not decode is refused, as the write refuses it.
+        let mut bad = row(&table, "r", "a", values("r"));
+        bad.payload.push(0xff);
+        assert!(deferred_upsert_args(&table, &sql, "p", &bad).is_err());
+    }
+}
