@@ -266,6 +266,23 @@ mod tests {
     }
 
     #[test]
+    fn layouts_count_their_tables_and_keep_insertion_order() {
+        let mut layouts = StoredLayouts::new();
+        assert!(layouts.is_empty());
+        assert_eq!(layouts.len(), 0);
+        layouts.insert("b", vec![col("x", "string", false)]);
+        layouts.insert("a", Vec::new());
+        layouts.insert("b", vec![col("y", "integer", true)]);
+        assert!(!layouts.is_empty());
+        assert_eq!(layouts.len(), 2);
+        let order: Vec<&str> = layouts.iter().map(|(name, _)| name).collect();
+        assert_eq!(order, ["b", "a"]);
+        assert_eq!(layouts.get("b"), Some(&[col("y", "integer", true)][..]));
+        let parsed = parse_layouts(Some(&layouts.to_json_text())).unwrap();
+        assert_eq!((parsed.len(), parsed), (2, layouts));
+    }
+
+    #[test]
     fn corrupt_reasons() {
         let reason = |text: &str| {
             let error = parse_layouts(Some(text)).unwrap_err();
