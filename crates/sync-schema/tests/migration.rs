@@ -90,6 +90,21 @@ fn c023_removing_the_last_column_is_refused() {
 }
 
 #[test]
+fn removing_a_middle_column_names_that_column() {
+    // `score` (the sixth of nine) is gone; the last stored column is not.
+    let v2 = fix1_edited(|v| {
+        v["tables"][0]["columns"].as_array_mut().unwrap().remove(5);
+    });
+    let error = compare_for_bump(
+        v2.table("tasks").unwrap(),
+        fix1_layouts().get("tasks").unwrap(),
+    )
+    .unwrap_err();
+    assert_eq!(error.get_detail("reason"), Some("column_removed"));
+    assert_eq!(error.get_detail("column"), Some("score"));
+}
+
+#[test]
 fn appending_nullable_columns_is_allowed() {
     let f2 = fix2();
     let old = fix1_layouts();
