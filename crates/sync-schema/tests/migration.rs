@@ -9,8 +9,8 @@ use support::*;
 use sync_core::ErrorCode;
 use sync_schema::{
     compare_for_bump, compare_same_version, parse_layouts, plan_migration, retired_table_names,
-    rewrite_plan, ObservedConstraint, ObservedIndex, ObservedTable, ObservedTables, RewritePlan,
-    StoredLayouts,
+    rewrite_plan, LegacyUpgradePlan, ObservedConstraint, ObservedIndex, ObservedTable,
+    ObservedTables, RewritePlan, Statement, StoredLayouts,
 };
 
 fn fix1_layouts() -> StoredLayouts {
@@ -346,4 +346,23 @@ fn rewrite_sql_pages_by_keyset_and_updates_every_projection() {
         RewritePlan::update_sql(f1.table("secrets").unwrap(), sync_sqlite::DIALECT),
         "UPDATE \"secrets\" SET \"_sync_payload\" = ? WHERE \"_sync_partition\" = ? AND \"_sync_row_id\" = ?"
     );
+}
+
+#[test]
+fn a_legacy_plan_is_empty_only_without_any_statement() {
+    let plan = |collations: usize, drops: usize, creates: usize| {
+        let statements = |n: usize| (0..n).map(|i| Statement::new(format!("S{i}"))).collect();
+        LegacyUpgradePlan {
+            dialect: sync_sqlite::DIALECT,
+            collations: statements(collations),
+            index_drops: statements(drops),
+            index_creates: statements(creates),
+        }
+    };
+    assert!(plan(0, 0, 0).is_empty());
+    for (c, d, i) in [(1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 1)] {
+        let plan = plan(c, d, i);
+        assert!(!plan.is_empty(), "{c} {d} {i}");
+        assert_eq!(plan.statements().count(), c + d + i);
+    }
 }

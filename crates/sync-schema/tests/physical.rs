@@ -50,6 +50,27 @@ fn freshly_created_tables_pass_in_both_dialects() {
 }
 
 #[test]
+fn the_created_state_makes_exactly_the_non_nullable_columns_not_null() {
+    let tasks = table("tasks");
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
+        let mut observed = ObservedTable::as_created(&tasks, dialect);
+        for declared in &tasks.columns {
+            assert_eq!(
+                column(&mut observed, &declared.name).not_null,
+                !declared.nullable,
+                "{dialect}: {}",
+                declared.name
+            );
+        }
+        for internal in ["_sync_partition", "_sync_row_id", "_sync_payload"] {
+            assert!(column(&mut observed, internal).not_null, "{internal}");
+        }
+    }
+    assert!(tasks.columns.iter().any(|c| c.nullable));
+    assert!(tasks.columns.iter().any(|c| !c.nullable));
+}
+
+#[test]
 fn extra_columns_and_operator_indexes_are_tolerated() {
     for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
         let tasks = table("tasks");
