@@ -209,6 +209,55 @@ mod tests {
     }
 
     #[test]
+    fn a_url_scheme_is_a_letter_then_letters_digits_plus_dot_or_dash() {
+        assert_eq!(
+            url_scheme("postgres+ssl.v-2://h/db"),
+            Some("postgres+ssl.v-2")
+        );
+        assert_eq!(url_scheme("sqlite:relative.db"), Some("sqlite"));
+        // A digit first, or any other character, is no scheme.
+        assert_eq!(url_scheme("2pg://h"), None);
+        assert_eq!(url_scheme("p g://h"), None);
+        assert_eq!(url_scheme(":x"), None);
+        assert_eq!(url_scheme("/var/db.sqlite"), None);
+    }
+
+    #[test]
+    fn entries_and_errors_print_what_an_operator_needs() {
+        let entry = format!("{:?}", ENTRIES[0]);
+        assert!(
+            entry.contains("\"a\"") && entry.contains("\"a+x\""),
+            "{entry}"
+        );
+        let printed = |e: RegistryError| e.to_string();
+        assert_eq!(
+            printed(RegistryError::UnknownDialect {
+                name: "b".into(),
+                known: vec!["a", "c"]
+            }),
+            "unknown dialect \"b\" (registered: a, c)"
+        );
+        assert_eq!(
+            printed(RegistryError::UnknownScheme {
+                scheme: Some("ab".into()),
+                known: vec!["a"]
+            }),
+            "no dialect registered for URL scheme \"ab\" (registered: a)"
+        );
+        assert_eq!(
+            printed(RegistryError::UnknownScheme {
+                scheme: None,
+                known: vec!["a"]
+            }),
+            "the URL has no scheme (registered: a)"
+        );
+        assert_eq!(
+            printed(RegistryError::Duplicate { what: "a" }),
+            "\"a\" is registered twice"
+        );
+    }
+
+    #[test]
     fn duplicates_are_refused() {
         assert_eq!(check_registry(&ENTRIES), Ok(()));
         let twice = [ENTRIES[0], ENTRIES[0]];

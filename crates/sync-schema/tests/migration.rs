@@ -329,6 +329,9 @@ fn operator_dropped_projection_column_is_backfilled() {
 #[test]
 fn rewrite_sql_pages_by_keyset_and_updates_every_projection() {
     let plan = RewritePlan::none("tasks");
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
+        assert_eq!(plan.count_sql(dialect), "SELECT count(*) FROM \"tasks\"");
+    }
     assert_eq!(
         plan.page_sql(sync_sqlite::DIALECT, false),
         "SELECT \"_sync_partition\", \"_sync_row_id\", \"_sync_payload\" FROM \"tasks\" ORDER BY \"_sync_partition\", \"_sync_row_id\" LIMIT 500"
