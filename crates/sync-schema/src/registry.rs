@@ -210,16 +210,13 @@ mod tests {
 
     #[test]
     fn a_url_scheme_is_a_letter_then_letters_digits_plus_dot_or_dash() {
-        assert_eq!(
-            url_scheme("postgres+ssl.v-2://h/db"),
-            Some("postgres+ssl.v-2")
-        );
-        assert_eq!(url_scheme("sqlite:relative.db"), Some("sqlite"));
+        assert_eq!(url_scheme("store+tls.v-2://h/db"), Some("store+tls.v-2"));
+        assert_eq!(url_scheme("embedded:relative.db"), Some("embedded"));
         // A digit first, or any other character, is no scheme.
         assert_eq!(url_scheme("2pg://h"), None);
         assert_eq!(url_scheme("p g://h"), None);
         assert_eq!(url_scheme(":x"), None);
-        assert_eq!(url_scheme("/var/db.sqlite"), None);
+        assert_eq!(url_scheme("/var/db.file"), None);
     }
 
     #[test]
