@@ -524,6 +524,17 @@ fn e083_late_violation(ctx: &mut Ctx<'_>) -> CheckResult {
     let pushed = commit("c2", vec![up("tasks", "u2", None, colliding()?)]);
     let round = run(&engine, "alice", push_req("dev-a", vec![pushed]));
     expect_rejected(round.result(0)?, 0, "sync.constraint_violation")?;
+    // The second operation collides; the validator reads after it: the
+    // rejection names the second, whichever call reported it.
+    let pushed = commit(
+        "c3",
+        vec![
+            up("tasks", "a", None, env.task("a", "p1")?),
+            up("tasks", "u2", None, colliding()?),
+        ],
+    );
+    let round = run(&engine, "alice", push_req("dev-a", vec![pushed]));
+    expect_rejected(round.result(0)?, 1, "sync.constraint_violation")?;
     for id in ["u2", "a"] {
         check!(
             env.storage.get_row(P, "tasks", id)?.is_none(),
