@@ -171,19 +171,19 @@ impl<'s> PgTransaction<'s> {
         if self.poison.is_some() {
             return Err(Error::new(ErrorCode::TransactionAborted));
         }
-        let Some(conn) = self.conn.as_mut() else {
+        if self.conn.is_none() {
             return Err(Error::new(ErrorCode::TransactionAborted));
-        };
+        }
+        let site = self.pending_site();
         let deferred: Vec<String> = self
             .pending_begin
             .take()
             .into_iter()
             .chain(self.pending_writes.take())
             .collect();
-        let site = self
-            .deferred_upsert
-            .take()
-            .map_or(Site::General, Site::UpsertRow);
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        };
         if !deferred.is_empty() {
             if let Err(err) = conn.simple_at(&deferred.join("; "), site) {
                 self.poison = Some(err.code());
@@ -698,10 +698,7 @@ impl StorageTransaction for PgTransaction<'_> {
             (Some(_), None) => Ok(()),
             (begin, Some(writes)) => {
                 let sql: Vec<String> = begin.into_iter().chain([writes]).collect();
-                let site = self
-                    .deferred_upsert
-                    .take()
-                    .map_or(Site::General, Site::UpsertRow);
+                let site = self.pending_site();
                 session::commit_after_at(&mut conn, &sql.join("; "), site)
             }
             (None, None) => session::commit(&mut conn),
@@ -758,6 +755,15 @@ impl StorageTransaction for PgTransaction<'_> {
 }
 
 impl PgTransaction<'_> {
+    /// How the message that sends the pending writes classifies its errors
+    /// (a deferred row write's class-23 error is its violation); the
+    /// pending writes are about to be sent.
+    fn pending_site(&mut self) -> Site {
+        self.deferred_upsert
+            .take()
+            .map_or(Site::General, Site::UpsertRow)
+    }
+
     /// Queues the row write when the push defers its violations, the push
     /// lock is held, the table's named upsert is prepared on this
     /// connection and every value can be a literal; a row write still

@@ -646,3 +646,84 @@ fn a_dense_many_value_scan_page_is_one_round_trip_and_a_sparse_one_two() {
     let sparse = scan_round_trips(&storage, &count, &["p1", "p2"], 30);
     assert_eq!(sparse, (2, 30), "the probe, then the merged ranges");
 }
+
+/// Two storage instances (two processes' pools) pushing through the
+/// prelude with deferred writes to one partition at once, every third push
+/// colliding with a stored row's unique title: each push ends applied or
+/// rejected exactly as stored, and the log stays dense.
+#[test]
+fn two_instances_pushing_deferred_writes_at_once_keep_every_outcome() {
+    let db = TestDb::new();
+    let first = Arc::new(db.open());
+    first
+        .ensure_schema(&fix1(), &EnsureOptions::default())
+        .unwrap();
+    let second = Arc::new(db.open());
+    second
+        .ensure_schema(&fix1(), &EnsureOptions::default())
+        .unwrap();
+    let schema = fix1();
+    prelude_push(&first, &task_row(&schema, "seed", "p1", "taken", 1), true);
+    let start = Arc::new(std::sync::Barrier::new(4));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let storage = if w % 2 == 0 {
+                first.clone()
+            } else {
+                second.clone()
+            };
+            let (schema, start) = (schema.clone(), start.clone());
+            thread::spawn(move || {
+                start.wait();
+                (0..30)
+                    .map(|i| {
+                        let id = format!("w{w}-{i}");
+                        let title = if i % 3 == 0 {
+                            "taken".to_owned()
+                        } else {
+                            id.clone()
+                        };
+                        let row = task_row(&schema, &id, "p1", &title, 1);
+                        let mut tx = storage.begin("acme").unwrap();
+                        let request = PushPreludeRequest {
+                            deferred_violations: true,
+                            ..prelude_request(&id)
+                        };
+                        tx.begin_push(&request).unwrap();
+                        tx.upsert_row("tasks", &row, Some(0)).unwrap();
+                        let seq = tx
+                            .append_commit(&commit("c", &id, vec![upsert_change(&row, "tasks")]))
+                            .unwrap();
+                        tx.put_push_result("c", &id, &StoredPushResult::applied(seq))
+                            .unwrap();
+                        let outcome = tx.commit_push("c", &id, &rejection).unwrap();
+                        (id, i % 3 == 0, outcome)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut applied = 0;
+    for worker in workers {
+        for (id, collides, outcome) in worker.join().unwrap() {
+            let stored = first.get_push_result("acme", "c", &id).unwrap().unwrap();
+            let row = first.get_row("acme", "tasks", &id).unwrap();
+            if collides {
+                assert_eq!(outcome, PushCommitOutcome::Rejected { op_index: 0 }, "{id}");
+                assert_eq!(stored, rejection(0), "{id}");
+                assert_eq!(row, None, "{id}");
+            } else {
+                assert_eq!(outcome, PushCommitOutcome::Committed, "{id}");
+                assert!(stored.commit_seq.is_some(), "{id}");
+                assert!(row.is_some(), "{id}");
+                applied += 1;
+            }
+        }
+    }
+    assert_eq!(applied, 80);
+    assert_eq!(first.get_max_commit_seq("acme").unwrap(), 1 + applied);
+    assert_eq!(
+        db.count("SELECT count(*) FROM sync_commits WHERE partition = 'acme'"),
+        1 + applied
+    );
+}
