@@ -139,9 +139,10 @@ fn locked_pipeline(
         }
         Err(e) => return Err(Abort::storage(e)),
     } // P6
-      // A row write's violation may be reported by any later call (the
-      // dialect sent the write with it): the rejection of that operation.
-    match apply_locked(round, key, ops, tx, request, prelude.rows, now) {
+    let step = apply_locked(round, key, ops, tx, request, prelude.rows, now);
+    // A row write's violation may be reported by any later call (the
+    // dialect sent the write with it): the rejection of that operation.
+    match step {
         Err(abort) => match abort.violation() {
             Some(i) => Ok(Step::Reject(records::constraint_violation(i), now)),
             None => Err(abort),
