@@ -454,6 +454,53 @@ mod tests {
     }
 
     #[test]
+    fn only_the_developer_facing_schema_codes_are_schema_compile_errors() {
+        assert!(ErrorCode::SchemaInvalidIndex.is_schema_compile());
+        assert!(ErrorCode::SchemaScopeVariableConflict.is_schema_compile());
+        assert!(!ErrorCode::Busy.is_schema_compile());
+        assert!(!ErrorCode::UnknownTable.is_schema_compile());
+        for code in ErrorCode::ALL {
+            assert_eq!(
+                code.is_schema_compile(),
+                !code.as_str().starts_with("sync."),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn is_compares_the_code() {
+        let error = Error::busy("database is locked");
+        assert!(error.is(ErrorCode::Busy));
+        assert!(!error.is(ErrorCode::Backend));
+        assert!(!Error::new(ErrorCode::Backend).is(ErrorCode::Busy));
+    }
+
+    #[test]
+    fn debug_shows_code_message_details_operation_and_driver_error() {
+        let error = Error::new(ErrorCode::ConstraintViolation)
+            .detail("table", "tasks")
+            .op_index(Some(3))
+            .source_error("duplicate key value");
+        let text = format!("{error:?}");
+        for part in [
+            "Error {",
+            "code: \"sync.storage.constraint_violation\"",
+            &format!("message: {:?}", error.message()),
+            "details: {\"table\": \"tasks\"}",
+            "op_index: 3",
+            "source: \"duplicate key value\"",
+        ] {
+            assert!(text.contains(part), "{part:?} missing from {text}");
+        }
+        let plain = format!("{:?}", Error::new(ErrorCode::Busy));
+        assert!(
+            !plain.contains("op_index") && !plain.contains("source"),
+            "{plain}"
+        );
+    }
+
+    #[test]
     fn storage_messages_are_fixed_and_distinct() {
         let mut seen = std::collections::BTreeSet::new();
         for code in ErrorCode::ALL {

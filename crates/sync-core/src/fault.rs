@@ -65,6 +65,9 @@ enum StatementMatch {
     Commit,
 }
 
+/// How a message that sends its last statements and the `COMMIT` together ends.
+const COMMIT_TAIL: &str = "; COMMIT";
+
 impl StatementMatch {
     fn matches(&self, sql: &str) -> bool {
         let sql = sql.trim().trim_end_matches(';').trim_end();
@@ -72,9 +75,11 @@ impl StatementMatch {
             StatementMatch::Exactly(text) => sql == text,
             StatementMatch::Commit => {
                 sql.eq_ignore_ascii_case("COMMIT")
-                    || sql.len() > 8
-                        && sql.is_char_boundary(sql.len() - 8)
-                        && sql[sql.len() - 8..].eq_ignore_ascii_case("; COMMIT")
+                    || sql
+                        .len()
+                        .checked_sub(COMMIT_TAIL.len())
+                        .and_then(|start| sql.get(start..))
+                        .is_some_and(|tail| tail.eq_ignore_ascii_case(COMMIT_TAIL))
             }
         }
     }
@@ -271,6 +276,66 @@ mod tests {
         plan.on_statement("COMMIT");
         assert_eq!(*seen.lock().unwrap(), [1, 2]);
         assert_eq!(plan.statement_log(), ["BEGIN", "COMMIT"]);
+    }
+
+    #[test]
+    fn kinds_have_their_documented_names_and_only_a_lost_reply_strikes_after() {
+        let names: Vec<_> = FaultKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["fail", "busy", "connection_lost", "reply_lost"]);
+        let after: Vec<_> = FaultKind::ALL
+            .into_iter()
+            .filter(|k| k.after_statement())
+            .collect();
+        assert_eq!(after, [FaultKind::ReplyLost]);
+    }
+
+    #[test]
+    fn a_commit_tail_is_matched_by_its_last_bytes_whatever_precedes_it() {
+        let plan = FaultPlan::at_first_commit(FaultKind::Fail);
+        // The last eight bytes of this text start inside a character.
+        assert_eq!(plan.on_statement("SELECT 'éééé'"), None);
+        assert_eq!(
+            plan.on_statement("SELECT 'é'; COMMIT"),
+            Some(FaultKind::Fail)
+        );
+        let terminated = FaultPlan::at_first_commit(FaultKind::Busy);
+        assert_eq!(terminated.on_statement("COMMIT;"), Some(FaultKind::Busy));
+        let short = FaultPlan::at_first_commit(FaultKind::Busy);
+        assert_eq!(short.on_statement("MMIT"), None);
+        assert_eq!(short.on_statement("x; commit"), Some(FaultKind::Busy));
+    }
+
+    #[test]
+    fn long_statements_are_logged_abridged_and_short_ones_whole() {
+        let plan = FaultPlan::count_only();
+        let exact: String = "é".repeat(160);
+        let long = format!("{}{}", "a".repeat(130), "z".repeat(50));
+        plan.on_statement(&exact);
+        plan.on_statement(&long);
+        let log = plan.statement_log();
+        assert_eq!(log[0], exact);
+        assert_eq!(log[1], format!("{} … {}", "a".repeat(120), "z".repeat(40)));
+    }
+
+    #[test]
+    fn debug_names_the_target_and_the_count() {
+        let plan = FaultPlan::at(7, FaultKind::Busy);
+        plan.on_statement("BEGIN");
+        let text = format!("{plan:?}");
+        assert!(text.starts_with("FaultPlan {"), "{text}");
+        assert!(text.contains("target: Some((7, Busy))"), "{text}");
+        assert!(text.contains("seen: 1"), "{text}");
+    }
+
+    #[test]
+    fn a_slot_holds_the_installed_plan_until_removed() {
+        let slot = FaultSlot::default();
+        assert!(slot.get().is_none());
+        let plan = FaultPlan::at(1, FaultKind::Fail);
+        slot.set(Some(Arc::clone(&plan)));
+        assert!(slot.get().is_some_and(|p| Arc::ptr_eq(&p, &plan)));
+        slot.set(None);
+        assert!(slot.get().is_none());
     }
 
     #[test]

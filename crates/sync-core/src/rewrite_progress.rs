@@ -141,4 +141,15 @@ mod tests {
         tally.advance("a", 10);
         assert_eq!(tally.done, 10);
     }
+
+    #[test]
+    fn debug_shows_whether_observed_and_the_counts() {
+        let seen = Seen::default();
+        let mut tally = RewriteTally::new(Some(&seen), 5);
+        tally.advance("a", 2);
+        assert_eq!(
+            format!("{tally:?}"),
+            "RewriteTally { observed: true, total: 5, done: 2 }"
+        );
+    }
 }

@@ -294,6 +294,36 @@ fn reactions_are_unsupported_by_default() {
         RequiredOnly.extend_reaction_lease("p1", "k", "o", 0),
         "Reactions",
     );
+    let claim = ReactionClaimQuery {
+        lease_owner: "o".to_owned(),
+        kinds: vec!["mail".to_owned()],
+        now_ms: 0,
+        lease_duration_ms: 1_000,
+        limit: 10,
+    };
+    unsupported(RequiredOnly.claim_reactions("p1", &claim), "Reactions");
+    let failure = ReactionFailureUpdate {
+        lease_owner: "o".to_owned(),
+        failure: ReactionFailure {
+            code: "app.failed".to_owned(),
+            at_ms: 0,
+            details: None,
+        },
+        retry_at_ms: None,
+    };
+    unsupported(RequiredOnly.fail_reaction("p1", "k", &failure), "Reactions");
+    let list = ReactionListQuery {
+        statuses: Vec::new(),
+        kinds: Vec::new(),
+        limit: 10,
+    };
+    unsupported(RequiredOnly.list_reactions("p1", &list), "Reactions");
+    let prune = ReactionPruneQuery {
+        completed_before_ms: 0,
+        dead_letter_before_ms: 0,
+        limit: 10,
+    };
+    unsupported(RequiredOnly.prune_reactions("p1", &prune), "Reactions");
 }
 
 #[test]
@@ -305,6 +335,32 @@ fn admin_reads_are_unsupported_by_default() {
         "Admin",
     );
     unsupported(RequiredOnly.get_row_scopes("p1", "tasks", "r1"), "Admin");
+    let metadata = CommitMetadataQuery {
+        after_seq: 0,
+        before_seq: None,
+        limit: 10,
+        table: None,
+    };
+    unsupported(RequiredOnly.list_commit_metadata("p1", &metadata), "Admin");
+    let activity = ScopeActivityQuery {
+        variable: "org".to_owned(),
+        value: "o1".to_owned(),
+        limit: 10,
+    };
+    unsupported(RequiredOnly.scope_activity("p1", &activity), "Admin");
+}
+
+#[test]
+fn registered_queries_are_unsupported_by_default() {
+    let request = AuthoritativeQueryRequest {
+        sql: "SELECT 1".to_owned(),
+        params: Vec::new(),
+        tables: Vec::new(),
+    };
+    unsupported(
+        RequiredOnly.query_authoritative("p1", &request, &ServeContext::default()),
+        "AuthoritativeQuery",
+    );
 }
 
 #[test]

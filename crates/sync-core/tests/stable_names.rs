@@ -1,10 +1,11 @@
 //! The text forms other programs read: the checkpoint states as stored in
 //! `sync_backfill_checkpoints.state` (`tables.md`), change operations as
 //! the engine's JSON and the operator tool print them, unfinished-checkpoint
-//! resolutions as a migration plan prints them, and the fence trigger's
-//! states and causes as `syncstore status` prints them.
+//! resolutions as a migration plan prints them, the fence trigger's
+//! states and causes as `syncstore status` prints them, and column types
+//! as schema input and stored layouts spell them.
 
-use sync_core::{ChangeOp, CheckpointState, FenceTriggerState, Resolution};
+use sync_core::{ChangeOp, CheckpointState, ColumnType, FenceTriggerState, Resolution};
 
 #[test]
 fn checkpoint_states_have_their_stored_names_and_parse_back() {
@@ -66,4 +67,17 @@ fn change_operations_and_resolutions_have_their_documented_names() {
         [Resolution::Carry.as_str(), Resolution::Abandon.as_str()],
         ["carry", "abandon"]
     );
+}
+
+#[test]
+fn column_types_display_as_their_schema_names_and_parse_back() {
+    let names: Vec<String> = ColumnType::ALL.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        names,
+        ["string", "integer", "float", "boolean", "json", "bytes", "blob_ref", "crdt"]
+    );
+    for column_type in ColumnType::ALL {
+        assert_eq!(column_type.to_string().parse(), Ok(column_type));
+    }
+    assert_eq!("Blob_Ref".parse::<ColumnType>(), Err(()));
 }
