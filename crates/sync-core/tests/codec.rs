@@ -772,3 +772,45 @@ fn decode_reports_the_first_failing_column() {
     payload.extend_from_slice(&1i64.to_le_bytes());
     assert_decode_fails(&columns, &payload, Reason::NonzeroPadding, 3);
 }
+
+#[test]
+fn references_to_columns_keep_their_type_and_nullability() {
+    let required = req(ColumnType::Integer);
+    let optional = opt(ColumnType::Integer);
+    let by_ref: Vec<&ColumnShape> = vec![&required, &optional];
+    let values = [RowValue::Integer(7), RowValue::Null];
+    let payload = encode(&by_ref, &values).unwrap();
+    assert_eq!(decode(&by_ref, &payload).unwrap(), values);
+    let error = encode(&by_ref, &[RowValue::Null, RowValue::Null]).unwrap_err();
+    assert_failure(
+        &error,
+        ErrorCode::CodecEncodeFailed,
+        Reason::NullInNonNullable,
+        0,
+    );
+    assert_eq!(ColumnShape::of(&&optional), Some(optional));
+    assert_eq!(ColumnShape::of(&&required), Some(required));
+}
+
+#[test]
+fn a_stored_layout_keeps_each_column_nullability() {
+    let stored = layout(&[("id", "string", false), ("note", "string", true)]);
+    let values = [string("r1"), RowValue::Null];
+    let payload = encode(&stored, &values).unwrap();
+    assert_eq!(decode(&stored, &payload).unwrap(), values);
+    // The bitmap marks column 0 NULL: refused, as the layout requires it.
+    let error = decode(&stored, &[0x03]).unwrap_err();
+    assert_failure(
+        &error,
+        ErrorCode::CodecDecodeFailed,
+        Reason::NullInNonNullable,
+        0,
+    );
+    let error = encode(&stored, &[RowValue::Null, RowValue::Null]).unwrap_err();
+    assert_failure(
+        &error,
+        ErrorCode::CodecEncodeFailed,
+        Reason::NullInNonNullable,
+        0,
+    );
+}
