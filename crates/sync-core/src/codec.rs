@@ -1081,6 +1081,7 @@ mod json_text {
             assert_eq!(digits_of("1e15999"), (16_000, 0));
             assert_eq!(digits_of("1e-16000"), (0, 16_000));
             assert_eq!(digits_of("0e99999"), (0, 0));
+            assert_eq!(digits_of("0.0e5"), (0, 0));
             assert_eq!(digits_of("0.0e-3"), (0, 4));
             assert_eq!(
                 digits_of("1e99999999999999999999999999999999999999"),

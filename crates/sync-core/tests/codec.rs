@@ -720,6 +720,10 @@ fn jsonb_representability_follows_section_5_5() {
         "1.5e-15999",
         "0.0001e16003",
         "0e99999",
+        // Zero written with fraction digits and a large exponent is still
+        // zero: no digit before the point (`jsonb` stores `0`).
+        "0.0e20000",
+        "0.00e16001",
         "12345.6789",
         r#"{"a":1,"a":2}"#,
     ];
@@ -743,6 +747,9 @@ fn jsonb_representability_follows_section_5_5() {
         r#""\ud83d x""#,
         r#""\ude00\ud83d""#,
         "{a:1}",
+        // A later representable escape does not undo an earlier refusal.
+        r#"["\u0000", "\u0041"]"#,
+        r#"[1e16000, "\u0041"]"#,
     ];
     for text in not_representable {
         assert!(
