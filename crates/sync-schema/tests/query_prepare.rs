@@ -545,3 +545,26 @@ fn a_dialect_that_escapes_with_backslashes_refuses_them_in_literals_only() {
         prepare(dialect, "SELECT 'a\\b' FROM tasks", &[], &["tasks"]).unwrap();
     }
 }
+
+#[test]
+fn a_minus_sign_is_an_operator_and_only_two_start_a_comment() {
+    // A single `-` hides nothing: the table after it is referenced and the
+    // binds after it are counted.
+    let prepared = ok(
+        "SELECT 0 - 1 AS n FROM tasks WHERE length(title) -1 > ? AND project_id = ?",
+        &[text("2"), text("p1")],
+        &["tasks"],
+    );
+    assert_eq!(
+        prepared.sql,
+        format!("SELECT 0 - 1 AS n FROM {TASKS_SUBQUERY} AS \"tasks\" WHERE length(title) -1 > ? AND project_id = ?")
+    );
+    assert_eq!(prepared.params, [text("part-1"), text("2"), text("p1")]);
+    // `--` hides the rest of its line, a table name and a bind included.
+    let prepared = ok(
+        "SELECT id FROM tasks -- FROM docs WHERE ?\nWHERE project_id = ?",
+        &[text("p1")],
+        &["tasks"],
+    );
+    assert_eq!(prepared.params, [text("part-1"), text("p1")]);
+}
