@@ -568,3 +568,49 @@ fn a_minus_sign_is_an_operator_and_only_two_start_a_comment() {
     );
     assert_eq!(prepared.params, [text("part-1"), text("p1")]);
 }
+
+#[test]
+fn only_a_bare_identifier_or_a_quoted_name_is_a_reference() {
+    // Table names may hold any non-control character; unquoted, only a bare
+    // `[A-Za-z_][A-Za-z0-9_]*` word is a relation (storage-contract §4.13).
+    let names = ["_notes", "my_tasks2", "tâches", "2do", "t$x"];
+    let tables = names
+        .iter()
+        .map(|name| {
+            json!({
+                "name": name,
+                "primaryKey": "id",
+                "columns": [{"name": "id", "type": "string"}, {"name": "org_id", "type": "string"}],
+                "scopes": ["org:{org_id}"]
+            })
+        })
+        .collect();
+    let schema = compiled(&schema_text(tables));
+    let prepare = |sql: &str, table: &str| {
+        prepare_query(
+            &schema,
+            sync_sqlite::DIALECT,
+            "part-1",
+            sql,
+            &[],
+            &[table.to_owned()],
+        )
+    };
+    for name in ["_notes", "my_tasks2"] {
+        let prepared = prepare(&format!("SELECT id FROM {name}"), name)
+            .unwrap_or_else(|e| panic!("bare {name}: {e:?}"));
+        assert_eq!(prepared.tables, [name]);
+    }
+    for name in ["tâches", "2do", "t$x"] {
+        let error = prepare(&format!("SELECT id FROM {name}"), name).unwrap_err();
+        assert_eq!(
+            error.get_detail("reason"),
+            Some("unsupported_table_reference"),
+            "unquoted {name}: {error:?}"
+        );
+        assert_eq!(error.get_detail("table"), Some(name));
+        let prepared = prepare(&format!("SELECT id FROM \"{name}\""), name)
+            .unwrap_or_else(|e| panic!("quoted {name}: {e:?}"));
+        assert_eq!(prepared.tables, [name]);
+    }
+}
