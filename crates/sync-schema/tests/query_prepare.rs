@@ -325,6 +325,22 @@ fn bind_mismatch() {
         "bind_mismatch",
         "param 1 unused"
     );
+    // The error names the bind an author must fix: the number out of range,
+    // else the first param never referenced (1-based, as written in SQL).
+    let bind = |sql: &str, params: &[SqlValue]| {
+        let error = prepare(sync_sqlite::DIALECT, sql, params, &["tasks"]).unwrap_err();
+        error.get_detail("bind").map(str::to_owned)
+    };
+    assert_eq!(bind(sql, &[text("a")]).as_deref(), Some("2"));
+    assert_eq!(bind(sql, &[text("a"), text("b")]).as_deref(), Some("1"));
+    assert_eq!(
+        bind(
+            "SELECT id FROM tasks WHERE title = ?1",
+            &[text("a"), text("b"), text("c")]
+        )
+        .as_deref(),
+        Some("2")
+    );
     assert_eq!(
         reason(
             "SELECT id FROM tasks WHERE title = ?0",
