@@ -602,7 +602,7 @@ fn only_a_bare_identifier_or_a_quoted_name_is_a_reference() {
         })
         .collect();
     let schema = compiled(&schema_text(tables));
-    let prepare = |sql: &str, table: &str| {
+    let prepare_named = |sql: &str, table: &str| {
         prepare_query(
             &schema,
             sync_sqlite::DIALECT,
@@ -613,19 +613,19 @@ fn only_a_bare_identifier_or_a_quoted_name_is_a_reference() {
         )
     };
     for name in ["_notes", "my_tasks2"] {
-        let prepared = prepare(&format!("SELECT id FROM {name}"), name)
+        let prepared = prepare_named(&format!("SELECT id FROM {name}"), name)
             .unwrap_or_else(|e| panic!("bare {name}: {e:?}"));
         assert_eq!(prepared.tables, [name]);
     }
     for name in ["tâches", "2do", "t$x"] {
-        let error = prepare(&format!("SELECT id FROM {name}"), name).unwrap_err();
+        let error = prepare_named(&format!("SELECT id FROM {name}"), name).unwrap_err();
         assert_eq!(
             error.get_detail("reason"),
             Some("unsupported_table_reference"),
             "unquoted {name}: {error:?}"
         );
         assert_eq!(error.get_detail("table"), Some(name));
-        let prepared = prepare(&format!("SELECT id FROM \"{name}\""), name)
+        let prepared = prepare_named(&format!("SELECT id FROM \"{name}\""), name)
             .unwrap_or_else(|e| panic!("quoted {name}: {e:?}"));
         assert_eq!(prepared.tables, [name]);
     }
