@@ -1,5 +1,6 @@
 //! Why the database failed: the fixed vocabulary of `details.cause` on
-//! `sync.storage.backend` (and on `sync.storage.connection_lost`), set by
+//! `sync.storage.backend` (and on `sync.storage.connection_lost` and
+//! `sync.storage.unavailable`), set by
 //! the dialect crates from the driver error so that every user of the
 //! library — not only the operator CLI — can tell a missing database from a
 //! full disk without reading driver text.
@@ -60,6 +61,11 @@ causes! {
     TooLarge => "too_large",
     /// The database file was moved or unlinked under a live storage.
     Moved => "moved",
+    /// An I/O operation on the database's files failed (`SQLITE_IOERR`).
+    IoError => "io_error",
+    /// The server lacks a resource other than disk (memory, connection
+    /// slots, a configuration limit: Postgres SQLSTATE class 53).
+    InsufficientResources => "insufficient_resources",
     /// Anything else; the driver error (attached as the source) tells more.
     Other => "other",
 }
@@ -90,6 +96,8 @@ mod tests {
                 "corrupt",
                 "too_large",
                 "moved",
+                "io_error",
+                "insufficient_resources",
                 "other"
             ]
         );

@@ -164,6 +164,15 @@ error_codes! {
     /// names the error of the failed statement and `details.cause` its cause
     /// when known.
     GroupCommitFailed => ("sync.storage.group_commit_failed", true, "the commit this transaction shared with others failed; nothing of it persisted"),
+    /// `sync.storage.unavailable` — retryable: the database cannot take the
+    /// operation right now for a reason that clears without a restart — a
+    /// full disk or quota, the database file moved away from its path, an
+    /// I/O failure, insufficient server resources (`details.cause`:
+    /// `disk_full`, `moved`, `io_error`, `insufficient_resources`). The
+    /// transaction was rolled back; retrying the same operation later is
+    /// safe (a push retried under the same client commit id is applied
+    /// exactly once).
+    Unavailable => ("sync.storage.unavailable", true, "the database cannot take the operation right now (full disk, moved file or I/O failure); retry later"),
     /// `sync.storage.backend`
     Backend => ("sync.storage.backend", false, "the database reported an unexpected error"),
 
@@ -369,6 +378,14 @@ impl Error {
         (!line.is_empty()).then(|| line.to_owned())
     }
 
+    /// Shorthand for `sync.storage.unavailable` with `details.cause` set,
+    /// wrapping the driver error.
+    pub fn unavailable(cause: BackendCause, source: impl Into<BoxedSource>) -> Self {
+        Self::new(ErrorCode::Unavailable)
+            .source_error(source)
+            .with_cause(cause)
+    }
+
     /// Shorthand for `sync.storage.busy` wrapping a cause.
     pub fn busy(source: impl Into<BoxedSource>) -> Self {
         Self::new(ErrorCode::Busy).source_error(source)
@@ -410,7 +427,8 @@ mod tests {
     }
 
     #[test]
-    fn only_busy_connection_loss_group_failure_cache_miss_and_not_ready_are_retryable() {
+    fn only_busy_connection_loss_group_failure_unavailable_cache_miss_and_not_ready_are_retryable()
+    {
         let retryable: Vec<_> = ErrorCode::ALL.iter().filter(|c| c.retryable()).collect();
         assert_eq!(
             retryable,
@@ -419,6 +437,7 @@ mod tests {
                 &ErrorCode::ConnectionLost,
                 &ErrorCode::OutcomeUnknown,
                 &ErrorCode::GroupCommitFailed,
+                &ErrorCode::Unavailable,
                 &ErrorCode::IdempotencyCacheMiss,
                 &ErrorCode::SchemaNotReady
             ]

@@ -5,7 +5,8 @@
 //! errors become `constraint_violation` only in `upsert_row` and
 //! `duplicate_reaction` only in `enqueue_reactions`; everywhere else a
 //! constraint error is `backend`. Lock, statement and serialization timeouts
-//! and pool checkout timeouts are `busy`.
+//! and pool checkout timeouts are `busy`; insufficient resources (SQLSTATE
+//! class 53, a full disk among them) are the retryable `unavailable`.
 //!
 //! Constraint errors are recognised by what they say, not by one exact
 //! spelling: a distributed Postgres (Citus) names the shard's constraint
@@ -35,6 +36,12 @@ pub(crate) enum Site {
 pub(crate) const FENCE_MESSAGE: &str = "sync.storage.writer_fence_rejected";
 
 const REACTIONS_PKEY: &str = "sync_reactions_pkey";
+
+/// SQLSTATE class 53, insufficient resources (`53100` disk_full, `53200`
+/// out_of_memory, `53300` too_many_connections, `53400`
+/// configuration_limit_exceeded): conditions that clear without a restart,
+/// so the retryable `sync.storage.unavailable`.
+const INSUFFICIENT_RESOURCES_CLASS: &str = "53";
 
 /// A driver error whose `Display` includes the server's SQLSTATE and
 /// message (kept as the coded error's `source`, never in its message).
@@ -71,7 +78,9 @@ pub(crate) fn classify(err: postgres::Error, site: Site) -> Error {
     let error = Error::new(code);
     let error = match (code, site) {
         (ErrorCode::ConstraintViolation, Site::UpsertRow(op_index)) => error.op_index(op_index),
-        (ErrorCode::Backend | ErrorCode::ConnectionLost, _) => error.with_cause(cause_of(&err)),
+        (ErrorCode::Backend | ErrorCode::ConnectionLost | ErrorCode::Unavailable, _) => {
+            error.with_cause(cause_of(&err))
+        }
         _ => error,
     };
     error.source_error(DriverError(err))
@@ -125,18 +134,26 @@ pub(crate) fn cause_of(err: &postgres::Error) -> BackendCause {
             BackendCause::Other
         };
     };
-    let state = db_error.code();
-    match state.code() {
+    match state_cause(db_error.code().code()) {
+        Some(cause) => cause,
+        None if is_connection_error(err) => BackendCause::Unreachable,
+        None => BackendCause::Other,
+    }
+}
+
+/// The cause a server SQLSTATE names by itself, if any.
+fn state_cause(state: &str) -> Option<BackendCause> {
+    Some(match state {
         "28000" | "28P01" => BackendCause::AuthFailed,
         "3D000" => BackendCause::DatabaseMissing,
         "3F000" => BackendCause::SchemaMissing,
         "25006" => BackendCause::ReadOnly,
         "53100" => BackendCause::DiskFull,
+        _ if state.starts_with(INSUFFICIENT_RESOURCES_CLASS) => BackendCause::InsufficientResources,
         "XX001" | "XX002" => BackendCause::Corrupt,
         "54000" | "54001" | "54011" | "54023" => BackendCause::TooLarge,
-        _ if is_connection_error(err) => BackendCause::Unreachable,
-        _ => BackendCause::Other,
-    }
+        _ => return None,
+    })
 }
 
 /// Classifies a driver error outside any special site.
@@ -197,6 +214,9 @@ impl<'a> Facts<'a> {
         }
         if is_busy(&SqlState::from_code(state)) {
             return ErrorCode::Busy;
+        }
+        if state.starts_with(INSUFFICIENT_RESOURCES_CLASS) {
+            return ErrorCode::Unavailable;
         }
         ErrorCode::Backend
     }
@@ -414,6 +434,33 @@ mod tests {
             facts("42P01", "x", None).code(Site::General),
             ErrorCode::Backend
         );
+    }
+
+    #[test]
+    fn insufficient_resources_are_retryable_unavailable_with_their_cause() {
+        for (state, cause) in [
+            ("53100", BackendCause::DiskFull),
+            ("53000", BackendCause::InsufficientResources),
+            ("53200", BackendCause::InsufficientResources),
+            ("53300", BackendCause::InsufficientResources),
+            ("53400", BackendCause::InsufficientResources),
+        ] {
+            for site in [
+                Site::General,
+                Site::UpsertRow(Some(1)),
+                Site::EnqueueReactions,
+            ] {
+                let code = facts(state, "x", None).code(site);
+                assert_eq!(code, ErrorCode::Unavailable, "{state} at {site:?}");
+                assert!(code.retryable(), "{state}");
+            }
+            assert_eq!(state_cause(state), Some(cause), "{state}");
+        }
+        for state in ["54000", "XX001", "42P01", "25006"] {
+            let code = facts(state, "x", None).code(Site::General);
+            assert_eq!(code, ErrorCode::Backend, "{state}");
+            assert!(!code.retryable(), "{state}");
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! constraint-class error and must never become a constraint violation.
 //! Constraint errors are `constraint_violation` only in `upsert_row` and
 //! `duplicate_reaction` only in `enqueue_reactions`; busy and locked are
-//! `busy`; everything else is `backend`.
+//! `busy`; a full disk, a moved database file and I/O failures are the
+//! retryable `unavailable`; everything else is `backend`.
 
 use rusqlite::ffi;
 use sync_core::{BackendCause, Error, ErrorCode};
@@ -49,9 +50,23 @@ pub(crate) fn classify(error: rusqlite::Error, context: Context) -> Error {
         }
         _ => {
             let cause = cause_of(code, extended);
-            Error::backend_with_cause(cause, error)
+            if is_transient(cause) {
+                Error::unavailable(cause, error)
+            } else {
+                Error::backend_with_cause(cause, error)
+            }
         }
     }
+}
+
+/// Causes that clear without a restart — space freed, the file put back,
+/// the I/O path healed — and so are the retryable
+/// `sync.storage.unavailable` rather than `sync.storage.backend`.
+pub(crate) fn is_transient(cause: BackendCause) -> bool {
+    matches!(
+        cause,
+        BackendCause::DiskFull | BackendCause::Moved | BackendCause::IoError
+    )
 }
 
 /// The cause vocabulary (`details.cause`) of an SQLite result code. An
@@ -68,6 +83,7 @@ pub(crate) fn cause_of(code: Option<ffi::ErrorCode>, extended: i32) -> BackendCa
             BackendCause::Corrupt
         }
         Some(ffi::ErrorCode::TooBig) => BackendCause::TooLarge,
+        Some(ffi::ErrorCode::SystemIoFailure) => BackendCause::IoError,
         _ => BackendCause::Other,
     }
 }
@@ -155,16 +171,36 @@ mod tests {
     fn backend_errors_carry_their_cause() {
         for (code, cause) in [
             (ffi::SQLITE_READONLY, "read_only"),
-            (ffi::SQLITE_READONLY_DBMOVED, "moved"),
-            (ffi::SQLITE_FULL, "disk_full"),
             (ffi::SQLITE_CORRUPT, "corrupt"),
             (ffi::SQLITE_NOTADB, "corrupt"),
             (ffi::SQLITE_TOOBIG, "too_large"),
-            (ffi::SQLITE_IOERR, "other"),
+            (ffi::SQLITE_ERROR, "other"),
         ] {
             let coded = classify(failure(code, "x"), Context::Statement);
             assert_eq!(coded.code(), ErrorCode::Backend);
+            assert!(!coded.retryable(), "code {code}");
             assert_eq!(coded.get_detail("cause"), Some(cause), "code {code}");
+        }
+    }
+
+    #[test]
+    fn full_disk_moved_file_and_io_failures_are_retryable_unavailable() {
+        for (code, cause) in [
+            (ffi::SQLITE_FULL, "disk_full"),
+            (ffi::SQLITE_READONLY_DBMOVED, "moved"),
+            (ffi::SQLITE_IOERR, "io_error"),
+            (ffi::SQLITE_IOERR_WRITE, "io_error"),
+            (ffi::SQLITE_IOERR_FSYNC, "io_error"),
+            (ffi::SQLITE_IOERR_SHORT_READ, "io_error"),
+            (ffi::SQLITE_IOERR_FSTAT, "io_error"),
+            (ffi::SQLITE_IOERR_DELETE, "io_error"),
+        ] {
+            for context in [Context::Statement, Context::UpsertRow(Some(1))] {
+                let coded = classify(failure(code, "x"), context);
+                assert_eq!(coded.code(), ErrorCode::Unavailable, "code {code}");
+                assert!(coded.retryable(), "code {code}");
+                assert_eq!(coded.get_detail("cause"), Some(cause), "code {code}");
+            }
         }
     }
 

@@ -7,9 +7,9 @@
 //! file at the path. So before acknowledging anything — at every connection
 //! checkout (the `begin` of a write, every read) and right before every
 //! `COMMIT` — the connection asks SQLite whether its file has moved
-//! (`SQLITE_FCNTL_HAS_MOVED`) and refuses with `sync.storage.backend`,
-//! `details.cause = moved`; connections opened after the first never create
-//! the file.
+//! (`SQLITE_FCNTL_HAS_MOVED`) and refuses with the retryable
+//! `sync.storage.unavailable`, `details.cause = moved`; connections opened
+//! after the first never create the file.
 
 use std::ffi::c_int;
 use std::path::Path;
@@ -17,9 +17,10 @@ use std::path::Path;
 use rusqlite::{ffi, Connection, MAIN_DB};
 use sync_core::{BackendCause, Error, ErrorCode, Result};
 
-/// `sync.storage.backend` with `cause = moved`.
+/// `sync.storage.unavailable` with `cause = moved`: retryable, since the
+/// file put back in place clears it without a restart.
 pub(crate) fn moved_error() -> Error {
-    Error::new(ErrorCode::Backend).with_cause(BackendCause::Moved)
+    Error::new(ErrorCode::Unavailable).with_cause(BackendCause::Moved)
 }
 
 /// Refuses when the file this connection has open is no longer the file at

@@ -1,7 +1,8 @@
-//! A full disk under a live storage: pushes are refused with
-//! `sync.storage.backend`, `details.cause = "disk_full"` — never a panic,
-//! never a poisoned connection — nothing acknowledged is lost, and pushes
-//! succeed again on the same instance once space is freed.
+//! A full disk under a live storage: pushes are refused with the retryable
+//! `sync.storage.unavailable`, `details.cause = "disk_full"` — never a
+//! panic, never a poisoned connection — nothing acknowledged is lost, and
+//! once space is freed pushes succeed again on the same instance, the
+//! refused ones retried under their own commit ids applied exactly once.
 //!
 //! The disk is "filled" with `RLIMIT_FSIZE` (the largest file this process
 //! may write), which works without a mount and as root; `SIGXFSZ` is
@@ -53,13 +54,13 @@ fn try_push(storage: &dyn ServerStorage, ccid: &str) -> Result<i64, Error> {
 }
 
 fn assert_disk_full(error: &Error, what: &str) {
-    assert_eq!(error.code(), ErrorCode::Backend, "{what}: {error:?}");
+    assert_eq!(error.code(), ErrorCode::Unavailable, "{what}: {error:?}");
     assert_eq!(
         error.get_detail("cause"),
         Some("disk_full"),
         "{what}: {error:?}"
     );
-    assert!(!error.retryable(), "{what}: {error:?}");
+    assert!(error.retryable(), "{what}: {error:?}");
 }
 
 /// Every acknowledged push has its result, its commit (the log head is the
@@ -160,6 +161,21 @@ fn a_full_disk_refuses_pushes_as_disk_full_loses_nothing_and_recovers() {
         acked.push((ccid, seq));
     }
     assert_nothing_lost(&storage, &acked, &refused, "after space was freed");
+    // The refused pushes retried under their own commit ids: each applies
+    // once, and a second retry finds its stored result.
+    let retried = refused.len();
+    for ccid in std::mem::take(&mut refused) {
+        let seq = try_push(&storage, &ccid)
+            .unwrap_or_else(|e| panic!("retry of {ccid} after space was freed: {e:?}"));
+        acked.push((ccid.clone(), seq));
+        let again = try_push(&storage, &ccid).expect_err("a second retry");
+        assert_eq!(
+            again.code(),
+            ErrorCode::InvalidArgument,
+            "{ccid}: {again:?}"
+        );
+    }
+    assert_nothing_lost(&storage, &acked, &refused, "after the retries");
     drop(storage);
 
     // A new process sees the same.
@@ -174,8 +190,7 @@ fn a_full_disk_refuses_pushes_as_disk_full_loses_nothing_and_recovers() {
         .expect("integrity_check");
     assert_eq!(check, "ok");
     println!(
-        "disk-full sqlite rlimit: {before_full} pushes acknowledged until the disk was full, {} refused with disk_full, {} acknowledged after space was freed, 0 lost",
-        refused.len(),
-        acked.len() - before_full
+        "disk-full sqlite rlimit: {before_full} pushes acknowledged until the disk was full, {retried} refused with disk_full (retryable) and applied once on retry, {} acknowledged after space was freed, 0 lost",
+        acked.len() - before_full - retried
     );
 }

@@ -1,6 +1,6 @@
 //! The database file under a live storage: unlinked or renamed, it is
-//! refused (`sync.storage.backend`, `cause = moved`) before anything is
-//! acknowledged, by writers and readers alike, and no empty file replaces
+//! refused (the retryable `sync.storage.unavailable`, `cause = moved`)
+//! before anything is acknowledged, by writers and readers alike, and no empty file replaces
 //! it; read-only, missing-directory and corrupt files say so in
 //! `details.cause` at open / ensure time.
 
@@ -12,9 +12,17 @@ use sync_core::{
 };
 use sync_sqlite::{SqliteConfig, SqliteStorage};
 
+/// A moved file clears without a restart (the file put back): the
+/// retryable `unavailable`; every other cause here is `backend`.
 fn assert_cause(result: Result<impl std::fmt::Debug, Error>, cause: &str, what: &str) {
     let error = result.expect_err(what);
-    assert_eq!(error.code(), ErrorCode::Backend, "{what}: {error:?}");
+    let (code, retryable) = if cause == "moved" {
+        (ErrorCode::Unavailable, true)
+    } else {
+        (ErrorCode::Backend, false)
+    };
+    assert_eq!(error.code(), code, "{what}: {error:?}");
+    assert_eq!(error.retryable(), retryable, "{what}: {error:?}");
     assert_eq!(error.get_detail("cause"), Some(cause), "{what}: {error:?}");
 }
 
@@ -87,6 +95,16 @@ fn a_renamed_database_file_acknowledges_nothing_while_it_is_away() {
     assert_eq!(
         push(&storage, "acme", "c1", "cc3", &[task_row("t3", "p1", "c")]),
         2
+    );
+    // The refused push retried under its own commit id applies once.
+    staged_push(&storage, "cc2").commit().expect("retry of cc2");
+    assert_eq!(storage.get_max_commit_seq("acme").unwrap(), 3);
+    assert_eq!(
+        storage
+            .get_push_result("acme", "c1", "cc2")
+            .unwrap()
+            .and_then(|r| r.commit_seq),
+        Some(3)
     );
 }
 

@@ -19,9 +19,10 @@ pub(crate) enum Abort {
 }
 
 impl Abort {
-    /// Storage error mapping: `busy`, `connection_lost`, `outcome_unknown`
-    /// and `schema_not_ready` are request-level and retryable with their own
-    /// codes (a client retries the same commit id; after `outcome_unknown`
+    /// Storage error mapping: `busy`, `connection_lost`, `outcome_unknown`,
+    /// `unavailable` (full disk, moved file, I/O failure, insufficient
+    /// resources) and `schema_not_ready` are request-level and retryable
+    /// with their own codes (a client retries the same commit id; after `outcome_unknown`
     /// the first-writer-wins push result answers `cached` if the commit had
     /// landed — `docs/decisions.md`); a writer fence refusal (from whichever call
     /// reports it: the append, a deferred flush, the commit) is request-level
@@ -32,6 +33,7 @@ impl Abort {
             ErrorCode::Busy
             | ErrorCode::ConnectionLost
             | ErrorCode::OutcomeUnknown
+            | ErrorCode::Unavailable
             | ErrorCode::SchemaNotReady => Abort::Request(WireError::from_storage(&error)),
             ErrorCode::WriterFenceRejected => Abort::Request(
                 WireError::new(
@@ -99,12 +101,14 @@ mod tests {
             ErrorCode::Busy,
             ErrorCode::ConnectionLost,
             ErrorCode::OutcomeUnknown,
+            ErrorCode::Unavailable,
             ErrorCode::SchemaNotReady,
         ] {
             match Abort::storage(Error::new(code)) {
                 Abort::Request(wire) => {
                     assert_eq!(wire.code, code.as_str());
                     assert!(wire.retryable, "{code} must be retryable on the wire");
+                    assert_eq!(wire.http_status, 503, "{code}");
                 }
                 other => panic!("{code} mapped to {other:?}"),
             }

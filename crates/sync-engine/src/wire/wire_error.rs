@@ -183,6 +183,13 @@ const CATALOG: &[Entry] = &[
         "retryLater",
         503,
     ),
+    (
+        "sync.storage.unavailable",
+        "unavailable",
+        true,
+        "retryLater",
+        503,
+    ),
     ("blob.not_found", "not-found", false, "fixRequest", 404),
     (
         "operation.unknown",
@@ -273,7 +280,8 @@ impl WireError {
 
     /// The wire form of a storage or gate error whose code is itself a wire
     /// code (`sync.schema_not_ready`, `sync.storage.busy`,
-    /// `sync.storage.connection_lost`, `sync.storage.outcome_unknown`),
+    /// `sync.storage.connection_lost`, `sync.storage.outcome_unknown`,
+    /// `sync.storage.unavailable`),
     /// carrying the error's details.
     pub fn from_storage(error: &sync_core::Error) -> Self {
         let mut wire = Self::new(error.code().as_str(), error.message());
