@@ -288,7 +288,7 @@ pub trait RawAccess: Send {
     fn replay_reference_start(&self) -> Result<()> {
         Err(unsupported("replay_reference_start"))
     }
-    /// Breaks the storage's fence trigger behind its back (C-332); a way a
+    /// Breaks the storage's fence trigger behind its back (C-332, C-355); a way a
     /// dialect has no notion of returns `capability_unsupported`.
     fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
         let _ = tamper;
@@ -317,6 +317,12 @@ pub enum FenceTamper {
     Drop,
     /// The trigger stays but is disabled.
     Disable,
+    /// The trigger is re-created under its own name, running the storage's
+    /// own check, with a `WHEN (false)` condition: it never fires.
+    WhenFalse,
+    /// The trigger is re-created under its own name, running the storage's
+    /// own check, as a `BEFORE UPDATE` trigger: commit inserts pass.
+    BeforeUpdate,
 }
 
 fn unsupported(capability: &str) -> sync_core::Error {

@@ -34,6 +34,41 @@ pub enum FenceTriggerState {
     /// The storage's trigger fires, but its check is not the current text
     /// (an older one that resolves names through the inserting session).
     Outdated,
+    /// A trigger of the storage's name runs the storage's check, but is
+    /// not defined as the storage defines it (another timing, event, level
+    /// or a `WHEN` condition): it may never fire on a commit insert.
+    Tampered(TriggerDifference),
+}
+
+/// What differs between the fence trigger found and the one the storage
+/// installs ([`FenceTriggerState::Tampered`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggerDifference {
+    /// Not `BEFORE` (an `AFTER` or `INSTEAD OF` trigger).
+    Timing,
+    /// Not `INSERT` only (another or a further event: `UPDATE`, `DELETE`, …).
+    Events,
+    /// Not `FOR EACH ROW`.
+    Level,
+    /// A `WHEN` condition other than the storage's (none on Postgres).
+    Condition,
+    /// Anything else of the definition: arguments, a column list, a
+    /// constraint trigger, a text that does not parse as the storage's.
+    Definition,
+}
+
+impl TriggerDifference {
+    /// The stable name (`details.difference`): `timing`, `events`,
+    /// `level`, `condition` or `definition`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timing => "timing",
+            Self::Events => "events",
+            Self::Level => "level",
+            Self::Condition => "condition",
+            Self::Definition => "definition",
+        }
+    }
 }
 
 impl FenceTriggerState {
@@ -43,8 +78,8 @@ impl FenceTriggerState {
     }
 
     /// The stable cause of a trigger that does not enforce the fence:
-    /// `trigger_missing`, `trigger_disabled`, `trigger_foreign` or
-    /// `function_outdated`; `None`
+    /// `trigger_missing`, `trigger_disabled`, `trigger_foreign`,
+    /// `function_outdated` or `trigger_tampered`; `None`
     /// when enforced or when there is no commit table.
     pub fn cause(self) -> Option<&'static str> {
         match self {
@@ -53,6 +88,16 @@ impl FenceTriggerState {
             Self::Disabled => Some("trigger_disabled"),
             Self::Foreign => Some("trigger_foreign"),
             Self::Outdated => Some("function_outdated"),
+            Self::Tampered(_) => Some("trigger_tampered"),
+        }
+    }
+
+    /// What differs from the storage's definition, for
+    /// [`FenceTriggerState::Tampered`].
+    pub fn difference(self) -> Option<TriggerDifference> {
+        match self {
+            Self::Tampered(difference) => Some(difference),
+            _ => None,
         }
     }
 }

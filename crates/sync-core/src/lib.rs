@@ -91,7 +91,7 @@ pub use checkpoints::{
 pub use clients::{ClientCursorInfo, ClientRecord, ClientSubscription, PartitionRegistryEntry};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorCode, Result, UnknownErrorCode, CAUSE_DETAIL};
-pub use fence::{effective_fence, writer_fence_allows, FenceTriggerState};
+pub use fence::{effective_fence, writer_fence_allows, FenceTriggerState, TriggerDifference};
 pub use gate::{
     check_serve_gate, serve_gate_refusal, serve_gate_token_changed, serve_not_ready_error,
     ServeContext, ServeGate, ServeGateRefusal,

@@ -5,7 +5,9 @@
 //! states and causes as `syncstore status` prints them, and column types
 //! as schema input and stored layouts spell them.
 
-use sync_core::{ChangeOp, CheckpointState, ColumnType, FenceTriggerState, Resolution};
+use sync_core::{
+    ChangeOp, CheckpointState, ColumnType, FenceTriggerState, Resolution, TriggerDifference,
+};
 
 #[test]
 fn checkpoint_states_have_their_stored_names_and_parse_back() {
@@ -23,13 +25,14 @@ fn checkpoint_states_have_their_stored_names_and_parse_back() {
     assert_eq!(CheckpointState::parse(""), None);
 }
 
-const TRIGGER_STATES: [FenceTriggerState; 6] = [
+const TRIGGER_STATES: [FenceTriggerState; 7] = [
     FenceTriggerState::NoCommitTable,
     FenceTriggerState::Enforced,
     FenceTriggerState::Missing,
     FenceTriggerState::Disabled,
     FenceTriggerState::Foreign,
     FenceTriggerState::Outdated,
+    FenceTriggerState::Tampered(TriggerDifference::Condition),
 ];
 
 #[test]
@@ -53,8 +56,32 @@ fn a_trigger_that_does_not_enforce_names_its_stable_cause() {
             Some("trigger_disabled"),
             Some("trigger_foreign"),
             Some("function_outdated"),
+            Some("trigger_tampered"),
         ]
     );
+}
+
+#[test]
+fn a_tampered_trigger_names_what_differs() {
+    let names: Vec<&str> = [
+        TriggerDifference::Timing,
+        TriggerDifference::Events,
+        TriggerDifference::Level,
+        TriggerDifference::Condition,
+        TriggerDifference::Definition,
+    ]
+    .into_iter()
+    .map(|d| {
+        let state = FenceTriggerState::Tampered(d);
+        assert_eq!(state.difference(), Some(d));
+        d.as_str()
+    })
+    .collect();
+    assert_eq!(
+        names,
+        ["timing", "events", "level", "condition", "definition"]
+    );
+    assert_eq!(FenceTriggerState::Foreign.difference(), None);
 }
 
 #[test]

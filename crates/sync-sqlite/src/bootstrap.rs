@@ -3,7 +3,7 @@
 //! one `BEGIN IMMEDIATE`.
 
 use rusqlite::Connection;
-use sync_core::{FenceTriggerState, Result};
+use sync_core::{FenceTriggerState, Result, TriggerDifference};
 
 use crate::errors::DbResultExt;
 use crate::pools::{begin_immediate, commit, rollback};
@@ -281,7 +281,11 @@ fn has_table(conn: &Connection, table: &str) -> Result<bool> {
 }
 
 /// The state of the writer-fence trigger (`tables.md` §4.1): enforced only
-/// when `sqlite_master` holds exactly the current text.
+/// when `sqlite_master` holds the current text (whitespace aside). A trigger
+/// of our name with our condition and body but another timing, event or
+/// level is [`FenceTriggerState::Tampered`]; any other text — another
+/// condition or body is another check (the reference's trigger, an older
+/// one of ours) — is [`FenceTriggerState::Foreign`].
 pub(crate) fn fence_trigger_state(conn: &Connection) -> Result<FenceTriggerState> {
     let commits = conn
         .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sync_commits'")
@@ -291,7 +295,156 @@ pub(crate) fn fence_trigger_state(conn: &Connection) -> Result<FenceTriggerState
     Ok(match stored_fence_trigger(conn)? {
         _ if !commits => FenceTriggerState::NoCommitTable,
         None => FenceTriggerState::Missing,
-        Some(text) if text == FENCE_TRIGGER_SQL => FenceTriggerState::Enforced,
-        Some(_) => FenceTriggerState::Foreign,
+        Some(text) => classify_fence_trigger(&text),
     })
+}
+
+/// Collapses every run of whitespace into one space.
+fn normalized(sql: &str) -> String {
+    sql.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Splits a normalized trigger statement into its head (up to the event's
+/// table and level) and the rest from ` WHEN ` on.
+fn split_at_when(normalized: &str) -> Option<(&str, &str)> {
+    let at = normalized.find(" WHEN ")?;
+    Some((&normalized[..at], &normalized[at..]))
+}
+
+/// The state of a stored trigger text of our name.
+pub(crate) fn classify_fence_trigger(stored: &str) -> FenceTriggerState {
+    let stored = normalized(stored);
+    let expected = normalized(FENCE_TRIGGER_SQL);
+    if stored == expected {
+        return FenceTriggerState::Enforced;
+    }
+    let (Some((head, rest)), Some((_, expected_rest))) =
+        (split_at_when(&stored), split_at_when(&expected))
+    else {
+        return FenceTriggerState::Foreign;
+    };
+    if rest != expected_rest {
+        return FenceTriggerState::Foreign;
+    }
+    match head_difference(head) {
+        Some(difference) => FenceTriggerState::Tampered(difference),
+        None => FenceTriggerState::Enforced,
+    }
+}
+
+/// What differs in the head `CREATE TRIGGER <name> [<timing>] <event> ON
+/// <table> [FOR EACH ROW]` from ours, keywords compared without case; an
+/// omitted timing is `BEFORE` in SQLite, and every SQLite trigger is a row
+/// trigger.
+fn head_difference(head: &str) -> Option<TriggerDifference> {
+    let words: Vec<String> = head.split(' ').map(str::to_ascii_uppercase).collect();
+    let name = FENCE_TRIGGER_NAME.to_ascii_uppercase();
+    let (Some(on), true) = (
+        words.iter().position(|w| w == "ON"),
+        words.len() > 3 && words[..3] == ["CREATE", "TRIGGER", name.as_str()],
+    ) else {
+        return Some(TriggerDifference::Definition);
+    };
+    let between: Vec<&str> = words[3..on].iter().map(String::as_str).collect();
+    let events = match between.as_slice() {
+        ["BEFORE", events @ ..] => events,
+        ["AFTER" | "INSTEAD", ..] => return Some(TriggerDifference::Timing),
+        events => events,
+    };
+    if events != ["INSERT"] {
+        return Some(TriggerDifference::Events);
+    }
+    let after_on: Vec<&str> = words[on + 1..].iter().map(String::as_str).collect();
+    match after_on.as_slice() {
+        ["SYNC_COMMITS", "FOR", "EACH", "ROW"] | ["SYNC_COMMITS"] => None,
+        _ => Some(TriggerDifference::Definition),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(from: &str, to: &str) -> String {
+        assert!(FENCE_TRIGGER_SQL.contains(from), "{from}");
+        FENCE_TRIGGER_SQL.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn our_text_is_enforced_whitespace_aside() {
+        assert_eq!(
+            classify_fence_trigger(FENCE_TRIGGER_SQL),
+            FenceTriggerState::Enforced
+        );
+        let reflowed = FENCE_TRIGGER_SQL.replace('\n', "\n   ");
+        let lower = with("BEFORE INSERT ON", "before insert on");
+        let implicit = with(
+            "BEFORE INSERT ON sync_commits FOR EACH ROW",
+            "INSERT ON sync_commits",
+        );
+        for text in [reflowed, lower, implicit] {
+            assert_eq!(
+                classify_fence_trigger(&text),
+                FenceTriggerState::Enforced,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn another_timing_event_or_level_is_tampered_and_named() {
+        for (text, difference) in [
+            (
+                with("BEFORE INSERT", "AFTER INSERT"),
+                TriggerDifference::Timing,
+            ),
+            (
+                with("BEFORE INSERT", "INSTEAD OF INSERT"),
+                TriggerDifference::Timing,
+            ),
+            (
+                with("BEFORE INSERT", "BEFORE UPDATE"),
+                TriggerDifference::Events,
+            ),
+            (
+                with("BEFORE INSERT", "BEFORE UPDATE OF writer_version"),
+                TriggerDifference::Events,
+            ),
+            (
+                with("BEFORE INSERT", "before delete"),
+                TriggerDifference::Events,
+            ),
+            (
+                with("ON sync_commits", "ON sync_changes"),
+                TriggerDifference::Definition,
+            ),
+        ] {
+            assert_eq!(
+                classify_fence_trigger(&text),
+                FenceTriggerState::Tampered(difference),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn another_condition_or_body_is_another_check() {
+        let when_false = format!(
+            "{}\nWHEN (false)\nBEGIN SELECT RAISE(ABORT, 'sync.storage.writer_fence_rejected'); END",
+            FENCE_TRIGGER_SQL.lines().next().unwrap_or_default()
+        );
+        for text in [
+            when_false,
+            with("RAISE(ABORT", "RAISE(IGNORE"),
+            with("-1)\nBEGIN", "-2)\nBEGIN"),
+            "CREATE TRIGGER sync_commits_writer_fence BEFORE INSERT ON sync_commits BEGIN SELECT 1; END"
+                .to_owned(),
+        ] {
+            assert_eq!(
+                classify_fence_trigger(&text),
+                FenceTriggerState::Foreign,
+                "{text}"
+            );
+        }
+    }
 }

@@ -15,7 +15,7 @@ use sync_conformance::{
 use sync_core::{Clock, Error, ErrorCode, Result, ServerStorage};
 use tempfile::TempDir;
 
-use crate::bootstrap::{stored_fence_trigger, FENCE_TRIGGER_NAME};
+use crate::bootstrap::{stored_fence_trigger, FENCE_TRIGGER_NAME, FENCE_TRIGGER_SQL};
 use crate::errors::DbResultExt;
 use crate::hot_path_sql as hot;
 use crate::sql::quote;
@@ -40,6 +40,25 @@ BEFORE INSERT ON sync_commits FOR EACH ROW
 WHEN EXISTS (SELECT 1 FROM sync_writer_fence WHERE partition = NEW.partition
   AND (NEW.writer_version IS NULL OR NEW.writer_version < required_writer_version))
 BEGIN SELECT RAISE(ABORT, 'sync.storage.writer_fence_rejected'); END";
+
+/// Our fence trigger re-created under its own name with its own check, but
+/// never firing on a commit insert: `WHEN (false)` instead of the fence
+/// condition, or `BEFORE UPDATE` instead of `BEFORE INSERT`.
+fn tampered_fence_trigger(tamper: FenceTamper) -> String {
+    match tamper {
+        FenceTamper::BeforeUpdate => {
+            FENCE_TRIGGER_SQL.replacen("BEFORE INSERT", "BEFORE UPDATE", 1)
+        }
+        _ => {
+            let lines: Vec<&str> = FENCE_TRIGGER_SQL.lines().collect();
+            format!(
+                "{}\nWHEN (false)\n{}",
+                lines.first().copied().unwrap_or_default(),
+                lines.last().copied().unwrap_or_default()
+            )
+        }
+    }
+}
 
 /// The SQLite harness.
 #[derive(Debug, Clone, Copy, Default)]
@@ -651,6 +670,10 @@ impl RawAccess for SqliteRaw {
             FenceTamper::Drop => self.batch(&format!("DROP TRIGGER {FENCE_TRIGGER_NAME}")),
             FenceTamper::Disable => Err(Error::new(ErrorCode::CapabilityUnsupported)
                 .detail("capability", "disabled_trigger")),
+            FenceTamper::WhenFalse | FenceTamper::BeforeUpdate => self.batch(&format!(
+                "DROP TRIGGER {FENCE_TRIGGER_NAME};\n{}",
+                tampered_fence_trigger(tamper)
+            )),
         }
     }
 }

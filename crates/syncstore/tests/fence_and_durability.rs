@@ -23,19 +23,46 @@ fn status_refuses_to_report_a_fence_the_database_does_not_enforce() {
     let _app = seed_todos(&db, "acme", 2, 1);
     assert_eq!(db.json(&["status"])["partitions"][0]["writer_fence"], 1);
 
-    for (statement, cause) in [
+    // Our trigger re-created under its own name, running our function, but
+    // never firing on a commit insert.
+    let redefined = |definition: &str| {
+        format!(
+            "DROP TRIGGER sync_commits_effective_writer_fence ON sync_commits; \
+             CREATE TRIGGER sync_commits_effective_writer_fence {definition} \
+             EXECUTE FUNCTION sync_writer_fence_check()"
+        )
+    };
+    for (statement, expected) in [
         (
-            "ALTER TABLE sync_commits DISABLE TRIGGER sync_commits_effective_writer_fence",
-            "trigger_disabled",
+            "ALTER TABLE sync_commits DISABLE TRIGGER sync_commits_effective_writer_fence"
+                .to_owned(),
+            json!({ "cause": "trigger_disabled" }),
         ),
         (
-            "DROP TRIGGER sync_commits_effective_writer_fence ON sync_commits",
-            "trigger_missing",
+            "DROP TRIGGER sync_commits_effective_writer_fence ON sync_commits".to_owned(),
+            json!({ "cause": "trigger_missing" }),
+        ),
+        (
+            redefined("BEFORE INSERT ON sync_commits FOR EACH ROW WHEN (false)"),
+            json!({ "cause": "trigger_tampered", "difference": "condition" }),
+        ),
+        (
+            redefined("BEFORE UPDATE ON sync_commits FOR EACH ROW"),
+            json!({ "cause": "trigger_tampered", "difference": "events" }),
+        ),
+        (
+            redefined("AFTER INSERT ON sync_commits FOR EACH ROW"),
+            json!({ "cause": "trigger_tampered", "difference": "timing" }),
+        ),
+        (
+            redefined("BEFORE INSERT ON sync_commits FOR EACH STATEMENT"),
+            json!({ "cause": "trigger_tampered", "difference": "level" }),
         ),
     ] {
-        pg_raw(&db).batch_execute(statement).unwrap();
+        pg_raw(&db).batch_execute(&statement).unwrap();
         let details = db.json_error(&["status"], "sync.cli.fence_not_enforced");
-        assert_eq!(details, json!({ "cause": cause }));
+        assert_eq!(details, expected, "{statement}");
+        let cause = expected["cause"].as_str().unwrap_or_default();
         let text = db.run(&["status"]);
         text.text_error("sync.cli.fence_not_enforced");
         assert!(text.stderr.contains(cause), "{}", text.stderr);

@@ -3,14 +3,15 @@
 //! reference process starts and restarts against the same database, when
 //! the fence trigger is broken behind the storage's back, with the
 //! reference's `BIGINT` writer-version column, and against a role that
-//! shadows the fence tables.
+//! shadows the fence tables; C-355 (beyond the checklist): the trigger
+//! re-created under its own name with another condition or event.
 //!
 //! A reference start is [`RawAccess::replay_reference_start`]; set A is the
 //! reference fixture set restored through [`Harness::load_reference`].
 
 use std::sync::Arc;
 
-use sync_core::{CompiledSchema, ErrorCode, FenceTriggerState, ServerStorage};
+use sync_core::{CompiledSchema, ErrorCode, FenceTriggerState, ServerStorage, TriggerDifference};
 
 use crate::check::{expect_code, CheckDef, CheckResult, Failure, Requires};
 use crate::checks::support_barrier::{
@@ -62,6 +63,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         c334_shadowing_role_fenced,
     )
     .requires(Requires::DatabaseRoles),
+    check(
+        GROUP,
+        "C-355",
+        "fence trigger re-created under its own name and check but WHEN (false) or BEFORE UPDATE: reported not enforced, repaired by the next ensure",
+        c355_trigger_redefined_under_its_name,
+    ),
 ];
 
 /// Fixture directory used when `SYNCSTORE_FIXTURES` is not set: the
@@ -198,6 +205,53 @@ fn c332_trigger_repaired_on_open(ctx: &mut Ctx<'_>) -> CheckResult {
             reopened.writer_fence_trigger()?,
             FenceTriggerState::Enforced,
             "fence trigger state after a new instance opened ({tamper:?})"
+        );
+        seq += 1;
+        expect_code(
+            raw.insert_commit("p1", seq, None),
+            ErrorCode::WriterFenceRejected,
+            &format!("raw insert with NULL writer version after the repair of {tamper:?}"),
+        )?;
+    }
+    Ok(())
+}
+
+/// C-355 (beyond the checklist, `docs/decisions.md`): a trigger of the
+/// storage's name that runs the storage's check is not enough — its
+/// timing, events and condition must be the storage's too.
+fn c355_trigger_redefined_under_its_name(ctx: &mut Ctx<'_>) -> CheckResult {
+    let raw = ctx.raw()?;
+    let mut seq = 100;
+    for tamper in [FenceTamper::WhenFalse, FenceTamper::BeforeUpdate] {
+        let storage = fix1_storage(ctx)?;
+        check_eq!(
+            storage.writer_fence_trigger()?,
+            FenceTriggerState::Enforced,
+            "fence trigger state before {tamper:?}"
+        );
+        raw.tamper_fence_trigger(tamper)?;
+        let read = storage.writer_fence_trigger()?;
+        check!(
+            !read.is_enforced() && read.cause().is_some(),
+            "after {tamper:?} the state must be an error with a cause, got {read:?}"
+        );
+        if tamper == FenceTamper::BeforeUpdate {
+            check_eq!(
+                read,
+                FenceTriggerState::Tampered(TriggerDifference::Events),
+                "state after {tamper:?}"
+            );
+        }
+        seq += 1;
+        raw.insert_commit("p1", seq, None).map_err(|e| {
+            Failure::new(format!("after {tamper:?} the trigger fires no more: {e:?}"))
+        })?;
+
+        let reopened = fix1_storage(ctx)?;
+        check_eq!(
+            reopened.writer_fence_trigger()?,
+            FenceTriggerState::Enforced,
+            "fence trigger state after a new instance ensured ({tamper:?})"
         );
         seq += 1;
         expect_code(

@@ -7,7 +7,7 @@ use sync_conformance::FenceTamper;
 use sync_core::{Error, Result};
 
 use super::{fresh_schema_name, schema_client};
-use crate::fence_trigger::FENCE_TRIGGER_NAME;
+use crate::fence_trigger::{FENCE_FUNCTION_NAME, FENCE_TRIGGER_NAME};
 use crate::pool::Conn;
 use crate::sql::quote_ident;
 
@@ -80,13 +80,27 @@ pub(crate) fn statements_of(sql: &str) -> Vec<&str> {
     statements
 }
 
-/// The statement that breaks our trigger the way `tamper` says.
-pub(crate) fn tamper_sql(tamper: FenceTamper) -> String {
+/// The statements that break our trigger the way `tamper` says.
+pub(crate) fn tamper_sql(tamper: FenceTamper) -> Vec<String> {
+    let drop = format!("DROP TRIGGER {FENCE_TRIGGER_NAME} ON sync_commits");
+    let redefined = |definition: &str| {
+        vec![
+            drop.clone(),
+            format!(
+                "CREATE TRIGGER {FENCE_TRIGGER_NAME} {definition} \
+                 EXECUTE FUNCTION {FENCE_FUNCTION_NAME}()"
+            ),
+        ]
+    };
     match tamper {
-        FenceTamper::Drop => format!("DROP TRIGGER {FENCE_TRIGGER_NAME} ON sync_commits"),
-        FenceTamper::Disable => {
-            format!("ALTER TABLE sync_commits DISABLE TRIGGER {FENCE_TRIGGER_NAME}")
+        FenceTamper::Drop => vec![drop],
+        FenceTamper::Disable => vec![format!(
+            "ALTER TABLE sync_commits DISABLE TRIGGER {FENCE_TRIGGER_NAME}"
+        )],
+        FenceTamper::WhenFalse => {
+            redefined("BEFORE INSERT ON sync_commits FOR EACH ROW WHEN (false)")
         }
+        FenceTamper::BeforeUpdate => redefined("BEFORE UPDATE ON sync_commits FOR EACH ROW"),
     }
 }
 

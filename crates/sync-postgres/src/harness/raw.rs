@@ -371,7 +371,10 @@ impl RawAccess for PgRaw {
     }
 
     fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
-        self.batch(&mixed_fleet::tamper_sql(tamper))
+        for statement in mixed_fleet::tamper_sql(tamper) {
+            self.batch(&statement)?;
+        }
+        Ok(())
     }
 
     fn insert_commit_as_shadowing_role(

@@ -7,8 +7,10 @@
 //!
 //! A fence number is only reported when the database enforces it: the
 //! state of the fence trigger is read first, before anything else touches
-//! the database, and a trigger that is missing, disabled or runs something
-//! else is the error `sync.cli.fence_not_enforced` with its `cause`.
+//! the database, and a trigger that is missing, disabled, runs something
+//! else or is defined otherwise (timing, events, level, a `WHEN`
+//! condition) is the error `sync.cli.fence_not_enforced` with its `cause`
+//! (and, for `trigger_tampered`, the `difference`).
 
 use serde_json::{json, Value};
 use sync_core::{serve_gate_refusal, FenceTriggerState, ServeContext, ServerStorage};
@@ -114,7 +116,13 @@ fn require_enforced_fence(trigger: FenceTriggerState, fence_raised: bool) -> Cli
     match trigger.cause() {
         None => Ok(()),
         Some(_) if trigger == FenceTriggerState::Missing && !fence_raised => Ok(()),
-        Some(cause) => Err(CliError::new(CliCode::FenceNotEnforced).detail("cause", cause)),
+        Some(cause) => {
+            let error = CliError::new(CliCode::FenceNotEnforced).detail("cause", cause);
+            Err(match trigger.difference() {
+                Some(difference) => error.detail("difference", difference.as_str()),
+                None => error,
+            })
+        }
     }
 }
 
