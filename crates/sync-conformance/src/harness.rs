@@ -294,6 +294,15 @@ pub trait RawAccess: Send {
         let _ = tamper;
         Err(unsupported("tamper_fence_trigger"))
     }
+    /// Runs `attack` as a writer that is not the storage: on SQLite a raw
+    /// connection, on Postgres a role granted only `SELECT, INSERT,
+    /// UPDATE, DELETE` on the storage's tables (created for the call). The
+    /// database must refuse it (C-356). The default body returns
+    /// `capability_unsupported`.
+    fn attack_barrier(&self, attack: BarrierAttack<'_>) -> Result<()> {
+        let _ = attack;
+        Err(unsupported("attack_barrier"))
+    }
     /// Inserts a bare commit (like [`RawAccess::insert_commit`]) as a
     /// hostile database role that shadows the fence tables with its own
     /// (C-334: a schema named after the role holding its own
@@ -308,6 +317,38 @@ pub trait RawAccess: Send {
         let _ = (partition, commit_seq, writer_version);
         Err(unsupported("insert_commit_as_shadowing_role"))
     }
+}
+
+/// A write to the migration barrier's tables that the protocol never makes
+/// ([`RawAccess::attack_barrier`], C-356): each must be refused by the
+/// database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierAttack<'a> {
+    /// The control: `UPDATE sync_writer_fence SET required_writer_version
+    /// = 3` for a partition, a raise the protocol allows — it must succeed,
+    /// which shows the writer may write the table at all.
+    RaisePartitionFence(&'a str),
+    /// `UPDATE sync_schema_meta SET required_writer_version = 1`.
+    LowerDatabaseFence,
+    /// `UPDATE sync_schema_meta SET required_writer_version = NULL`.
+    ClearDatabaseFence,
+    /// `DELETE FROM sync_schema_meta`.
+    DeleteMarker,
+    /// `UPDATE sync_writer_fence SET required_writer_version = 1` for a partition.
+    LowerPartitionFence(&'a str),
+    /// `DELETE FROM sync_writer_fence` for a partition.
+    DeletePartitionFence(&'a str),
+    /// The partition fence written again at 1 by an insert that replaces
+    /// the row (SQLite `INSERT OR REPLACE`, Postgres `ON CONFLICT DO UPDATE`).
+    ReplacePartitionFence(&'a str),
+    /// `UPDATE sync_backfill_checkpoints SET state = 'activated'` for
+    /// `(partition, name)`.
+    ActivateCheckpoint(&'a str, &'a str),
+    /// `DELETE FROM sync_backfill_checkpoints` for `(partition, name)`.
+    DeleteCheckpoint(&'a str, &'a str),
+    /// A checkpoint row inserted (or replacing the stored one) as
+    /// `activated`.
+    InsertActivatedCheckpoint(&'a str, &'a str),
 }
 
 /// How [`RawAccess::tamper_fence_trigger`] breaks the fence trigger.

@@ -27,8 +27,9 @@ pub use check::{
 };
 pub use context::{Ctx, NOW};
 pub use harness::{
-    DbHandle, FenceTamper, GroupedStorage, Harness, HarnessEntry, HarnessEnv, HarnessFn, HotPath,
-    OldWriter, PlanSummary, PoolLimits, RawAccess, RawColumn, RawFilter, RawIndex, WriterProbe,
+    BarrierAttack, DbHandle, FenceTamper, GroupedStorage, Harness, HarnessEntry, HarnessEnv,
+    HarnessFn, HotPath, OldWriter, PlanSummary, PoolLimits, RawAccess, RawColumn, RawFilter,
+    RawIndex, WriterProbe,
 };
 pub use properties::{BooleanValues, Planner, Properties, Requires, WriteLocking};
 pub use registry::registry;

@@ -85,15 +85,15 @@ mod tests {
     #[test]
     fn every_checklist_id_has_exactly_one_check() {
         let ids: Vec<&str> = registry().iter().map(|c| c.id).collect();
-        // C-336…C-355 and E-083 guard behaviours beyond the checklists
+        // C-336…C-356 and E-083 guard behaviours beyond the checklists
         // (`docs/decisions.md`).
-        let expected: Vec<String> = (1..=355)
+        let expected: Vec<String> = (1..=356)
             .map(|n| format!("C-{n:03}"))
             .chain((1..=83).map(|n| format!("E-{n:03}")))
             .collect();
         assert_eq!(
             ids, expected,
-            "the registry must hold C-001…C-355 and E-001…E-083 exactly once each"
+            "the registry must hold C-001…C-356 and E-001…E-083 exactly once each"
         );
     }
 

@@ -130,6 +130,13 @@ error_codes! {
     NotDistributable => ("sync.storage.not_distributable", false, "the database cannot be distributed by partition: it is not a Citus coordinator, is sharded by schema, or already holds data"),
     /// `sync.storage.writer_fence_rejected`
     WriterFenceRejected => ("sync.storage.writer_fence_rejected", false, "the writer version is below the partition's writer fence"),
+    /// `sync.storage.barrier_write_refused` — a database guard trigger
+    /// refused a write to the migration barrier's tables that the protocol
+    /// never makes: lowering or removing a writer fence, changing an
+    /// activated checkpoint, inserting a checkpoint in any state but a
+    /// fresh `declared`, or activating or deleting a checkpoint other than
+    /// as the storage does.
+    BarrierWriteRefused => ("sync.storage.barrier_write_refused", false, "the database refuses to lower or remove a writer fence or to forge a checkpoint transition"),
     /// `sync.storage.constraint_violation`
     ConstraintViolation => ("sync.storage.constraint_violation", false, "application row violates a relational constraint"),
     /// `sync.storage.duplicate_reaction`

@@ -7,6 +7,7 @@
 
 use sync_core::{Error, ErrorCode, Result};
 
+use crate::barrier_guards;
 use crate::citus::{self, DistributeOptions};
 use crate::fence_trigger;
 use crate::pool::{col, Conn};
@@ -237,6 +238,7 @@ fn create_missing(conn: &mut Conn, distribution: Option<&DistributeOptions>) -> 
         }
     }
     fence_trigger::install(conn)?;
+    barrier_guards::install(conn)?;
     if let Some(options) = distribution.filter(|_| missing.citus) {
         if missing.relations.iter().any(|m| m == "sync_partitions") {
             citus::distribute_schema(conn, options)?;

@@ -197,6 +197,11 @@ impl<'a> Facts<'a> {
         if self.state == SqlState::RAISE_EXCEPTION.code() && self.message.contains(FENCE_MESSAGE) {
             return ErrorCode::WriterFenceRejected;
         }
+        if self.state == SqlState::RAISE_EXCEPTION.code()
+            && self.message.contains(crate::barrier_guards::GUARD_MESSAGE)
+        {
+            return ErrorCode::BarrierWriteRefused;
+        }
         let state = self.integrity_state();
         if state.starts_with("23") {
             return match site {
@@ -426,6 +431,11 @@ mod tests {
         assert_eq!(
             fence.code(Site::UpsertRow(None)),
             ErrorCode::WriterFenceRejected
+        );
+        let guard = facts("P0001", crate::barrier_guards::GUARD_MESSAGE, None);
+        assert_eq!(
+            guard.code(Site::UpsertRow(None)),
+            ErrorCode::BarrierWriteRefused
         );
         for state in ["40001", "40P01", "55P03", "57014"] {
             assert_eq!(facts(state, "x", None).code(Site::General), ErrorCode::Busy);

@@ -6,6 +6,7 @@
 //! Storage instances connect with `search_path` set to that schema; raw
 //! access is a plain `postgres::Client` with the same `search_path`.
 
+mod dml_role;
 mod explain;
 pub mod mixed_fleet;
 mod old_writer;

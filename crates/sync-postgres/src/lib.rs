@@ -82,6 +82,7 @@ pub mod hot_path_sql {
 }
 
 mod admin;
+mod barrier_guards;
 mod blobs;
 mod bootstrap;
 mod checkpoints;

@@ -197,7 +197,8 @@ fn install(conn: &Connection) -> Result<()> {
             conn.execute_batch(alter).db()?;
         }
     }
-    install_fence_trigger(conn)
+    install_fence_trigger(conn)?;
+    crate::barrier_guards::install(conn)
 }
 
 /// Whether `PRAGMA table_info` of an internal table lists `column`.

@@ -230,6 +230,8 @@ pub(crate) fn required_writer_version(conn: &Connection, partition: &str) -> Res
 }
 
 /// Raises the partition fence to `max(existing, version)`; never lowers it.
+/// The inserted value is already the maximum: the insert guard refuses an
+/// insert below the stored fence even when the conflict branch would keep it.
 pub(crate) fn raise_partition_fence(
     conn: &Connection,
     partition: &str,
@@ -237,7 +239,8 @@ pub(crate) fn raise_partition_fence(
 ) -> Result<()> {
     seam::cached(
         conn,
-        "INSERT INTO sync_writer_fence (partition, required_writer_version) VALUES (?1, ?2) \
+        "INSERT INTO sync_writer_fence (partition, required_writer_version) \
+         VALUES (?1, max(?2, coalesce((SELECT required_writer_version FROM sync_writer_fence WHERE partition = ?1), ?2))) \
          ON CONFLICT (partition) DO UPDATE SET required_writer_version = \
          max(sync_writer_fence.required_writer_version, excluded.required_writer_version)",
     )
@@ -277,16 +280,22 @@ pub(crate) fn install(
     version: i32,
     now_ms: i64,
 ) -> Result<StoredCheckpoint> {
-    seam::cached(conn,
-        "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, watermark, owner_epoch, \
-         observed_rows, updated_at_ms) VALUES (?1, ?2, ?3, 'declared', 0, 0, 0, ?4) \
-         ON CONFLICT (partition, name) DO NOTHING",
-    )
-    .db()?
-    .execute((partition, name, version, now_ms))
-    .db()?;
-    let Some(row) = read_one(conn, partition, name)? else {
-        return Err(Error::new(ErrorCode::CheckpointNotDeclared));
+    // Read first: the insert guard refuses any insert over an existing row
+    // (an `INSERT OR REPLACE` would reset it), so only an absent row is
+    // inserted. The writer lock makes the two one step.
+    let row = match read_one(conn, partition, name)? {
+        Some(row) => row,
+        None => {
+            seam::cached(conn,
+                "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, watermark, owner_epoch, \
+                 observed_rows, updated_at_ms) VALUES (?1, ?2, ?3, 'declared', 0, 0, 0, ?4)",
+            )
+            .db()?
+            .execute((partition, name, version, now_ms))
+            .db()?;
+            read_one(conn, partition, name)?
+                .ok_or_else(|| Error::new(ErrorCode::CheckpointNotDeclared))?
+        }
     };
     if row.schema_version != version {
         return Err(version_mismatch(row.schema_version, version));

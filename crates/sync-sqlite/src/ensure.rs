@@ -245,7 +245,8 @@ fn bump_locked(
 /// Step 11: marker, layouts and the database-wide fence `max(existing, V)`.
 fn write_marker(conn: &Connection, schema: &CompiledSchema) -> Result<()> {
     seam::cached(conn,
-        "INSERT INTO sync_schema_meta (id, schema_version, layouts, required_writer_version) VALUES (1, ?1, ?2, ?1) \
+        "INSERT INTO sync_schema_meta (id, schema_version, layouts, required_writer_version) \
+         VALUES (1, ?1, ?2, max(?1, coalesce((SELECT required_writer_version FROM sync_schema_meta WHERE id = 1), ?1))) \
          ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version, layouts = excluded.layouts, \
          required_writer_version = max(coalesce(sync_schema_meta.required_writer_version, 0), excluded.required_writer_version)",
     )

@@ -30,6 +30,9 @@ pub(crate) fn classify(error: rusqlite::Error, context: Context) -> Error {
     if is_fence_rejection(&error) {
         return Error::new(ErrorCode::WriterFenceRejected).source_error(error);
     }
+    if is_trigger_abort(&error, crate::barrier_guards::GUARD_MESSAGE) {
+        return Error::new(ErrorCode::BarrierWriteRefused).source_error(error);
+    }
     let (code, extended) = match &error {
         rusqlite::Error::SqliteFailure(e, _) => (Some(e.code), e.extended_code),
         _ => (None, 0),
@@ -91,9 +94,14 @@ pub(crate) fn cause_of(code: Option<ffi::ErrorCode>, extended: i32) -> BackendCa
 /// Whether the error is the writer-fence trigger's abort: extended code
 /// `SQLITE_CONSTRAINT_TRIGGER` and the fence message.
 pub(crate) fn is_fence_rejection(error: &rusqlite::Error) -> bool {
+    is_trigger_abort(error, FENCE_MESSAGE)
+}
+
+/// Whether the error is a trigger's `RAISE(ABORT, …)` carrying `message`.
+fn is_trigger_abort(error: &rusqlite::Error, message: &str) -> bool {
     match error {
-        rusqlite::Error::SqliteFailure(e, Some(message)) => {
-            e.extended_code == ffi::SQLITE_CONSTRAINT_TRIGGER && message.contains(FENCE_MESSAGE)
+        rusqlite::Error::SqliteFailure(e, Some(text)) => {
+            e.extended_code == ffi::SQLITE_CONSTRAINT_TRIGGER && text.contains(message)
         }
         _ => false,
     }
@@ -140,6 +148,17 @@ mod tests {
         let error = failure(ffi::SQLITE_CONSTRAINT_TRIGGER, FENCE_MESSAGE);
         let coded = classify(error, Context::UpsertRow(Some(3)));
         assert_eq!(coded.code(), ErrorCode::WriterFenceRejected);
+    }
+
+    #[test]
+    fn a_guard_abort_is_a_refused_barrier_write() {
+        let error = failure(
+            ffi::SQLITE_CONSTRAINT_TRIGGER,
+            crate::barrier_guards::GUARD_MESSAGE,
+        );
+        let coded = classify(error, Context::UpsertRow(Some(1)));
+        assert_eq!(coded.code(), ErrorCode::BarrierWriteRefused);
+        assert!(!coded.retryable());
     }
 
     #[test]

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 use sync_conformance::{
-    DbHandle, FenceTamper, GroupedStorage, Harness, HotPath, OldWriter, PlanSummary, PoolLimits,
-    RawAccess, RawColumn, RawFilter, RawIndex, WriterProbe,
+    BarrierAttack, DbHandle, FenceTamper, GroupedStorage, Harness, HotPath, OldWriter, PlanSummary,
+    PoolLimits, RawAccess, RawColumn, RawFilter, RawIndex, WriterProbe,
 };
 use sync_core::{Clock, Error, ErrorCode, Result, ServerStorage};
 use tempfile::TempDir;
 
+use crate::barrier_guards::without_guards;
 use crate::bootstrap::{stored_fence_trigger, FENCE_TRIGGER_NAME, FENCE_TRIGGER_SQL};
 use crate::errors::DbResultExt;
 use crate::hot_path_sql as hot;
@@ -235,6 +236,19 @@ impl SqliteRaw {
         self.conn.execute_batch(sql).db()
     }
 
+    /// Runs `f` in one transaction with the barrier's guard triggers lifted
+    /// (fixtures that set fences and checkpoint rows directly).
+    fn lifted(&self, f: impl FnOnce(&Connection) -> Result<usize>) -> Result<()> {
+        self.batch("BEGIN IMMEDIATE")?;
+        match without_guards(&self.conn, || f(&self.conn)) {
+            Ok(_) => self.batch("COMMIT"),
+            Err(error) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(error)
+            }
+        }
+    }
+
     fn columns(&self, table: &str) -> Result<Vec<(String, String, bool, i64)>> {
         let mut stmt = self
             .conn
@@ -393,14 +407,14 @@ impl RawAccess for SqliteRaw {
     }
 
     fn set_schema_version(&self, version: i64) -> Result<()> {
-        self.conn
-            .execute(
+        self.lifted(|conn| {
+            conn.execute(
                 "INSERT INTO sync_schema_meta (id, schema_version) VALUES (1, ?1) \
                  ON CONFLICT (id) DO UPDATE SET schema_version = excluded.schema_version",
                 [version],
             )
-            .db()?;
-        Ok(())
+            .db()
+        })
     }
 
     fn set_push_result_text(
@@ -427,39 +441,38 @@ impl RawAccess for SqliteRaw {
         state: &str,
         owner_epoch: i64,
     ) -> Result<()> {
-        self.conn
-            .execute(
+        self.lifted(|conn| {
+            conn.execute(
                 "INSERT OR REPLACE INTO sync_backfill_checkpoints \
                  (partition, name, schema_version, state, watermark, owner_epoch, observed_rows, updated_at_ms) \
                  VALUES (?1, ?2, ?3, ?4, 0, ?5, 0, 0)",
                 (partition, name, schema_version, state, owner_epoch),
             )
-            .db()?;
-        Ok(())
+            .db()
+        })
     }
 
     fn set_partition_fence(&self, partition: &str, version: Option<i32>) -> Result<()> {
-        match version {
-            Some(v) => self.conn.execute(
-                "INSERT OR REPLACE INTO sync_writer_fence (partition, required_writer_version) VALUES (?1, ?2)",
-                (partition, v),
-            ),
-            None => self
-                .conn
-                .execute("DELETE FROM sync_writer_fence WHERE partition = ?1", [partition]),
-        }
-        .db()?;
-        Ok(())
+        self.lifted(|conn| {
+            match version {
+                Some(v) => conn.execute(
+                    "INSERT OR REPLACE INTO sync_writer_fence (partition, required_writer_version) VALUES (?1, ?2)",
+                    (partition, v),
+                ),
+                None => conn.execute("DELETE FROM sync_writer_fence WHERE partition = ?1", [partition]),
+            }
+            .db()
+        })
     }
 
     fn set_database_fence(&self, version: Option<i32>) -> Result<()> {
-        self.conn
-            .execute(
+        self.lifted(|conn| {
+            conn.execute(
                 "UPDATE sync_schema_meta SET required_writer_version = ?1 WHERE id = 1",
                 [version],
             )
-            .db()?;
-        Ok(())
+            .db()
+        })
     }
 
     fn drop_table(&self, table: &str) -> Result<()> {
@@ -663,6 +676,53 @@ impl RawAccess for SqliteRaw {
             self.batch("ALTER TABLE sync_commits ADD COLUMN writer_version INTEGER")?;
         }
         self.batch(REFERENCE_0_23_SQLITE_TRIGGER)
+    }
+
+    fn attack_barrier(&self, attack: BarrierAttack<'_>) -> Result<()> {
+        let (sql, values): (&str, Vec<&str>) = match attack {
+            BarrierAttack::RaisePartitionFence(p) => (
+                "UPDATE sync_writer_fence SET required_writer_version = 3 WHERE partition = ?1",
+                vec![p],
+            ),
+            BarrierAttack::LowerDatabaseFence => (
+                "UPDATE sync_schema_meta SET required_writer_version = 1 WHERE id = 1",
+                vec![],
+            ),
+            BarrierAttack::ClearDatabaseFence => (
+                "UPDATE sync_schema_meta SET required_writer_version = NULL WHERE id = 1",
+                vec![],
+            ),
+            BarrierAttack::DeleteMarker => ("DELETE FROM sync_schema_meta", vec![]),
+            BarrierAttack::LowerPartitionFence(p) => (
+                "UPDATE sync_writer_fence SET required_writer_version = 1 WHERE partition = ?1",
+                vec![p],
+            ),
+            BarrierAttack::DeletePartitionFence(p) => {
+                ("DELETE FROM sync_writer_fence WHERE partition = ?1", vec![p])
+            }
+            BarrierAttack::ReplacePartitionFence(p) => (
+                "INSERT OR REPLACE INTO sync_writer_fence (partition, required_writer_version) VALUES (?1, 1)",
+                vec![p],
+            ),
+            BarrierAttack::ActivateCheckpoint(p, n) => (
+                "UPDATE sync_backfill_checkpoints SET state = 'activated' WHERE partition = ?1 AND name = ?2",
+                vec![p, n],
+            ),
+            BarrierAttack::DeleteCheckpoint(p, n) => (
+                "DELETE FROM sync_backfill_checkpoints WHERE partition = ?1 AND name = ?2",
+                vec![p, n],
+            ),
+            BarrierAttack::InsertActivatedCheckpoint(p, n) => (
+                "INSERT OR REPLACE INTO sync_backfill_checkpoints (partition, name, schema_version, state, \
+                 watermark, owner_epoch, observed_rows, updated_at_ms) \
+                 SELECT ?1, ?2, schema_version, 'activated', 0, 0, 0, 0 FROM sync_schema_meta WHERE id = 1",
+                vec![p, n],
+            ),
+        };
+        connect(&self.path)?
+            .execute(sql, params_from_iter(values))
+            .db()
+            .map(|_| ())
     }
 
     fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {

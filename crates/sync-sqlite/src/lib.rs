@@ -38,6 +38,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod admin;
+pub mod barrier_guards;
 mod blobs;
 mod bootstrap;
 mod checkpoints;

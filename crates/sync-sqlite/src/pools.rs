@@ -469,6 +469,7 @@ fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
             conn.pragma_update(None, "synchronous", synchronous)?;
             conn.pragma_update(None, "foreign_keys", "OFF")?;
+            crate::barrier_guards::register_storage_function(conn)?;
             if background_checkpoints {
                 // The background checkpointer copies WAL pages; no commit does.
                 conn.pragma_update(None, "wal_autocheckpoint", 0)?;

@@ -12,16 +12,26 @@ fn tables(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
 
+/// Clears the database-wide fence (a database never bumped by fence-aware
+/// code), with the barrier's guards lifted as only a fixture may.
+fn clear_database_fence(raw: &rusqlite::Connection) {
+    raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+    sync_sqlite::barrier_guards::without_guards(raw, || {
+        raw.execute(
+            "UPDATE sync_schema_meta SET required_writer_version = NULL",
+            [],
+        )
+        .map_err(sync_core::Error::backend)
+    })
+    .unwrap();
+    raw.execute_batch("COMMIT").unwrap();
+}
+
 #[test]
 fn declare_claim_advance_activate() {
     let db = Db::new();
     let storage = db.ready();
-    db.raw()
-        .execute(
-            "UPDATE sync_schema_meta SET required_writer_version = NULL",
-            [],
-        )
-        .unwrap();
+    clear_database_fence(&db.raw());
     let declared = storage
         .declare_checkpoint("p1", "search_v1", 1, NOW)
         .unwrap();
@@ -195,11 +205,7 @@ fn fence_missing_and_unverifiable_activation() {
     let db = Db::new();
     let storage = db.ready();
     let raw = db.raw();
-    raw.execute(
-        "UPDATE sync_schema_meta SET required_writer_version = NULL",
-        [],
-    )
-    .unwrap();
+    clear_database_fence(&raw);
     raw.execute(
         "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, updated_at_ms) VALUES ('p1', 'a', 1, 'declared', 0)",
         [],

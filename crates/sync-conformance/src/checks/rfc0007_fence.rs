@@ -1,18 +1,19 @@
-//! §15 RFC 0007 writer fence, C-241…C-252.
+//! §15 RFC 0007 writer fence, C-241…C-252; C-356 (beyond the checklist):
+//! the barrier's rules hold against writers that bypass the storage.
 
 use sync_core::{
-    writer_fence_allows, ActivationOutcome, ErrorCode, NewChange, NewCommit, PushStatus,
-    StoredPushResult,
+    writer_fence_allows, ActivationOutcome, CheckpointState, ErrorCode, NewChange, NewCommit,
+    PushStatus, StoredPushResult,
 };
 
-use crate::check::{expect_code, CheckDef, CheckResult};
+use crate::check::{expect_code, CheckDef, CheckResult, Failure};
 use crate::checks::support_barrier::{
-    commit_rows, commit_writer_version, database_fence, empty_commit, fix1_storage, fix2_at,
-    partition_fence, push_task, tables, CLIENT,
+    checkpoint, commit_rows, commit_writer_version, database_fence, decl, empty_commit,
+    ensured_with, fix1_storage, fix2_at, partition_fence, push_task, tables, CLIENT,
 };
 use crate::context::{Ctx, NOW};
 use crate::fixtures::{fix1, task};
-use crate::harness::RawAccess;
+use crate::harness::{BarrierAttack, RawAccess};
 use crate::registry::check;
 use crate::{check, check_eq};
 
@@ -92,6 +93,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-252",
         "writer_fence_allows: true without fence, false below, true at or above",
         c252_writer_fence_allows,
+    ),
+    check(
+        GROUP,
+        "C-356",
+        "a writer that is not the storage cannot lower or remove a fence, nor activate, delete or forge a checkpoint",
+        c356_barrier_rules_in_the_database,
     ),
 ];
 
@@ -368,5 +375,111 @@ fn c252_writer_fence_allows(_ctx: &mut Ctx<'_>) -> CheckResult {
     );
     check!(writer_fence_allows(Some(2), 2), "fence 2, writer 2 refused");
     check!(writer_fence_allows(Some(2), 3), "fence 2, writer 3 refused");
+    Ok(())
+}
+
+/// C-356 (beyond the checklist, `docs/decisions.md`): "fences are never
+/// lowered or deleted" and "a checkpoint becomes activated only through the
+/// protocol" hold against writers that bypass the storage's API — a raw
+/// connection on SQLite, a role with only DML on Postgres.
+fn c356_barrier_rules_in_the_database(ctx: &mut Ctx<'_>) -> CheckResult {
+    fix1_storage(ctx)?;
+    let storage = ensured_with(ctx, &fix2_at(2)?, vec![decl("p1", "search_v2", 2)])?;
+    let s = storage.as_ref();
+    s.declare_checkpoint("p1", "claimed_v2", 2, NOW)?;
+    let claimed = s.claim_checkpoint("p1", "claimed_v2", 2, NOW)?;
+    s.declare_checkpoint("p2", "other_v2", 2, NOW)?;
+    let raw = ctx.raw()?;
+    raw.attack_barrier(BarrierAttack::RaisePartitionFence("p2"))
+        .map_err(|e| Failure::new(format!("the control write (a raise) was refused: {e:?}")))?;
+    check_eq!(
+        partition_fence(raw.as_ref(), "p2")?,
+        Some(3),
+        "raised fence of p2"
+    );
+
+    use BarrierAttack as A;
+    let attacks = [
+        A::LowerDatabaseFence,
+        A::ClearDatabaseFence,
+        A::DeleteMarker,
+        A::LowerPartitionFence("p1"),
+        A::DeletePartitionFence("p1"),
+        A::ReplacePartitionFence("p1"),
+        A::LowerPartitionFence("p2"),
+        A::ActivateCheckpoint("p1", "search_v2"),
+        A::ActivateCheckpoint("p1", "claimed_v2"),
+        A::DeleteCheckpoint("p1", "search_v2"),
+        A::InsertActivatedCheckpoint("p1", "search_v2"),
+        A::InsertActivatedCheckpoint("p1", "forged_v2"),
+    ];
+    for attack in attacks {
+        match raw.attack_barrier(attack) {
+            Ok(()) => return Err(Failure::new(format!("{attack:?} was accepted"))),
+            Err(e) if e.is(ErrorCode::CapabilityUnsupported) => {
+                return Err(Failure::new(format!(
+                    "{attack:?}: the harness cannot attack: {e:?}"
+                )))
+            }
+            Err(_) => {}
+        }
+        check_eq!(
+            database_fence(s)?,
+            Some(2),
+            "database-wide fence after {attack:?}"
+        );
+        check_eq!(
+            partition_fence(raw.as_ref(), "p1")?,
+            Some(2),
+            "fence of p1 after {attack:?}"
+        );
+        check_eq!(
+            partition_fence(raw.as_ref(), "p2")?,
+            Some(3),
+            "fence of p2 after {attack:?}"
+        );
+        check_eq!(
+            checkpoint(s, "p1", "search_v2")?.state,
+            CheckpointState::Declared,
+            "never-claimed checkpoint after {attack:?}"
+        );
+        check_eq!(
+            checkpoint(s, "p1", "claimed_v2")?,
+            claimed.clone(),
+            "claimed checkpoint after {attack:?}"
+        );
+        check_eq!(
+            s.read_checkpoint("p1", "forged_v2")?,
+            None,
+            "forged checkpoint after {attack:?}"
+        );
+    }
+    expect_code(
+        raw.insert_commit("p1", 900, None),
+        ErrorCode::WriterFenceRejected,
+        "a fence-unaware commit after the attacks",
+    )?;
+
+    // The storage itself still activates, and then nobody changes the row.
+    check_eq!(
+        s.activate_checkpoint("p1", "search_v2", 0, 0, &[], NOW)?,
+        ActivationOutcome::Activated,
+        "activation through the storage"
+    );
+    let activated = checkpoint(s, "p1", "search_v2")?;
+    for attack in [
+        A::DeleteCheckpoint("p1", "search_v2"),
+        A::InsertActivatedCheckpoint("p1", "search_v2"),
+    ] {
+        check!(
+            raw.attack_barrier(attack).is_err(),
+            "{attack:?} on the activated row was accepted"
+        );
+        check_eq!(
+            checkpoint(s, "p1", "search_v2")?,
+            activated.clone(),
+            "activated checkpoint after {attack:?}"
+        );
+    }
     Ok(())
 }

@@ -5,12 +5,13 @@ use std::sync::Mutex;
 
 use postgres::types::ToSql;
 use sync_conformance::{
-    FenceTamper, HotPath, OldWriter, PlanSummary, RawAccess, RawColumn, RawFilter, RawIndex,
+    BarrierAttack, FenceTamper, HotPath, OldWriter, PlanSummary, RawAccess, RawColumn, RawFilter,
+    RawIndex,
 };
 use sync_core::{Error, ErrorCode, Result};
 use sync_schema::ObservedTable;
 
-use super::{explain, mixed_fleet, old_writer::PgOldWriter, schema_client};
+use super::{dml_role, explain, mixed_fleet, old_writer::PgOldWriter, schema_client};
 use crate::introspect;
 use crate::pool::{col, Conn};
 use crate::sql::quote_ident;
@@ -64,6 +65,23 @@ impl PgRaw {
 
     fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<()> {
         self.with(|c| c.execute(sql, params).map(|_| ()))
+    }
+
+    /// Runs one statement with the barrier's guard triggers lifted: in a
+    /// transaction with `session_replication_role = replica` (superuser
+    /// only), in which ordinary triggers do not fire — fixtures that set
+    /// fences and checkpoint rows directly.
+    fn execute_lifted(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<()> {
+        self.with(|c| {
+            c.simple("BEGIN; SET LOCAL session_replication_role = replica")?;
+            match c.execute(sql, params) {
+                Ok(_) => c.simple("COMMIT").map(|_| ()),
+                Err(error) => {
+                    let _ = c.simple("ROLLBACK");
+                    Err(error)
+                }
+            }
+        })
     }
 
     fn filter_sql(filter: &RawFilter, first: usize) -> String {
@@ -169,7 +187,7 @@ impl RawAccess for PgRaw {
         state: &str,
         owner_epoch: i64,
     ) -> Result<()> {
-        self.execute(
+        self.execute_lifted(
             "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, \
                watermark, owner_epoch, observed_rows, updated_at_ms) \
              VALUES ($1, $2, $3, $4, 0, $5, 0, 0) ON CONFLICT (partition, name) DO UPDATE \
@@ -181,17 +199,17 @@ impl RawAccess for PgRaw {
 
     fn set_partition_fence(&self, partition: &str, version: Option<i32>) -> Result<()> {
         match version {
-            Some(v) => self.execute(
+            Some(v) => self.execute_lifted(
                 "INSERT INTO sync_writer_fence (partition, required_writer_version) VALUES ($1, $2) \
                  ON CONFLICT (partition) DO UPDATE SET required_writer_version = excluded.required_writer_version",
                 &[&partition, &v],
             ),
-            None => self.execute("DELETE FROM sync_writer_fence WHERE partition = $1", &[&partition]),
+            None => self.execute_lifted("DELETE FROM sync_writer_fence WHERE partition = $1", &[&partition]),
         }
     }
 
     fn set_database_fence(&self, version: Option<i32>) -> Result<()> {
-        self.execute(
+        self.execute_lifted(
             "UPDATE sync_schema_meta SET required_writer_version = $1 WHERE id = 1",
             &[&version],
         )
@@ -368,6 +386,10 @@ impl RawAccess for PgRaw {
             self.batch(statement)?;
         }
         Ok(())
+    }
+
+    fn attack_barrier(&self, attack: BarrierAttack<'_>) -> Result<()> {
+        dml_role::attack_as_dml_role(&self.url, &self.schema, attack)
     }
 
     fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
