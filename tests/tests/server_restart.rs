@@ -1,9 +1,12 @@
 //! Connection faults under load on Postgres: four threads push
-//! continuously while the server restarts (`server-restart`) or every
-//! backend of the storage is terminated (`killed-backends`); each pusher
-//! retries a retryable error under the same commit id, as a client
-//! would. Afterwards every acknowledged push has its stored result and
-//! its commit, sequences are dense, and the figures are printed.
+//! continuously while the server is down for an outage and comes back
+//! (`server-restart`) or every backend of the storage is terminated
+//! (`killed-backends`); each pusher retries a retryable error under the
+//! same commit id, as a client would. Afterwards every acknowledged push has
+//! its stored result and its commit, sequences are dense, and the figures
+//! are printed. After each outage the first push must be acknowledged
+//! within [`RECOVERY_BOUND`] of the server accepting connections again: a
+//! bound of recovery, not a benchmark.
 //!
 //! `killed-backends` runs on the test server in a schema of its own
 //! (`SYNCSTORE_KILL_BACKEND_ROUNDS`, default 3). `server-restart` needs a
@@ -11,13 +14,17 @@
 //! `pg_createcluster` (so the shared server is never restarted), which
 //! requires root and the Debian cluster tools, and runs only when
 //! `SYNCSTORE_RESTART_ROUNDS` is set (`cargo xtask soak` sets it);
-//! otherwise it prints why it was skipped.
+//! otherwise it prints why it was skipped. Each round stops the cluster,
+//! keeps it down `SYNCSTORE_OUTAGE_SECS` (default 10) in odd rounds and
+//! twice that in even ones, and starts it again; the storage keeps the
+//! default checkout wait, as deployed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use sync_core::{EnsureOptions, ErrorCode, ServerStorage};
 use sync_postgres::{PostgresConfig, PostgresStorage};
@@ -26,8 +33,12 @@ use syncstore_tests::scenario::{self, PushOptions, CLIENT, PARTITION, T0};
 const PUSHERS: usize = 4;
 /// Acknowledged pushes between two faults (and after the last).
 const ACKS_BETWEEN: usize = 40;
+/// The longest the first acknowledged push may take after the server is
+/// back from an outage.
+const RECOVERY_BOUND: Duration = Duration::from_secs(1);
 
-fn rounds(var: &str, default: u64) -> u64 {
+/// A number from an environment variable, or `default`.
+fn env_number(var: &str, default: u64) -> u64 {
     std::env::var(var)
         .ok()
         .and_then(|v| v.trim().parse().ok())
@@ -51,7 +62,7 @@ fn pusher(
     storage: &PostgresStorage,
     thread: usize,
     stop: &AtomicBool,
-    acks: &mpsc::Sender<()>,
+    acks: &mpsc::Sender<Instant>,
     figures: &Mutex<Figures>,
 ) {
     let mut n = 0u64;
@@ -69,7 +80,7 @@ fn pusher(
                     }
                     f.acknowledged.insert(id.clone());
                     drop(f);
-                    let _ = acks.send(());
+                    let _ = acks.send(Instant::now());
                     break;
                 }
                 Err(error) => {
@@ -92,16 +103,24 @@ fn pusher(
 }
 
 /// Runs the pushers, calling `fault` `rounds` times, each after
-/// `ACKS_BETWEEN` acknowledgements; then checks that nothing acknowledged
-/// was lost and prints the figure line.
-fn run_family(family: &str, storage: &PostgresStorage, rounds: u64, fault: &dyn Fn()) {
+/// `ACKS_BETWEEN` acknowledgements; a fault that took the server away
+/// returns when it was back, and the time to the first acknowledgement
+/// after that is measured. Then checks that nothing acknowledged was lost,
+/// prints the figure line, and holds every recovery to [`RECOVERY_BOUND`].
+fn run_family(
+    family: &str,
+    storage: &PostgresStorage,
+    rounds: u64,
+    fault: &dyn Fn() -> Option<Instant>,
+) {
     storage
         .ensure_schema(&scenario::schema(1), &EnsureOptions::default())
         .expect("ensure");
     let stop = AtomicBool::new(false);
     let figures = Mutex::new(Figures::default());
-    let (tx, rx) = mpsc::channel();
-    let started = std::time::Instant::now();
+    let (tx, rx) = mpsc::channel::<Instant>();
+    let started = Instant::now();
+    let mut recoveries: Vec<Duration> = Vec::new();
     std::thread::scope(|scope| {
         for thread in 0..PUSHERS {
             let (stop, figures, tx) = (&stop, &figures, tx.clone());
@@ -112,7 +131,16 @@ fn run_family(family: &str, storage: &PostgresStorage, rounds: u64, fault: &dyn 
             for _ in 0..ACKS_BETWEEN {
                 rx.recv().expect("a pusher ended early");
             }
-            fault();
+            if let Some(back) = fault() {
+                // Acknowledgements sent before the server was back do not count.
+                let first = loop {
+                    let at = rx.recv().expect("a pusher ended early");
+                    if at >= back {
+                        break at;
+                    }
+                };
+                recoveries.push(first - back);
+            }
         }
         for _ in 0..ACKS_BETWEEN {
             rx.recv().expect("a pusher ended early");
@@ -142,13 +170,27 @@ fn run_family(family: &str, storage: &PostgresStorage, rounds: u64, fault: &dyn 
     let max = storage.get_max_commit_seq(PARTITION).expect("max seq");
     println!(
         "{family} postgres: {rounds} fault(s), {} pushes acknowledged, {} lost, errors {:?}, \
-         outcome_unknown on {} commit(s) of which {} had committed, max_commit_seq {max}, {:.1}s",
+         outcome_unknown on {} commit(s) of which {} had committed, max_commit_seq {max}, \
+         first push after the server was back {}, {:.1}s",
         figures.acknowledged.len(),
         lost.len(),
         figures.errors,
         figures.unknown.len(),
         figures.unknown_committed,
+        if recoveries.is_empty() {
+            "n/a".to_owned()
+        } else {
+            let ms: Vec<String> = recoveries
+                .iter()
+                .map(|d| format!("{}ms", d.as_millis()))
+                .collect();
+            ms.join(" / ")
+        },
         started.elapsed().as_secs_f64()
+    );
+    assert!(
+        recoveries.iter().all(|d| *d <= RECOVERY_BOUND),
+        "{family}: the first push after the server was back took {recoveries:?} (bound {RECOVERY_BOUND:?})"
     );
     assert!(
         lost.is_empty(),
@@ -184,7 +226,7 @@ fn config(schema: Option<String>) -> PostgresConfig {
 
 #[test]
 fn pushes_survive_killed_backends() {
-    let rounds = rounds("SYNCSTORE_KILL_BACKEND_ROUNDS", 3);
+    let rounds = env_number("SYNCSTORE_KILL_BACKEND_ROUNDS", 3);
     let url = pg_url();
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).expect("admin connection");
     let name = format!("kb_{:x}_{}", std::process::id(), T0 % 1000);
@@ -209,6 +251,7 @@ fn pushes_survive_killed_backends() {
                 &[&name],
             )
             .expect("terminate");
+        None
     });
     drop(storage);
     let _ = admin
@@ -266,10 +309,18 @@ impl Cluster {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
-    fn restart(&self) {
-        if let Err(e) = run("pg_ctlcluster", &[&self.version, &self.name, "restart"]) {
-            panic!("restarting the cluster: {e}");
+    /// Stops the cluster, keeps it down for `outage`, starts it again and
+    /// returns when it accepts connections (`pg_ctlcluster start` waits).
+    fn outage(&self, outage: Duration) -> Instant {
+        if let Err(e) = run("pg_ctlcluster", &[&self.version, &self.name, "stop"]) {
+            panic!("stopping the cluster: {e}");
         }
+        // The outage itself, not a wait for anything: the server is down.
+        std::thread::sleep(outage);
+        if let Err(e) = run("pg_ctlcluster", &[&self.version, &self.name, "start"]) {
+            panic!("starting the cluster: {e}");
+        }
+        Instant::now()
     }
 }
 
@@ -297,7 +348,7 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 
 #[test]
 fn pushes_survive_server_restarts() {
-    let rounds = rounds("SYNCSTORE_RESTART_ROUNDS", 0);
+    let rounds = env_number("SYNCSTORE_RESTART_ROUNDS", 0);
     if rounds == 0 {
         println!("server-restart: skipped: SYNCSTORE_RESTART_ROUNDS is not set (cargo xtask soak sets it)");
         return;
@@ -309,6 +360,20 @@ fn pushes_survive_server_restarts() {
             return;
         }
     };
-    let storage = PostgresStorage::connect(&cluster.url(), config(None)).expect("connect");
-    run_family("server-restart", &storage, rounds, &|| cluster.restart());
+    // Outages of one and two times the base, alternately: the pool's old
+    // backoff (doubling to 15 s) made the lag depend on where the server's
+    // return fell between two attempts.
+    let base = Duration::from_secs(env_number("SYNCSTORE_OUTAGE_SECS", 10));
+    let round = std::cell::Cell::new(0u32);
+    // The default checkout wait, as deployed: the pool's reconnect backoff
+    // grew with it before it was bounded.
+    let deployed = PostgresConfig {
+        pool_size: PUSHERS as u32,
+        ..PostgresConfig::default()
+    };
+    let storage = PostgresStorage::connect(&cluster.url(), deployed).expect("connect");
+    run_family("server-restart", &storage, rounds, &|| {
+        round.set(round.get() + 1);
+        Some(cluster.outage(base * (2 - round.get() % 2)))
+    });
 }

@@ -17,7 +17,8 @@ use crate::citus::{self, DistributeOptions, DistributeReport};
 use crate::config::PostgresConfig;
 use crate::errors::connect_error;
 use crate::pool::{
-    build_pool, search_path_statement, session_setup, source_of, Conn, ConnectionSource,
+    build_pool, built_source, search_path_statement, session_setup, source_of, Conn,
+    ConnectionSource,
 };
 use crate::session::{self, Isolation};
 use crate::state::Ensured;
@@ -78,8 +79,13 @@ impl PostgresStorage {
         T::Stream: Send,
         <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
     {
+        Self::with_source(source_of(pool), config)
+    }
+
+    /// A storage over a connection source.
+    fn with_source(source: Box<dyn ConnectionSource>, config: PostgresConfig) -> Self {
         Self {
-            source: source_of(pool),
+            source,
             config,
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
@@ -115,7 +121,8 @@ impl PostgresStorage {
             config.pool_size,
             config.pool_wait_ms,
         )?;
-        let storage = Self::new(pool, config);
+        let source = built_source(pool, config.pool_wait_ms);
+        let storage = Self::with_source(source, config);
         #[cfg(feature = "fault-injection")]
         let storage = Self {
             fault_side: Some(side),
@@ -162,7 +169,8 @@ impl PostgresStorage {
             config.pool_size,
             config.pool_wait_ms,
         )?;
-        let storage = Self::new(pool, config);
+        let source = built_source(pool, config.pool_wait_ms);
+        let storage = Self::with_source(source, config);
         storage.bootstrapped.store(true, Ordering::Release);
         Ok(storage)
     }

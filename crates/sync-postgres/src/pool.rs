@@ -396,6 +396,9 @@ where
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
     pool: Pool<PostgresConnectionManager<T>>,
+    /// The checkout wait when it differs from the pool's
+    /// `connection_timeout` (pools built by [`build_pool`]).
+    wait: Option<Duration>,
 }
 
 impl<T> ConnectionSource for R2d2Source<T>
@@ -406,7 +409,11 @@ where
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
     fn checkout(&self) -> Result<Conn> {
-        let pooled = self.pool.get().map_err(pool_timeout)?;
+        let pooled = match self.wait {
+            Some(wait) => self.pool.get_timeout(wait),
+            None => self.pool.get(),
+        }
+        .map_err(pool_timeout)?;
         Ok(Conn::new(Box::new(pooled)))
     }
 }
@@ -419,8 +426,31 @@ where
     T::Stream: Send,
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
-    Box::new(R2d2Source { pool })
+    Box::new(R2d2Source { pool, wait: None })
 }
+
+/// The source of a pool built by [`build_pool`]: checkouts wait up to
+/// `pool_wait_ms`, while the pool's own `connection_timeout` only bounds its
+/// reconnect backoff ([`RECONNECT_BACKOFF_CAP`]).
+pub(crate) fn built_source(
+    pool: Pool<PostgresConnectionManager<NoTls>>,
+    pool_wait_ms: u64,
+) -> Box<dyn ConnectionSource> {
+    Box::new(R2d2Source {
+        pool,
+        wait: Some(Duration::from_millis(pool_wait_ms)),
+    })
+}
+
+/// The longest a pool built by [`build_pool`] waits between two attempts to
+/// replace a connection it lost. r2d2 doubles the wait after each failed
+/// attempt up to half its `connection_timeout`; with the checkout wait as
+/// that timeout (30 s by default) a pool that lost its server kept waiting
+/// up to 15 s after the server was back before it tried again, and every
+/// checkout waited with it. A short cap bounds how long a push waits after
+/// the server is back; a failed attempt against a server that is down costs
+/// a refused connection.
+pub(crate) const RECONNECT_BACKOFF_CAP: Duration = Duration::from_millis(250);
 
 /// The session setup every pooled connection runs once, on acquire.
 #[derive(Debug)]
@@ -459,8 +489,9 @@ pub(crate) fn session_setup(schema: Option<&str>, short_statements: bool) -> Opt
 
 /// Builds the pool of [`PostgresStorage::connect`](crate::PostgresStorage::connect):
 /// `NoTls`, `max_size = pool_size`, no idle connections kept open eagerly,
-/// checkout wait `pool_wait_ms`, and `session` (see [`session_setup`]) run
-/// on acquire.
+/// a reconnect backoff of at most [`RECONNECT_BACKOFF_CAP`], and `session`
+/// (see [`session_setup`]) run on acquire. Its checkouts wait
+/// `pool_wait_ms` through [`built_source`].
 pub(crate) fn build_pool(
     config: postgres::Config,
     session: Option<String>,
@@ -479,7 +510,7 @@ pub(crate) fn build_pool(
         .min_idle(Some(0))
         .test_on_check_out(false)
         .idle_timeout(Some(Duration::from_secs(60)))
-        .connection_timeout(Duration::from_millis(pool_wait_ms));
+        .connection_timeout(Duration::from_millis(pool_wait_ms).min(RECONNECT_BACKOFF_CAP * 2));
     if let Some(statement) = session {
         builder = builder.connection_customizer(Box::new(SessionSetup { statement }));
     }
@@ -508,6 +539,21 @@ mod tests {
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
         let config: postgres::Config = url.parse().expect("a parsable SYNCSTORE_PG_URL");
         build_pool(config, session, 1, 5_000).expect("a pool")
+    }
+
+    #[test]
+    fn the_reconnect_backoff_is_bounded_whatever_the_checkout_wait() {
+        let config: postgres::Config = "host=127.0.0.1 user=postgres".parse().expect("config");
+        for (wait_ms, timeout) in [
+            (30_000, RECONNECT_BACKOFF_CAP * 2),
+            (2_000, RECONNECT_BACKOFF_CAP * 2),
+            (100, Duration::from_millis(100)),
+        ] {
+            let pool = build_pool(config.clone(), None, 1, wait_ms).expect("a pool");
+            // r2d2 waits at most half its connection timeout between attempts.
+            assert_eq!(pool.connection_timeout(), timeout, "pool_wait_ms {wait_ms}");
+            assert!(pool.connection_timeout() / 2 <= RECONNECT_BACKOFF_CAP);
+        }
     }
 
     #[test]
