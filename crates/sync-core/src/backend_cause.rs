@@ -61,8 +61,6 @@ causes! {
     TooLarge => "too_large",
     /// The database file was moved or unlinked under a live storage.
     Moved => "moved",
-    /// An I/O operation on the database's files failed (`SQLITE_IOERR`).
-    IoError => "io_error",
     /// The server lacks a resource other than disk (memory, connection
     /// slots, a configuration limit: Postgres SQLSTATE class 53).
     InsufficientResources => "insufficient_resources",
@@ -96,7 +94,6 @@ mod tests {
                 "corrupt",
                 "too_large",
                 "moved",
-                "io_error",
                 "insufficient_resources",
                 "other"
             ]

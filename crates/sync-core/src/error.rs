@@ -173,13 +173,13 @@ error_codes! {
     GroupCommitFailed => ("sync.storage.group_commit_failed", true, "the commit this transaction shared with others failed; nothing of it persisted"),
     /// `sync.storage.unavailable` — retryable: the database cannot take the
     /// operation right now for a reason that clears without a restart — a
-    /// full disk or quota, the database file moved away from its path, an
-    /// I/O failure, insufficient server resources (`details.cause`:
-    /// `disk_full`, `moved`, `io_error`, `insufficient_resources`). The
+    /// full disk or quota, the database file moved away from its path,
+    /// insufficient server resources (`details.cause`: `disk_full`,
+    /// `moved`, `insufficient_resources`). The
     /// transaction was rolled back; retrying the same operation later is
     /// safe (a push retried under the same client commit id is applied
     /// exactly once).
-    Unavailable => ("sync.storage.unavailable", true, "the database cannot take the operation right now (full disk, moved file or I/O failure); retry later"),
+    Unavailable => ("sync.storage.unavailable", true, "the database cannot take the operation right now (full disk, moved file, insufficient resources); retry later"),
     /// `sync.storage.backend`
     Backend => ("sync.storage.backend", false, "the database reported an unexpected error"),
 

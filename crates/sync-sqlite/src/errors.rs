@@ -5,8 +5,8 @@
 //! constraint-class error and must never become a constraint violation.
 //! Constraint errors are `constraint_violation` only in `upsert_row` and
 //! `duplicate_reaction` only in `enqueue_reactions`; busy and locked are
-//! `busy`; a full disk, a moved database file and I/O failures are the
-//! retryable `unavailable`; everything else is `backend`.
+//! `busy`; a full disk and a moved database file are the retryable
+//! `unavailable`; everything else is `backend`.
 
 use rusqlite::ffi;
 use sync_core::{BackendCause, Error, ErrorCode};
@@ -66,10 +66,7 @@ pub(crate) fn classify(error: rusqlite::Error, context: Context) -> Error {
 /// the I/O path healed — and so are the retryable
 /// `sync.storage.unavailable` rather than `sync.storage.backend`.
 pub(crate) fn is_transient(cause: BackendCause) -> bool {
-    matches!(
-        cause,
-        BackendCause::DiskFull | BackendCause::Moved | BackendCause::IoError
-    )
+    matches!(cause, BackendCause::DiskFull | BackendCause::Moved)
 }
 
 /// The cause vocabulary (`details.cause`) of an SQLite result code. An
@@ -86,7 +83,6 @@ pub(crate) fn cause_of(code: Option<ffi::ErrorCode>, extended: i32) -> BackendCa
             BackendCause::Corrupt
         }
         Some(ffi::ErrorCode::TooBig) => BackendCause::TooLarge,
-        Some(ffi::ErrorCode::SystemIoFailure) => BackendCause::IoError,
         _ => BackendCause::Other,
     }
 }
@@ -194,6 +190,9 @@ mod tests {
             (ffi::SQLITE_NOTADB, "corrupt"),
             (ffi::SQLITE_TOOBIG, "too_large"),
             (ffi::SQLITE_ERROR, "other"),
+            (ffi::SQLITE_IOERR, "other"),
+            (ffi::SQLITE_IOERR_WRITE, "other"),
+            (ffi::SQLITE_IOERR_FSYNC, "other"),
         ] {
             let coded = classify(failure(code, "x"), Context::Statement);
             assert_eq!(coded.code(), ErrorCode::Backend);
@@ -203,16 +202,10 @@ mod tests {
     }
 
     #[test]
-    fn full_disk_moved_file_and_io_failures_are_retryable_unavailable() {
+    fn a_full_disk_and_a_moved_file_are_retryable_unavailable() {
         for (code, cause) in [
             (ffi::SQLITE_FULL, "disk_full"),
             (ffi::SQLITE_READONLY_DBMOVED, "moved"),
-            (ffi::SQLITE_IOERR, "io_error"),
-            (ffi::SQLITE_IOERR_WRITE, "io_error"),
-            (ffi::SQLITE_IOERR_FSYNC, "io_error"),
-            (ffi::SQLITE_IOERR_SHORT_READ, "io_error"),
-            (ffi::SQLITE_IOERR_FSTAT, "io_error"),
-            (ffi::SQLITE_IOERR_DELETE, "io_error"),
         ] {
             for context in [Context::Statement, Context::UpsertRow(Some(1))] {
                 let coded = classify(failure(code, "x"), context);

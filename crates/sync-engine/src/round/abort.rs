@@ -20,8 +20,7 @@ pub(crate) enum Abort {
 
 impl Abort {
     /// Storage error mapping: `busy`, `connection_lost`, `outcome_unknown`,
-    /// `unavailable` (full disk, moved file, I/O failure, insufficient
-    /// resources) and `schema_not_ready` are request-level and retryable
+    /// `unavailable` (full disk, moved file, insufficient resources) and `schema_not_ready` are request-level and retryable
     /// with their own codes (a client retries the same commit id; after `outcome_unknown`
     /// the first-writer-wins push result answers `cached` if the commit had
     /// landed — `docs/decisions.md`); a writer fence refusal (from whichever call
