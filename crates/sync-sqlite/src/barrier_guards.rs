@@ -111,8 +111,12 @@ BEGIN SELECT RAISE(ABORT, 'sync.storage.barrier_write_refused'); END",
     ),
 ];
 
-/// Defines [`STORAGE_FUNCTION`] (returning 1) on a connection of the storage.
-pub(crate) fn register_storage_function(conn: &Connection) -> rusqlite::Result<()> {
+/// Defines [`STORAGE_FUNCTION`] (returning 1) on a connection: marks it as
+/// one of the storage's own, which may activate and delete checkpoints.
+/// The storage marks its writer; code that implements the protocol by hand
+/// over the same file (a benchmark baseline) may mark its connection, and
+/// is then trusted to activate only what the protocol allows.
+pub fn register_storage_function(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function(
         STORAGE_FUNCTION,
         0,

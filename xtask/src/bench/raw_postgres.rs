@@ -595,11 +595,18 @@ impl RawClient for RawPostgres {
     }
 
     fn backfill(&mut self, partition: &str, table: &CompiledTable, batch: i64) -> Result<u64> {
+        // Declare, then claim: the database admits a checkpoint only as a
+        // fresh `declared` row.
         self.exec(
             "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, \
              watermark, owner_epoch, observed_rows, updated_at_ms) \
-             VALUES ($1, $2, $3, 'backfilling', 0, 1, 0, $4)",
+             VALUES ($1, $2, $3, 'declared', 0, 0, 0, $4)",
             &[&partition, &CHECKPOINT, &VERSION, &EPOCH_MS],
+        )?;
+        self.exec(
+            "UPDATE sync_backfill_checkpoints SET state = 'backfilling', owner_epoch = 1 \
+             WHERE partition = $1 AND name = $2",
+            &[&partition, &CHECKPOINT],
         )?;
         let mut after = String::new();
         let mut total = 0u64;
@@ -730,8 +737,13 @@ impl RawClient for RawPostgres {
         Ok(())
     }
 
+    /// Sets or removes both fences — a fixture, so with the barrier's guards
+    /// lifted for the transaction (`session_replication_role = replica`,
+    /// superuser): no writer may lower a fence.
     fn set_fence(&mut self, partition: &str, present: bool) -> Result<()> {
         self.in_transaction(|raw| {
+            raw.client
+                .batch_execute("SET LOCAL session_replication_role = replica")?;
             if present {
                 raw.exec(
                     "UPDATE sync_schema_meta SET required_writer_version = $1 WHERE id = 1",

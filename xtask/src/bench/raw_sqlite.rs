@@ -155,6 +155,9 @@ impl RawSqlite {
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
         conn.pragma_update(None, "synchronous", synchronous)?;
         conn.pragma_update(None, "foreign_keys", "OFF")?;
+        // The baseline implements the storage's protocol by hand over the
+        // same file, activations included: it is one of the storage's own.
+        sync_sqlite::barrier_guards::register_storage_function(&conn)?;
         Ok(Self { conn })
     }
 
@@ -385,11 +388,18 @@ impl RawClient for RawSqlite {
             .get(fixture::DERIVED)
             .context("derived column")?;
         self.in_transaction(|conn| {
+            // Declare, then claim: the database admits a checkpoint only as
+            // a fresh `declared` row.
             conn.execute(
                 "INSERT INTO sync_backfill_checkpoints (partition, name, schema_version, state, \
                  watermark, owner_epoch, observed_rows, updated_at_ms) \
-                 VALUES (?1, ?2, ?3, 'backfilling', 0, 1, 0, ?4)",
+                 VALUES (?1, ?2, ?3, 'declared', 0, 0, 0, ?4)",
                 params![partition, CHECKPOINT, VERSION, EPOCH_MS],
+            )?;
+            conn.execute(
+                "UPDATE sync_backfill_checkpoints SET state = 'backfilling', owner_epoch = 1 \
+                 WHERE partition = ?1 AND name = ?2",
+                params![partition, CHECKPOINT],
             )?;
             Ok(())
         })?;
@@ -578,26 +588,35 @@ impl RawClient for RawSqlite {
         Ok(())
     }
 
+    /// Sets or removes both fences — a fixture, so with the barrier's guards
+    /// lifted (no writer may lower a fence).
     fn set_fence(&mut self, partition: &str, present: bool) -> Result<()> {
         self.in_transaction(|conn| {
-            if present {
-                conn.execute(
-                    "UPDATE sync_schema_meta SET required_writer_version = ?1 WHERE id = 1",
-                    [VERSION],
-                )?;
-                conn.execute(
-                    "INSERT INTO sync_writer_fence (partition, required_writer_version) VALUES (?1, ?2) \
-                     ON CONFLICT (partition) DO UPDATE SET required_writer_version = excluded.required_writer_version",
-                    params![partition, VERSION],
-                )?;
-            } else {
-                conn.execute(
-                    "UPDATE sync_schema_meta SET required_writer_version = NULL WHERE id = 1",
-                    [],
-                )?;
-                conn.execute("DELETE FROM sync_writer_fence", [])?;
-            }
-            Ok(())
+            Ok(sync_sqlite::barrier_guards::without_guards(conn, || {
+                write_fences(conn, partition, present).map_err(sync_core::Error::backend)
+            })?)
         })
     }
+}
+
+/// Both fences at [`VERSION`] (`present`) or none.
+fn write_fences(conn: &Connection, partition: &str, present: bool) -> rusqlite::Result<()> {
+    if present {
+        conn.execute(
+            "UPDATE sync_schema_meta SET required_writer_version = ?1 WHERE id = 1",
+            [VERSION],
+        )?;
+        conn.execute(
+            "INSERT INTO sync_writer_fence (partition, required_writer_version) VALUES (?1, ?2) \
+             ON CONFLICT (partition) DO UPDATE SET required_writer_version = excluded.required_writer_version",
+            params![partition, VERSION],
+        )?;
+    } else {
+        conn.execute(
+            "UPDATE sync_schema_meta SET required_writer_version = NULL WHERE id = 1",
+            [],
+        )?;
+        conn.execute("DELETE FROM sync_writer_fence", [])?;
+    }
+    Ok(())
 }
