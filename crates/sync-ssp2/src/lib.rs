@@ -48,6 +48,7 @@ mod error;
 pub mod frames;
 mod grammar;
 mod primitives;
+pub mod realtime;
 pub mod render;
 mod request;
 mod response;

@@ -159,3 +159,39 @@ fn segment_invalid_vectors_are_refused_with_their_code() {
             .map(|e| e.code().to_string())
     });
 }
+
+#[test]
+fn realtime_vectors_parse_and_render_back() {
+    let (dir, manifest) = manifest("realtime");
+    let mut failures = Vec::new();
+    for case in entries(&manifest, "cases") {
+        let name = field(case, "name");
+        let text = String::from_utf8(read(&dir.join(field(case, "json")))).unwrap_or_default();
+        match sync_ssp2::realtime::parse_control_message(&text) {
+            Err(e) => failures.push(format!("realtime/{name}: refused: {e}")),
+            Ok(message) => {
+                if matches!(message, sync_ssp2::realtime::ControlMessage::Unknown(_)) {
+                    failures.push(format!("realtime/{name}: parsed as an unknown event"));
+                }
+                let rendered = sync_ssp2::realtime::render_control_message(&message);
+                let expected: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                if rendered != expected {
+                    failures.push(format!(
+                        "realtime/{name}: rendering differs\n  got:      {rendered}\n  expected: {expected}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn realtime_invalid_vectors_are_refused_with_their_code() {
+    check_invalid("realtime", |bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        sync_ssp2::realtime::parse_control_message(&text)
+            .err()
+            .map(|e| e.code().to_string())
+    });
+}
