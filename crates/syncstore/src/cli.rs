@@ -59,6 +59,43 @@ pub enum Command {
     Sync(SyncArgs),
     /// Every error code this command can print, with its message.
     Errors(ErrorsArgs),
+    /// Decode an SSP2 message or SSG2 segment file: render it or re-encode it.
+    #[command(subcommand)]
+    Ssp2(Ssp2Command),
+}
+
+/// `ssp2`: the wire codec on a file, for debugging and cross-checks.
+#[derive(Debug, Subcommand)]
+pub enum Ssp2Command {
+    /// Print the debug JSON rendering of the file (exit 0), or
+    /// `{"error": {...}}` when it does not decode (exit 1).
+    Render(Ssp2FileArgs),
+    /// Decode the file and write its encoding on stdout (exit 0), or
+    /// `{"error": {...}}` when it does not decode (exit 1).
+    Reencode(Ssp2FileArgs),
+}
+
+/// The file of an `ssp2` command.
+#[derive(Debug, Args)]
+pub struct Ssp2FileArgs {
+    /// What the file holds.
+    #[arg(long, value_enum)]
+    pub kind: Ssp2Kind,
+
+    /// The file; `-` reads stdin.
+    #[arg(value_name = "FILE")]
+    pub file: String,
+}
+
+/// What an `ssp2` file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Ssp2Kind {
+    /// An SSP2 request message.
+    Request,
+    /// An SSP2 response message.
+    Response,
+    /// An SSG2 rows segment.
+    Segment,
 }
 
 /// `distribute`.
