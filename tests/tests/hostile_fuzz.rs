@@ -451,7 +451,27 @@ fn ssp2_seeds() -> Vec<Vec<u8>> {
             }),
         ],
     };
+    // A short response, so that mutations often land on its bool bytes.
+    let short = Response {
+        wire_version: WireVersion::V2,
+        frames: vec![
+            ResponseFrame::RespHeader(RespHeader {
+                required_schema_version: None,
+                latest_schema_version: Some(1),
+                epoch: Some(ResponseEpoch {
+                    log_epoch: "e".into(),
+                    reset_required: true,
+                }),
+            }),
+            start(true),
+            ResponseFrame::SubEnd(SubEnd {
+                next_cursor: 1,
+                bootstrap_state: None,
+            }),
+        ],
+    };
     vec![
+        with(1, encode_response(&short).expect("short seed response encodes")),
         with(0, encode_request(&request).expect("seed request encodes")),
         with(1, encode_response(&response).expect("seed response encodes")),
         with(2, encode_segment(&segment).expect("seed segment encodes")),
