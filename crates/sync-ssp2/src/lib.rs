@@ -47,6 +47,7 @@ mod envelope;
 mod error;
 pub mod frames;
 mod grammar;
+mod json_syntax;
 mod primitives;
 pub mod realtime;
 pub mod render;
@@ -73,6 +74,7 @@ pub use response::{decode_response, encode_response, Response, ResponseFrame};
 pub use segment::{
     decode_segment, encode_segment, Column, ColumnType, ColumnValue, RowsSegment, SegmentRow,
 };
+pub use sha256::{segment_id, sha256, to_hex};
 pub use values::{
     cmp_utf16, CanonicalMap, DuplicateKey, InvalidJson, RawJson, ScopeMap, StoredScopes,
 };

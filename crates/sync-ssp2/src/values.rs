@@ -36,13 +36,15 @@ impl fmt::Display for InvalidJson {
 impl std::error::Error for InvalidJson {}
 
 impl RawJson {
-    /// Checks that `text` is one JSON document (any value, scalars included)
-    /// and keeps it unchanged.
+    /// Checks that `text` is one JSON document (RFC 8259: any value,
+    /// scalars included, any nesting depth, numbers of any magnitude) and
+    /// keeps it unchanged.
     pub fn new(text: impl Into<String>) -> Result<Self, InvalidJson> {
         let text = text.into();
-        match serde_json::from_str::<serde_json::Value>(&text) {
-            Ok(_) => Ok(Self(text)),
-            Err(_) => Err(InvalidJson),
+        if crate::json_syntax::is_json_document(&text) {
+            Ok(Self(text))
+        } else {
+            Err(InvalidJson)
         }
     }
 
@@ -56,11 +58,12 @@ impl RawJson {
         &self.0
     }
 
-    /// The parsed document.
+    /// The parsed document, as `serde_json` represents it. A valid
+    /// document `serde_json` cannot hold (nesting deeper than 128 levels, a
+    /// number beyond the `f64` range, a `\u` escape of a lone surrogate)
+    /// comes back as a JSON string of the raw text.
     pub fn value(&self) -> serde_json::Value {
-        // Validated at construction, so parsing succeeds; `Null` is never
-        // reached for a value built through `new` or `from_value`.
-        serde_json::from_str(&self.0).unwrap_or(serde_json::Value::Null)
+        serde_json::from_str(&self.0).unwrap_or_else(|_| serde_json::Value::String(self.0.clone()))
     }
 
     /// Gives back the raw text.

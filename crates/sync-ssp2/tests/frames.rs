@@ -333,3 +333,39 @@ fn a_twelve_byte_segment_claiming_four_gibibytes_fails_on_the_claim() {
         Err(DecodeError::ClaimExceedsInput { claimed, available: 0, .. }) if claimed == u64::from(u32::MAX)
     ));
 }
+
+#[test]
+fn host_json_is_any_rfc_8259_document_kept_verbatim() {
+    // Deeper than serde_json's recursion limit, a number beyond f64, a
+    // lone-surrogate escape: all valid JSON documents.
+    let deep = format!("{}7{}", "[".repeat(300), "]".repeat(300));
+    for text in [deep.as_str(), "1e400", "\"\\ud800\"", " { \"a\" : 1 } "] {
+        let subscription = Subscription {
+            id: "s".into(),
+            table: "t".into(),
+            scopes: ScopeMap::new(),
+            params: Some(RawJson::new(text).expect("a JSON document")),
+            cursor: -1,
+            bootstrap_state: None,
+        };
+        let header = ReqHeader {
+            client_id: "c".into(),
+            schema_version: 1,
+            log_epoch: None,
+        };
+        let request = Request::pull_only(
+            WireVersion::V1,
+            header,
+            PullHeader::default(),
+            vec![subscription],
+        );
+        let bytes = encode_request(&request).unwrap();
+        let decoded = decode_request(&bytes).unwrap();
+        let params = decoded
+            .subscriptions()
+            .next()
+            .and_then(|s| s.params.clone());
+        assert_eq!(params.as_ref().map(RawJson::as_str), Some(text));
+    }
+    assert!(RawJson::new("[1,]").is_err());
+}
