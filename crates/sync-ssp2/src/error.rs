@@ -146,6 +146,20 @@ impl DecodeError {
             _ => "sync.invalid_request",
         }
     }
+
+    /// Structured details for the error body the HTTP layer answers with
+    /// (§10.1 `details`), where the variant has some: an unsupported wire
+    /// version names the version sent and the versions served
+    /// (`{"wireVersion": 3, "supportedWireVersions": [1, 2]}`).
+    pub fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::UnsupportedWireVersion { version } => Some(serde_json::json!({
+                "wireVersion": version,
+                "supportedWireVersions": crate::SUPPORTED_WIRE_VERSIONS,
+            })),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for DecodeError {

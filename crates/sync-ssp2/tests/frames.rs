@@ -174,6 +174,10 @@ fn wire_version_3_is_refused_before_any_frame() {
     assert_eq!(err, DecodeError::UnsupportedWireVersion { version: 3 });
     assert_eq!(err.code(), "sync.invalid_request");
     assert_eq!(
+        err.details(),
+        Some(serde_json::json!({"wireVersion": 3, "supportedWireVersions": [1, 2]}))
+    );
+    assert_eq!(
         peek_envelope(&bytes),
         Err(DecodeError::UnsupportedWireVersion { version: 3 })
     );
