@@ -13,9 +13,9 @@ use sync_core::{
     FenceTriggerState, IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts,
     ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result,
     RoundEntry, RoundEntryRequest, RowScanQuery, SchemaMarker, ScopeActivityQuery,
-    ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate, ServerStorage, SourceChange,
-    StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
-    StoredRow, StoredScopes,
+    ScopeCommitActivity, ScopeFilter, SegmentStore, ServeContext, ServeGate, ServerStorage,
+    SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult,
+    StoredReaction, StoredRow, StoredScopes,
 };
 use sync_schema::ObservedTables;
 
@@ -93,6 +93,11 @@ impl SqliteStorage {
             ensure_lock: Mutex::new(()),
             clock: config.clock,
         })
+    }
+
+    /// The pools (topic modules outside this file reach the database through them).
+    pub(crate) fn pools(&self) -> &Pools {
+        &self.pools
     }
 
     /// The database file.
@@ -823,6 +828,10 @@ impl ServerStorage for SqliteStorage {
         validate::partition(partition)?;
         self.pools
             .read_snapshot(|conn| checkpoints::required_writer_version(conn, partition))
+    }
+
+    fn segment_store(&self) -> Option<&dyn SegmentStore> {
+        Some(self)
     }
 
     fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {

@@ -7,8 +7,9 @@ use serde_json::{json, Value};
 pub enum SegmentMediaType {
     /// A rows segment (`SSG2` bytes), descriptor code 1.
     Rows,
-    /// An SQLite image, descriptor code 2.
-    Sqlite,
+    /// A database image, descriptor code 2 (`mediaType = sqlite`: a
+    /// protocol format, not a storage dialect).
+    Sqlite, // tidy: dialect-name (the protocol's media type)
 }
 
 impl SegmentMediaType {
@@ -16,7 +17,7 @@ impl SegmentMediaType {
     pub fn code(self) -> u8 {
         match self {
             SegmentMediaType::Rows => 1,
-            SegmentMediaType::Sqlite => 2,
+            SegmentMediaType::Sqlite => 2, // tidy: dialect-name (the protocol's media type)
         }
     }
 
@@ -24,7 +25,7 @@ impl SegmentMediaType {
     pub fn from_code(code: u8) -> Option<Self> {
         match code {
             1 => Some(SegmentMediaType::Rows),
-            2 => Some(SegmentMediaType::Sqlite),
+            2 => Some(SegmentMediaType::Sqlite), // tidy: dialect-name (the protocol's media type)
             _ => None,
         }
     }
