@@ -54,7 +54,7 @@ fn get_sql() -> String {
 
 /// At most `?2` expired entries (`_syncstore_segments_by_expiry`).
 const DELETE_EXPIRED_SQL: &str = "DELETE FROM _syncstore_segments WHERE rowid IN \
-(SELECT rowid FROM _syncstore_segments WHERE expires_at_ms <= ?1 ORDER BY expires_at_ms LIMIT ?2)";
+(SELECT rowid FROM _syncstore_segments WHERE expires_at_ms <= ?1 ORDER BY expires_at_ms LIMIT CAST(?2 AS INTEGER))";
 
 /// Reads the metadata columns of a row.
 fn meta(row: &Row<'_>) -> rusqlite::Result<(SegmentMeta, i64)> {
