@@ -138,7 +138,7 @@ fn get(
 
 impl SegmentStore for PostgresStorage {
     fn segment_limits(&self) -> SegmentLimits {
-        SegmentLimits::default()
+        self.config().segment_limits
     }
 
     fn put_segment(&self, segment: &NewSegment) -> Result<SegmentMeta> {

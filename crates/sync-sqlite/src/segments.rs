@@ -174,7 +174,7 @@ fn delete_expired(conn: &Connection, now_ms: i64, limit: u32) -> Result<u64> {
 
 impl SegmentStore for SqliteStorage {
     fn segment_limits(&self) -> SegmentLimits {
-        SegmentLimits::default()
+        self.configured_segment_limits()
     }
 
     fn put_segment(&self, segment: &NewSegment) -> Result<SegmentMeta> {

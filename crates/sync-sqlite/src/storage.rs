@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use sync_core::segments::SegmentLimits;
 use sync_core::{
     validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
     BlobReferencingRow, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord, Clock,
@@ -38,6 +39,7 @@ pub struct SqliteStorage {
     ensured: RwLock<Option<Arc<Ensured>>>,
     ensure_lock: Mutex<()>,
     clock: Arc<dyn Clock>,
+    segment_limits: SegmentLimits,
 }
 
 impl std::fmt::Debug for SqliteStorage {
@@ -73,6 +75,7 @@ impl SqliteStorage {
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
             clock: config.clock,
+            segment_limits: config.segment_limits,
         })
     }
 
@@ -92,12 +95,18 @@ impl SqliteStorage {
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
             clock: config.clock,
+            segment_limits: config.segment_limits,
         })
     }
 
     /// The pools (topic modules outside this file reach the database through them).
     pub(crate) fn pools(&self) -> &Pools {
         &self.pools
+    }
+
+    /// The limits of the segment store ([`SqliteConfig::segment_limits`]).
+    pub(crate) fn configured_segment_limits(&self) -> SegmentLimits {
+        self.segment_limits
     }
 
     /// The database file.
