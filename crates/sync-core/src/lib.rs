@@ -4,7 +4,8 @@
 //! This crate is for everything every dialect and every caller shares: the
 //! [`ServerStorage`] / [`StorageTransaction`] contract, the [`Error`] type with
 //! its stable codes, the row payload [`codec`], the push-result JSON format,
-//! the serve-gate rules and the retention routine. It is not a database
+//! the serve-gate rules, the retention routine and the store of bootstrap
+//! [`segments`] with its in-memory implementation. It is not a database
 //! driver: it has no database dependency. Dialect crates (`sync-sqlite`,
 //! `sync-postgres`) implement the traits; `sync-schema` compiles schema input
 //! into [`CompiledSchema`]; the conformance suite and the backfill runner
