@@ -5,7 +5,7 @@ use crate::checks::*;
 
 /// Every registered check, ordered by ID.
 pub fn registry() -> Vec<&'static CheckDef> {
-    let groups: [&'static [CheckDef]; 34] = [
+    let groups: [&'static [CheckDef]; 35] = [
         schema_lifecycle::CHECKS,
         schema_compile::CHECKS,
         codec::CHECKS,
@@ -35,6 +35,7 @@ pub fn registry() -> Vec<&'static CheckDef> {
         engine_validators::CHECKS,
         engine_gate::CHECKS,
         engine_pull::CHECKS,
+        engine_read_scopes::CHECKS,
         engine_retention::CHECKS,
         engine_command::CHECKS,
         mixed_fleet::CHECKS,

@@ -158,7 +158,9 @@ fn section(
     sub: &Subscription,
     out: &mut Emitter<'_>,
 ) -> Result<SectionEnd, Abort> {
-    let Some(effective) = effective_scopes(&sub.scopes, &round.resolved) else {
+    let table = round.engine.schema.table(&sub.table);
+    let effective = table.and_then(|t| effective_scopes(t, &sub.scopes, &round.resolved));
+    let Some(effective) = effective else {
         return inactive(round, state, sub, SectionStatus::Revoked, out);
     };
     if sub.bootstrap_state.is_none() && (0..state.horizon).contains(&sub.cursor) {
