@@ -5,7 +5,7 @@ use crate::checks::*;
 
 /// Every registered check, ordered by ID.
 pub fn registry() -> Vec<&'static CheckDef> {
-    let groups: [&'static [CheckDef]; 35] = [
+    let groups: [&'static [CheckDef]; 36] = [
         schema_lifecycle::CHECKS,
         schema_compile::CHECKS,
         codec::CHECKS,
@@ -32,6 +32,7 @@ pub fn registry() -> Vec<&'static CheckDef> {
         engine_entry::CHECKS,
         engine_push::CHECKS,
         engine_idempotency::CHECKS,
+        engine_replay_owner::CHECKS,
         engine_validators::CHECKS,
         engine_gate::CHECKS,
         engine_pull::CHECKS,

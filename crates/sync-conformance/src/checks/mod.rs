@@ -18,6 +18,7 @@ pub(crate) mod engine_idempotency;
 pub(crate) mod engine_pull;
 pub(crate) mod engine_push;
 pub(crate) mod engine_read_scopes;
+pub(crate) mod engine_replay_owner;
 pub(crate) mod engine_retention;
 pub(crate) mod engine_round;
 pub(crate) mod engine_validators;

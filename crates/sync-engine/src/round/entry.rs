@@ -138,6 +138,7 @@ pub(crate) fn enter<'a>(
         outcome: RoundOutcome::default(),
         stage_record: false,
         record_staged: false,
+        foreign_replay: false,
     }))
 }
 
