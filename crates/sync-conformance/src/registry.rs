@@ -5,7 +5,7 @@ use crate::checks::*;
 
 /// Every registered check, ordered by ID.
 pub fn registry() -> Vec<&'static CheckDef> {
-    let groups: [&'static [CheckDef]; 36] = [
+    let groups: [&'static [CheckDef]; 37] = [
         schema_lifecycle::CHECKS,
         schema_compile::CHECKS,
         codec::CHECKS,
@@ -39,6 +39,7 @@ pub fn registry() -> Vec<&'static CheckDef> {
         engine_read_scopes::CHECKS,
         engine_retention::CHECKS,
         engine_command::CHECKS,
+        engine_unstorable::CHECKS,
         mixed_fleet::CHECKS,
         commit_groups::CHECKS,
         round_entry::CHECKS,

@@ -7,6 +7,7 @@ mod reaction_plan;
 mod records;
 mod replay;
 mod row_values;
+mod storable;
 pub(crate) mod tx_reader;
 
 use sync_core::{
@@ -215,7 +216,9 @@ fn prelude_request(
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     if let Ops::Given(operations) = ops {
         for op in operations.iter() {
-            if round.engine.schema.table(&op.table).is_none() {
+            if round.engine.schema.table(&op.table).is_none()
+                || storable::row_id_problem(&op.row_id).is_some()
+            {
                 continue;
             }
             let at = match rows.iter().position(|(t, _)| *t == op.table) {
