@@ -5,7 +5,7 @@ use crate::checks::*;
 
 /// Every registered check, ordered by ID.
 pub fn registry() -> Vec<&'static CheckDef> {
-    let groups: [&'static [CheckDef]; 37] = [
+    let groups: [&'static [CheckDef]; 38] = [
         schema_lifecycle::CHECKS,
         schema_compile::CHECKS,
         codec::CHECKS,
@@ -38,6 +38,7 @@ pub fn registry() -> Vec<&'static CheckDef> {
         engine_pull::CHECKS,
         engine_read_scopes::CHECKS,
         engine_retention::CHECKS,
+        engine_limits::CHECKS,
         engine_command::CHECKS,
         engine_unstorable::CHECKS,
         mixed_fleet::CHECKS,

@@ -15,6 +15,7 @@ pub(crate) mod engine_entry;
 pub(crate) mod engine_fixture;
 pub(crate) mod engine_gate;
 pub(crate) mod engine_idempotency;
+pub(crate) mod engine_limits;
 pub(crate) mod engine_pull;
 pub(crate) mod engine_push;
 pub(crate) mod engine_read_scopes;

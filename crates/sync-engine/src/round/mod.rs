@@ -4,6 +4,7 @@ pub(crate) mod abort;
 pub(crate) mod emitter;
 pub(crate) mod entry;
 pub(crate) mod invariants;
+pub(crate) mod request_limits;
 
 use sync_core::{
     ClientRecord, LogBounds, PartitionRegistryEntry, Result as StorageResult, ServeContext,
