@@ -4,7 +4,9 @@
 
 use sync_core::limits::{MAX_ROW_ID_BYTES, MAX_SCOPE_VALUE_BYTES};
 use sync_core::RowValue;
-use sync_engine::PushResultStatus;
+use sync_engine::{PushResultStatus, Rejection, ValidationFailure};
+
+use super::engine_doubles::RowCheck;
 
 use super::engine_entry::GROUP;
 use super::engine_fixture::{task_payload_values, P};
@@ -164,5 +166,36 @@ fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
     );
     nul_scope.expect_error("sync.invalid_request")?;
     check_eq!(env.max_seq()?, max_seq, "max_commit_seq after the refusals");
+
+    // A host rejection whose message holds U+0000 is stored (the message
+    // is a diagnostic; its U+0000 does not reach the stored result).
+    let rejecting = RowCheck::new(|_| {
+        let rejection = Rejection::new("task.refused", "no\0pe", None, None)
+            .map_err(|e| ValidationFailure::Failed(Box::new(e)))?;
+        Err(ValidationFailure::Reject(rejection))
+    });
+    let validated = env.engine_with(|c| {
+        c.row_validators
+            .insert("tasks".to_owned(), rejecting.clone());
+    })?;
+    let request = || {
+        Ok::<_, Failure>(push_req(
+            "dev-a",
+            vec![commit(
+                "refused",
+                vec![up("tasks", "t5", None, task(&env, "t5", "p1", |_| {})?)],
+            )],
+        ))
+    };
+    let refused = run(&validated, "alice", request()?);
+    refused.ok()?;
+    expect_rejected(refused.result(0)?, 0, "task.refused")?;
+    let replayed = run(&validated, "alice", request()?);
+    replayed.ok()?;
+    check_eq!(
+        replayed.result(0)?,
+        refused.result(0)?,
+        "replayed host rejection"
+    );
     Ok(())
 }
