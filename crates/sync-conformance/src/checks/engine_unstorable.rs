@@ -6,7 +6,7 @@ use sync_core::limits::{MAX_ROW_ID_BYTES, MAX_SCOPE_VALUE_BYTES};
 use sync_core::RowValue;
 use sync_engine::{PushResultStatus, Rejection, ValidationFailure};
 
-use super::engine_doubles::RowCheck;
+use super::engine_doubles::{plan, Planner, RowCheck};
 
 use super::engine_entry::GROUP;
 use super::engine_fixture::{task_payload_values, P};
@@ -196,6 +196,37 @@ fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
         replayed.result(0)?,
         refused.result(0)?,
         "replayed host rejection"
+    );
+
+    // A planned reaction whose payload holds a `\u0000` escape is an
+    // invalid plan on every dialect (internal; nothing persisted).
+    let planner = Planner::new(|_| {
+        let mut p = plan("k1", "notify");
+        p.payload = serde_json::json!({"a": "x\u{0}"});
+        Ok(vec![p])
+    });
+    let planning = env.engine_with(|c| c.reaction_planner = Some(planner.clone()))?;
+    let planned = run(
+        &planning,
+        "alice",
+        push_req(
+            "dev-a",
+            vec![commit(
+                "planned",
+                vec![up("tasks", "t6", None, task(&env, "t6", "p1", |_| {})?)],
+            )],
+        ),
+    );
+    planned.expect_internal()?;
+    check!(
+        env.storage
+            .get_push_result(P, "dev-a", "planned")?
+            .is_none(),
+        "a result was stored for the invalid plan"
+    );
+    check!(
+        env.storage.get_row(P, "tasks", "t6")?.is_none(),
+        "the row of the invalid plan was stored"
     );
     Ok(())
 }
