@@ -237,6 +237,7 @@ fn c247_rejection_inside_push(ctx: &mut Ctx<'_>) -> CheckResult {
         recorded_at_ms: Some(NOW),
         cache_identity: None,
         results: Vec::new(),
+        actor_id: None,
     };
     expect_code(
         tx.commit_rejected_push_result(CLIENT, "c1", &rejection),
