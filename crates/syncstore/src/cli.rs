@@ -219,6 +219,12 @@ pub struct BackfillArgs {
     /// Full passes plus retries after `busy` before giving up (at least 1).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
+
+    /// `--name` may be a checkpoint the partition has not declared yet: the
+    /// backfill declares it (raising the partition's writer fence). Without
+    /// it an undeclared name is refused: a typo would close the partition.
+    #[arg(long)]
+    pub declare_new: bool,
 }
 
 impl BackfillArgs {

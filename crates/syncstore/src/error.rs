@@ -37,11 +37,14 @@ pub enum CliCode {
     /// The database does not enforce the writer fence: its fence trigger
     /// is missing, disabled or runs something else (`details.cause`).
     FenceNotEnforced,
+    /// `backfill --name` names a checkpoint the partition has not declared,
+    /// and `--declare-new` was not given.
+    CheckpointUndeclared,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -54,6 +57,7 @@ impl CliCode {
         Self::Io,
         Self::DeclarationMissing,
         Self::FenceNotEnforced,
+        Self::CheckpointUndeclared,
     ];
 
     /// The stable code string.
@@ -71,6 +75,7 @@ impl CliCode {
             Self::Io => "sync.cli.io",
             Self::DeclarationMissing => "sync.cli.declaration_missing",
             Self::FenceNotEnforced => "sync.cli.fence_not_enforced",
+            Self::CheckpointUndeclared => "sync.cli.checkpoint_undeclared",
         }
     }
 
@@ -95,6 +100,9 @@ impl CliCode {
                 "a requested checkpoint declaration does not exist after the migration"
             }
             Self::FenceNotEnforced => "the database does not enforce the writer fence",
+            Self::CheckpointUndeclared => {
+                "the partition has not declared this checkpoint; pass --declare-new to declare it"
+            }
         }
     }
 }
