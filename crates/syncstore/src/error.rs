@@ -40,11 +40,14 @@ pub enum CliCode {
     /// `backfill --name` names a checkpoint the partition has not declared,
     /// and `--declare-new` was not given.
     CheckpointUndeclared,
+    /// After `migrate`, a `--carry` or `--abandon` is not what the database
+    /// holds: another process resolved the checkpoint the other way.
+    ResolutionNotApplied,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -58,6 +61,7 @@ impl CliCode {
         Self::DeclarationMissing,
         Self::FenceNotEnforced,
         Self::CheckpointUndeclared,
+        Self::ResolutionNotApplied,
     ];
 
     /// The stable code string.
@@ -76,6 +80,7 @@ impl CliCode {
             Self::DeclarationMissing => "sync.cli.declaration_missing",
             Self::FenceNotEnforced => "sync.cli.fence_not_enforced",
             Self::CheckpointUndeclared => "sync.cli.checkpoint_undeclared",
+            Self::ResolutionNotApplied => "sync.cli.resolution_not_applied",
         }
     }
 
@@ -102,6 +107,9 @@ impl CliCode {
             Self::FenceNotEnforced => "the database does not enforce the writer fence",
             Self::CheckpointUndeclared => {
                 "the partition has not declared this checkpoint; pass --declare-new to declare it"
+            }
+            Self::ResolutionNotApplied => {
+                "the checkpoint was not resolved as requested; the stored resolution differs"
             }
         }
     }
