@@ -106,6 +106,13 @@ pub struct MigrateArgs {
     #[arg(long = "abandon", value_name = "PARTITION:NAME", value_parser = parse_declaration)]
     pub abandon: Vec<Declaration>,
 
+    /// A bump may retire (drop) table `TABLE` although it holds rows
+    /// (repeatable). A table in the stored layouts and missing from the
+    /// schema file is retired with its rows; without this a table holding
+    /// rows is refused: a rename typo would drop them.
+    #[arg(long = "retire", value_name = "TABLE")]
+    pub retire: Vec<String>,
+
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,

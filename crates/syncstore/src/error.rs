@@ -43,11 +43,17 @@ pub enum CliCode {
     /// After `migrate`, a `--carry` or `--abandon` is not what the database
     /// holds: another process resolved the checkpoint the other way.
     ResolutionNotApplied,
+    /// A bump would retire (drop) a table holding rows that `--retire` did
+    /// not name.
+    RetireRefused,
+    /// A bump changes how existing rows are identified: their stored row id
+    /// or scopes no longer follow the schema's primary key or scope patterns.
+    RowIdentityChanged,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 16] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -62,6 +68,8 @@ impl CliCode {
         Self::FenceNotEnforced,
         Self::CheckpointUndeclared,
         Self::ResolutionNotApplied,
+        Self::RetireRefused,
+        Self::RowIdentityChanged,
     ];
 
     /// The stable code string.
@@ -81,6 +89,8 @@ impl CliCode {
             Self::FenceNotEnforced => "sync.cli.fence_not_enforced",
             Self::CheckpointUndeclared => "sync.cli.checkpoint_undeclared",
             Self::ResolutionNotApplied => "sync.cli.resolution_not_applied",
+            Self::RetireRefused => "sync.cli.retire_refused",
+            Self::RowIdentityChanged => "sync.cli.row_identity_changed",
         }
     }
 
@@ -110,6 +120,12 @@ impl CliCode {
             }
             Self::ResolutionNotApplied => {
                 "the checkpoint was not resolved as requested; the stored resolution differs"
+            }
+            Self::RetireRefused => {
+                "the migration would drop a table holding rows that --retire does not name"
+            }
+            Self::RowIdentityChanged => {
+                "the primary key or scope patterns of a table holding rows changed"
             }
         }
     }

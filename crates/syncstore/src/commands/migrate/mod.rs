@@ -1,10 +1,14 @@
 //! `migrate --schema FILE [--declare PARTITION:NAME]... [--new-partition]
-//! [--carry PARTITION:NAME]... [--abandon PARTITION:NAME]... [--dry-run]`.
+//! [--carry PARTITION:NAME]... [--abandon PARTITION:NAME]... [--retire TABLE]...
+//! [--dry-run]`.
 //!
 //! Checks the arguments (a declaration names a known partition unless
 //! `--new-partition`; names are valid), previews the plan (with the refusals
 //! `ensure_schema` would raise, finish-or-refuse included), then (unless
 //! `--dry-run`) runs `ensure_schema` with the declarations and resolutions.
+//! The preview refuses a bump that would retire a table holding rows not
+//! named by `--retire`, or change the identity of existing rows
+//! ([`crate::plan`]).
 //!
 //! The command is exact under concurrency: whatever another `migrate` did
 //! meanwhile, afterwards every requested declaration exists at the target
@@ -94,6 +98,7 @@ pub fn run(db: &Database, args: &MigrateArgs, prepared: Prepared) -> CliResult<R
             &layouts,
             &effective,
             &resolutions,
+            &args.retire,
         ) {
             Ok(preview) => break (effective, preview),
             Err(error)
