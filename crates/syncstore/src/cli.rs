@@ -395,6 +395,23 @@ pub struct SyncArgs {
     /// decoded JSON objects.
     #[arg(long)]
     pub raw_bytes: bool,
+
+    /// The largest request read, in bytes (line terminators included); a
+    /// longer one is refused before more is read.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::commands::sync::DEFAULT_MAX_REQUEST_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_request_bytes: u64,
+
+    /// The longest request line read, in bytes (one frame; a `PUSH_COMMIT`
+    /// carries its operations on its line); a longer one is refused before
+    /// more of it is read.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = crate::commands::sync::DEFAULT_MAX_LINE_BYTES as u64,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_line_bytes: u64,
 }
 
 /// An `--allow KEY=V1,V2` value.

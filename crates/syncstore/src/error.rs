@@ -49,11 +49,13 @@ pub enum CliCode {
     /// A bump changes how existing rows are identified: their stored row id
     /// or scopes no longer follow the schema's primary key or scope patterns.
     RowIdentityChanged,
+    /// The `sync` request or one of its lines is longer than its limit.
+    RequestTooLarge,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -70,6 +72,7 @@ impl CliCode {
         Self::ResolutionNotApplied,
         Self::RetireRefused,
         Self::RowIdentityChanged,
+        Self::RequestTooLarge,
     ];
 
     /// The stable code string.
@@ -91,6 +94,7 @@ impl CliCode {
             Self::ResolutionNotApplied => "sync.cli.resolution_not_applied",
             Self::RetireRefused => "sync.cli.retire_refused",
             Self::RowIdentityChanged => "sync.cli.row_identity_changed",
+            Self::RequestTooLarge => "sync.cli.request_too_large",
         }
     }
 
@@ -127,6 +131,7 @@ impl CliCode {
             Self::RowIdentityChanged => {
                 "the primary key or scope patterns of a table holding rows changed"
             }
+            Self::RequestTooLarge => "the request or one of its lines exceeds its size limit",
         }
     }
 }
