@@ -857,4 +857,11 @@ impl sync_schema::ObserveTables for SqliteStorage {
         self.pools
             .read_snapshot(|conn| inspect::observe_tables(conn, tables))
     }
+
+    /// `COUNT(*)` of the table when it exists, else 0.
+    fn count_table_rows(&self, table: &str) -> Result<Option<u64>> {
+        self.pools
+            .read_snapshot(|conn| inspect::count_table_rows(conn, table))
+            .map(Some)
+    }
 }

@@ -143,6 +143,13 @@ pub struct MigrateArgs {
     #[arg(long = "abandon", value_name = "PARTITION:NAME", value_parser = parse_declaration)]
     pub abandon: Vec<Declaration>,
 
+    /// A bump may retire (drop) table `TABLE` although it holds rows
+    /// (repeatable). A table in the stored layouts and missing from the
+    /// schema file is retired with its rows; without this a table holding
+    /// rows is refused: a rename typo would drop them.
+    #[arg(long = "retire", value_name = "TABLE")]
+    pub retire: Vec<String>,
+
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -256,6 +263,12 @@ pub struct BackfillArgs {
     /// Full passes plus retries after `busy` before giving up (at least 1).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
+
+    /// `--name` may be a checkpoint the partition has not declared yet: the
+    /// backfill declares it (raising the partition's writer fence). Without
+    /// it an undeclared name is refused: a typo would close the partition.
+    #[arg(long)]
+    pub declare_new: bool,
 }
 
 impl BackfillArgs {
@@ -419,6 +432,23 @@ pub struct SyncArgs {
     /// decoded JSON objects.
     #[arg(long)]
     pub raw_bytes: bool,
+
+    /// The largest request read, in bytes (line terminators included); a
+    /// longer one is refused before more is read.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::commands::sync::DEFAULT_MAX_REQUEST_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_request_bytes: u64,
+
+    /// The longest request line read, in bytes (one frame; a `PUSH_COMMIT`
+    /// carries its operations on its line); a longer one is refused before
+    /// more of it is read.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = crate::commands::sync::DEFAULT_MAX_LINE_BYTES as u64,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_line_bytes: u64,
 }
 
 /// An `--allow KEY=V1,V2` value.

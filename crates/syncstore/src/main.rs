@@ -16,6 +16,8 @@ mod output;
 mod plan;
 mod progress;
 mod projectors;
+mod retiring;
+mod row_identity;
 mod secrets;
 mod stored;
 mod url;

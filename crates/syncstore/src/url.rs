@@ -344,6 +344,15 @@ impl Database {
         }
     }
 
+    /// Rows of one application table, all partitions (0 when absent;
+    /// `None` when the dialect cannot count).
+    pub fn count_table_rows(&self, table: &str) -> sync_core::Result<Option<u64>> {
+        match &self.backend {
+            Backend::Sqlite(storage) => storage.count_table_rows(table),
+            Backend::Other(storage) => storage.count_table_rows(table),
+        }
+    }
+
     /// Read-only introspection of the named tables (absent ones included),
     /// as `ensure_schema` would observe them (`schema-and-migrations.md` §7.1).
     pub fn observe_tables(&self, tables: &[String]) -> sync_core::Result<ObservedTables> {
