@@ -362,13 +362,16 @@ fn open_sqlite(path: &Path, synchronous: Synchronous) -> CliResult<SqliteStorage
     SqliteStorage::open(path, config).map_err(opening)
 }
 
-/// An error of opening a storage: "not a syncstore database" keeps its
-/// code; anything else is `sync.cli.unreachable`.
+/// An error of opening a storage: "not a syncstore database" and a
+/// stranded `-wal`/`-shm` keep their codes (each asks the operator for
+/// something else than a reachable server); anything else is
+/// `sync.cli.unreachable`.
 fn opening(error: sync_core::Error) -> CliError {
-    if error.code() == sync_core::ErrorCode::NotASyncDatabase {
-        CliError::from(error)
-    } else {
-        unreachable(&error)
+    match error.code() {
+        sync_core::ErrorCode::NotASyncDatabase | sync_core::ErrorCode::StrandedJournal => {
+            CliError::from(error)
+        }
+        _ => unreachable(&error),
     }
 }
 

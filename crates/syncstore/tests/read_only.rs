@@ -107,6 +107,64 @@ fn a_read_only_sqlite_file_is_inspected() {
     assert!(dir.path().exists());
 }
 
+/// A WAL database nobody has open is inspected `immutable`: no `-wal` or
+/// `-shm` appears beside it (and none is needed, so a directory the
+/// process cannot write works too), the file stays as it was.
+#[test]
+fn a_closed_wal_database_is_inspected_and_nothing_appears_beside_it() {
+    let db = Db::sqlite();
+    drop(seed_todos(&db, "p1", 3, 1));
+    let Db::Sqlite { dir, .. } = &db else {
+        unreachable!()
+    };
+    let before = snapshot(dir.path());
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        ["test.sqlite"],
+        "a closed database has no companion files"
+    );
+    for args in INSPECTIONS {
+        let run = db.run(args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        let after = snapshot(dir.path());
+        assert_eq!(
+            after.keys().collect::<Vec<_>>(),
+            ["test.sqlite"],
+            "{args:?} created a file beside the database"
+        );
+        assert!(after == before, "{args:?} changed the database file");
+    }
+    let rows = db.json(&["rows", "--partition", "p1", "--table", "todos"]);
+    assert_eq!(rows["rows"].as_array().map(Vec::len), Some(3), "{rows:#}");
+}
+
+/// The live file renamed away and its process gone: `status` refuses the
+/// `-wal` left at the path instead of reporting an empty database there,
+/// and says what to do.
+#[test]
+fn a_stranded_wal_is_reported_by_status_and_nothing_is_created() {
+    let db = Db::sqlite();
+    let app = seed_todos(&db, "p1", 2, 1);
+    let Db::Sqlite { dir, path } = &db else {
+        unreachable!()
+    };
+    std::fs::rename(path, dir.path().join("moved.sqlite")).unwrap();
+    // A killed process closes nothing: its -wal and -shm stay at the path.
+    std::mem::forget(app);
+    let details = db.json_error(&["status"], "sync.storage.stranded_journal");
+    assert_eq!(details["path"], path.display().to_string(), "{details:#}");
+    assert!(
+        details["found"]
+            .as_str()
+            .is_some_and(|f| f.contains("test.sqlite-wal")),
+        "{details:#}"
+    );
+    let run = db.run(&["status"]);
+    run.text_error("sync.storage.stranded_journal");
+    assert!(run.stderr.contains("move them back"), "{}", run.stderr);
+    assert!(!path.exists(), "no database was created at the path");
+}
+
 #[test]
 fn a_file_without_the_storage_tables_is_not_a_syncstore_database() {
     let dir = tempfile::tempdir().unwrap();
