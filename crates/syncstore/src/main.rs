@@ -37,6 +37,7 @@ fn main() -> ExitCode {
                 .exit();
         }
     }
+    secrets::remember(&url::resolved_text(cli.db.as_deref()));
     output::init_logs(cli.verbose);
     let format = if cli.json { Format::Json } else { Format::Text };
     if let Command::Sync(args) = &cli.command {

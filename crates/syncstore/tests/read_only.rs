@@ -359,6 +359,90 @@ fn passwords_are_never_printed() {
     assert!(!pg_url().is_empty());
 }
 
+/// Passwords holding what ends a URL part elsewhere (`/ ? # :`, a space,
+/// a quote) — as the driver accepts them raw in the userinfo, or
+/// percent-encoded there or in `?password=` — are never printed, in text,
+/// JSON, verbose logs, errors or the demo.
+#[test]
+fn passwords_with_url_delimiters_are_never_printed() {
+    let db = Db::postgres();
+    drop(seed_todos(&db, "p1", 2, 2));
+    let Db::Postgres { server, schema } = &db else {
+        unreachable!()
+    };
+    assert!(!server.contains('?'), "the test URL has no query: {server}");
+    let raw = "s3/cr#t pa?ss:w'd";
+    let encoded = "b64%2Bx%2F%40y%3D%3D";
+    let decoded = "b64+x/@y==";
+    // The local server trusts the connection, so any password is accepted.
+    let with =
+        |password: &str| server.replacen("://postgres@", &format!("://postgres:{password}@"), 1);
+    let urls = [
+        format!("{}?schema={schema}", with(raw)),
+        format!("{}?schema={schema}", with(encoded)),
+        format!("{server}?schema={schema}&password={encoded}"),
+    ];
+    let secrets = [raw, encoded, decoded, "cr#t pa", "x/@y"];
+    let assert_hidden = |what: &str, run: &common::Run| {
+        for secret in secrets {
+            assert!(
+                !run.stdout.contains(secret) && !run.stderr.contains(secret),
+                "{what} printed {secret:?}:\n{}\n{}",
+                run.stdout,
+                run.stderr
+            );
+        }
+    };
+    for url in &urls {
+        for args in [
+            vec!["-vv", "status"],
+            vec!["-vv", "status", "--json"],
+            vec!["rows", "--partition", "p1", "--table", "todos"],
+        ] {
+            let mut all = vec!["--db", url.as_str()];
+            all.extend(args.iter().copied());
+            let run = syncstore(&all);
+            assert_eq!(run.code, 0, "{url} {args:?}: {}", run.stderr);
+            assert_hidden(&format!("{args:?}"), &run);
+        }
+        let status = syncstore(&["--db", url, "status"]);
+        assert!(
+            status.stdout.contains("postgres:***@") || status.stdout.contains("password=***"),
+            "{}",
+            status.stdout
+        );
+    }
+    // Errors naming the server (nothing listens on port 1).
+    for password in [raw, encoded] {
+        let refused = format!("postgres://postgres:{password}@127.0.0.1:1/test?password={encoded}");
+        for json in [false, true] {
+            let mut args = vec!["--db", refused.as_str(), "-vv", "status"];
+            if json {
+                args.push("--json");
+            }
+            let run = syncstore(&args);
+            assert_eq!(run.code, 1, "{}", run.stderr);
+            assert_hidden("an unreachable server", &run);
+        }
+    }
+    // The demo, text and JSON, which prints the URL that opens it again.
+    for json in [false, true] {
+        let demo_schema = format!("{schema}_demo{}", json as u8);
+        let demo_db = format!("{}?schema={demo_schema}", with(raw));
+        let mut args = vec!["--db", demo_db.as_str(), "demo", "--rows", "30"];
+        if json {
+            args.push("--json");
+        }
+        let run = syncstore(&args);
+        let mut admin = postgres::Client::connect(server, postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{demo_schema}\" CASCADE"))
+            .unwrap();
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_hidden("the demo", &run);
+    }
+}
+
 #[test]
 fn values_cannot_drive_the_terminal_or_fake_a_line() {
     let db = Db::sqlite();
