@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod demo;
 mod error;
+mod escape;
 mod output;
 mod plan;
 mod progress;

@@ -235,7 +235,7 @@ impl DatabaseUrl {
                 Backend::Other(open.0(url, false).map_err(opening)?)
             }
         };
-        tracing::debug!(database = %crate::output::safe(&self.describe()), "opened storage");
+        tracing::debug!(database = %crate::escape::safe(&self.describe()), "opened storage");
         Ok(Database {
             url: self.clone(),
             backend,
@@ -264,7 +264,7 @@ impl DatabaseUrl {
                 Backend::Other(open.0(url, true).map_err(opening)?)
             }
         };
-        tracing::debug!(database = %crate::output::safe(&self.describe()), "opened storage read-only");
+        tracing::debug!(database = %crate::escape::safe(&self.describe()), "opened storage read-only");
         Ok(Database {
             url: self.clone(),
             backend,

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{pg_url, seed_todos, syncstore, Db};
+use sync_core::RowValue;
 
 const DEFAULT_FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -470,6 +471,70 @@ fn values_cannot_drive_the_terminal_or_fake_a_line() {
     }
     let run = db.run(&["rows", "--partition", "nobody", "--table", "todos"]);
     run.text_error("sync.cli.unknown_partition");
+}
+
+/// Bidi overrides, line separators and C1 controls in partitions, row ids
+/// and payload text reach neither text nor JSON output raw; in text a
+/// value with spaces or separators is quoted, so it cannot pass for the
+/// fields after it; JSON still reads back as the stored values.
+#[test]
+fn bidi_separators_and_c1_controls_are_escaped_in_text_and_json() {
+    let db = Db::sqlite();
+    let partition = "p\u{202e}1: max_commit_seq 99, horizon 0";
+    let row_id = "t\u{9b}31m\u{2028}x";
+    let title = "gnp.\u{202e}exe \u{2066}\u{85}\u{2029}";
+    let mut app = common::App::start(&db, &common::todos_schema(1, false, ""), partition);
+    app.push(
+        partition,
+        "todos",
+        &[vec![
+            RowValue::String(row_id.to_owned()),
+            RowValue::String("list 1, done".to_owned()),
+            RowValue::String(title.to_owned()),
+            RowValue::Boolean(true),
+        ]],
+        &[],
+    );
+    drop(app);
+    let raw = [
+        '\u{202e}', '\u{2066}', '\u{2028}', '\u{2029}', '\u{9b}', '\u{85}',
+    ];
+    let assert_inert = |what: &str, run: &common::Run| {
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        for output in [&run.stdout, &run.stderr] {
+            assert!(
+                !output.contains(&raw[..]),
+                "{what}: a control reached the output raw: {output:?}"
+            );
+        }
+    };
+    let rows = ["rows", "--partition", partition, "--table", "todos"];
+    let commits = ["commits", "--partition", partition];
+    for args in [
+        &["status"][..],
+        &rows[..],
+        &commits[..],
+        &["checkpoints"][..],
+    ] {
+        let run = db.run(args);
+        assert_inert(&format!("{args:?}"), &run);
+        let mut json = args.to_vec();
+        json.push("--json");
+        assert_inert(&format!("{json:?}"), &db.run(&json));
+    }
+    let status = db.run(&["status"]).stdout;
+    assert!(
+        status
+            .contains("partition \"p\\u{202e}1: max_commit_seq 99, horizon 0\": max_commit_seq 1,"),
+        "the partition is one quoted field: {status}"
+    );
+    let listed = db.json(&rows);
+    assert_eq!(listed["rows"][0]["row_id"], row_id);
+    assert_eq!(listed["rows"][0]["values"]["title"], title);
+    let text = db.run(&commits).stdout;
+    assert!(text.contains("\"t\\u{9b}31m\\u{2028}x\""), "{text}");
+    let json = db.run(&[&commits[..], &["--json"]].concat()).stdout;
+    assert!(json.contains("t\\u009b31m\\u2028x"), "{json}");
 }
 
 #[test]
