@@ -185,8 +185,10 @@ fn mask_parameters(text: &str) -> String {
         }
         let key_end = text[..i].trim_end().len();
         let key_start = text[..key_end]
-            .rfind(|c: char| c.is_whitespace() || matches!(c, '?' | '&' | '=' | ';' | ','))
-            .map_or(0, |p| p + 1);
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| c.is_whitespace() || matches!(c, '?' | '&' | '=' | ';' | ','))
+            .map_or(0, |(p, c)| p + c.len_utf8());
         let key = &text[key_start..key_end];
         if key.is_empty() || !is_password_key(key) {
             i += 1;
@@ -363,6 +365,14 @@ mod tests {
     }
 
     #[test]
+    fn a_key_after_wide_whitespace_is_found() {
+        assert_eq!(
+            structural("a\u{2028}password=x\u{a0}password=y z"),
+            "a\u{2028}password=***\u{a0}password=*** z"
+        );
+    }
+
+    #[test]
     fn remembered_passwords_are_masked_in_any_form() {
         let known = passwords_of("postgres://u:s%2F3cr%20t@h/db?password=k3y!");
         assert_eq!(known, ["s%2F3cr%20t", "s/3cr t", "k3y!"]);
@@ -376,7 +386,7 @@ mod tests {
     /// gives a meaning to.
     const HOSTILE: &[char] = &[
         '/', '#', '?', ' ', ':', '@', '&', '=', '%', '\'', '\\', '+', ';', ',', '[', ']', '!', '$',
-        '*', '"', '\t', 'é', 'a', 'Z', '0', '9',
+        '*', '"', '\t', 'é', 'a', 'Z', '0', '9', '\u{a0}', '\u{2028}',
     ];
 
     fn password() -> impl Strategy<Value = String> {
