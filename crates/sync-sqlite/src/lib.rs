@@ -43,6 +43,7 @@ mod bootstrap;
 mod checkpoints;
 mod clients;
 mod commit_log;
+mod companions;
 mod config;
 mod ddl;
 mod dialect;

@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod demo;
 mod error;
+mod escape;
 mod output;
 mod plan;
 mod progress;
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
                 .exit();
         }
     }
+    secrets::remember(&url::resolved_text(cli.db.as_deref()));
     output::init_logs(cli.verbose);
     let format = if cli.json { Format::Json } else { Format::Text };
     if let Command::Ssp2(command) = &cli.command {

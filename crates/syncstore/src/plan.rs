@@ -23,6 +23,7 @@ use sync_core::{
 use sync_schema::{LegacyUpgradePlan, MigrationPlan, StoredLayouts};
 
 use crate::error::CliResult;
+use crate::escape::pair;
 use crate::retiring::{self, Retiring};
 use crate::url::Database;
 
@@ -134,9 +135,8 @@ impl Preview {
         for r in self.resolved() {
             let _ = writeln!(
                 text,
-                "-- unfinished checkpoint {}:{} (version {}, {}): {}",
-                r.checkpoint.partition,
-                r.checkpoint.name,
+                "-- unfinished checkpoint {} (version {}, {}): {}",
+                pair(&r.checkpoint.partition, &r.checkpoint.name),
                 r.checkpoint.schema_version,
                 r.checkpoint.state.as_str(),
                 match r.resolution {

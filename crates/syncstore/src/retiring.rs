@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use sync_schema::MigrationPlan;
 
 use crate::error::{CliCode, CliError, CliResult};
-use crate::output::safe;
+use crate::escape::field;
 use crate::url::Database;
 
 /// One table the bump retires and the rows it holds now (`None`: the
@@ -40,7 +40,7 @@ impl Retiring {
         let _ = writeln!(
             text,
             "-- retired table {}: {rows} rows dropped with it",
-            safe(&self.table)
+            field(&self.table)
         );
     }
 

@@ -30,7 +30,8 @@ use sync_core::{
 
 use crate::cli::{BackfillArgs, ProjectorKind};
 use crate::error::{CliCode, CliError, CliResult};
-use crate::output::{safe, Report};
+use crate::escape::{field, pair};
+use crate::output::Report;
 use crate::progress::BackfillProgress;
 use crate::projectors;
 use crate::stored::{count_rows, require_known_partition};
@@ -67,7 +68,7 @@ pub fn run(db: &Database, args: &BackfillArgs, schema: CompiledSchema) -> CliRes
 
     let counted = count_source_rows(storage, &args.partition, projector.sources())?;
     let progress = BackfillProgress::new(
-        &format!("backfill {}:{}", safe(&args.partition), safe(&args.name)),
+        &format!("backfill {}", pair(&args.partition, &args.name)),
         Some(counted),
     );
     let config = RunnerConfig {
@@ -76,7 +77,7 @@ pub fn run(db: &Database, args: &BackfillArgs, schema: CompiledSchema) -> CliRes
         ..RunnerConfig::default()
     };
     let started = Instant::now();
-    tracing::info!(partition = %safe(&args.partition), name = %safe(&args.name), version, "backfill starting");
+    tracing::info!(partition = %field(&args.partition), name = %field(&args.name), version, "backfill starting");
     let outcome = CheckpointRunner::new(
         storage,
         &args.partition,
@@ -225,9 +226,8 @@ fn report(
         _ => String::new(),
     };
     let text = format!(
-        "backfill {}:{} at schema version {version}: {}{detail} in {elapsed_ms} ms\n",
-        safe(&args.partition),
-        safe(&args.name),
+        "backfill {} at schema version {version}: {}{detail} in {elapsed_ms} ms\n",
+        pair(&args.partition, &args.name),
         outcome.as_str()
     );
     Ok(Report::new(json, text))

@@ -31,7 +31,8 @@ use sync_core::{
 
 use crate::cli::MigrateArgs;
 use crate::error::{CliCode, CliError, CliResult};
-use crate::output::{safe, Report};
+use crate::escape::{field, pair};
+use crate::output::Report;
 use crate::plan;
 use crate::progress::RewriteMeter;
 use crate::stored::{load_schema_file, partition_is_known, stored_schema};
@@ -183,9 +184,8 @@ pub fn run(db: &Database, args: &MigrateArgs, prepared: Prepared) -> CliResult<R
     for d in &declarations {
         let state = declaration_text(d, &before, &declared_online, args.dry_run, applied);
         text.push_str(&format!(
-            "checkpoint {}:{} at version {}: {state}\n",
-            safe(&d.partition),
-            safe(&d.name),
+            "checkpoint {} at version {}: {state}\n",
+            pair(&d.partition, &d.name),
             d.schema_version
         ));
     }
@@ -296,7 +296,7 @@ fn declare_missing(
                 d.schema_version,
                 SystemClock.now_ms(),
             )?;
-            tracing::info!(partition = %safe(&d.partition), name = %safe(&d.name), "declared online");
+            tracing::info!(partition = %field(&d.partition), name = %field(&d.name), "declared online");
             declared.push(d.clone());
         }
     }
