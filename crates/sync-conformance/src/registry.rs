@@ -92,14 +92,16 @@ mod tests {
     fn every_checklist_id_has_exactly_one_check() {
         let ids: Vec<&str> = registry().iter().map(|c| c.id).collect();
         // C-336…C-363 and E-083 guard behaviours beyond the checklists
-        // (`docs/decisions.md`).
+        // (`docs/decisions.md`); E-090…E-097 are the 2026-12 amendments of
+        // `engine.md` (§3.2 item 4a, §8 items 7–8).
         let expected: Vec<String> = (1..=363)
             .map(|n| format!("C-{n:03}"))
             .chain((1..=83).map(|n| format!("E-{n:03}")))
+            .chain((90..=97).map(|n| format!("E-{n:03}")))
             .collect();
         assert_eq!(
             ids, expected,
-            "the registry must hold C-001…C-363 and E-001…E-083 exactly once each"
+            "the registry must hold C-001…C-363, E-001…E-083 and E-090…E-097 exactly once each"
         );
     }
 
