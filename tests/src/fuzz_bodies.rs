@@ -9,8 +9,8 @@
 //! owns — never a panic — and whatever is accepted round-trips. A violated
 //! property panics, which both drivers report as a finding.
 //!
-//! This file uses only `sync_core`, `sync_schema` and `serde_json`, the
-//! dependencies of the fuzz crate.
+//! This file uses only `sync_core`, `sync_schema`, `sync_ssp2` and
+//! `serde_json`, the dependencies of the fuzz crate.
 
 use sync_core::codec::{self, ColumnShape};
 use sync_core::{ColumnType, ErrorCode, SqlValue, StoredPushResult};
@@ -24,13 +24,14 @@ pub enum Verdict {
     Refused,
 }
 
-/// The five targets, by name (also the cargo-fuzz target names).
-pub const TARGETS: [&str; 5] = [
+/// The six targets, by name (also the cargo-fuzz target names).
+pub const TARGETS: [&str; 6] = [
     "schema_compile",
     "layouts",
     "codec_roundtrip",
     "push_result_json",
     "prepare_query",
+    "ssp2_decode",
 ];
 
 /// Runs the body of `target` on `data`.
@@ -41,6 +42,7 @@ pub fn run(target: &str, data: &[u8]) -> Verdict {
         "codec_roundtrip" => codec_roundtrip(data),
         "push_result_json" => push_result_json(data),
         "prepare_query" => prepare_query(data),
+        "ssp2_decode" => ssp2_decode(data),
         other => panic!("unknown fuzz target {other}"),
     }
 }
@@ -354,5 +356,64 @@ pub fn prepare_query(data: &[u8]) -> Verdict {
             Verdict::Refused
         }
         (a, b) => panic!("dialects disagree: sqlite {a:?}, postgres {b:?}"),
+    }
+}
+
+/// The first byte picks what the rest is: an SSP2 request (`0`), response
+/// (`1`), SSG2 rows segment (`2`) or realtime control message (anything
+/// else). Refusals carry a wire code (`sync.invalid_request`, or
+/// `sync.empty_commit` for a request); an accepted message or segment
+/// renders and re-encodes to exactly its input bytes; an accepted control
+/// message renders to JSON that parses back to the same message.
+pub fn ssp2_decode(data: &[u8]) -> Verdict {
+    let Some((&selector, body)) = data.split_first() else {
+        return Verdict::Refused;
+    };
+    let refused = |code: &str| {
+        assert!(
+            code == "sync.invalid_request" || (selector == 0 && code == "sync.empty_commit"),
+            "refused with {code}"
+        );
+        Verdict::Refused
+    };
+    match selector {
+        0 => match sync_ssp2::decode_request(body) {
+            Ok(request) => {
+                let _ = sync_ssp2::render::render_request(&request);
+                let bytes = sync_ssp2::encode_request(&request).expect("a decoded request encodes");
+                assert_eq!(bytes, body, "request re-encoding");
+                Verdict::Accepted
+            }
+            Err(e) => refused(e.code()),
+        },
+        1 => match sync_ssp2::decode_response(body) {
+            Ok(response) => {
+                let _ = sync_ssp2::render::render_response(&response);
+                let bytes =
+                    sync_ssp2::encode_response(&response).expect("a decoded response encodes");
+                assert_eq!(bytes, body, "response re-encoding");
+                Verdict::Accepted
+            }
+            Err(e) => refused(e.code()),
+        },
+        2 => match sync_ssp2::decode_segment(body) {
+            Ok(segment) => {
+                let _ = sync_ssp2::render::render_segment(&segment);
+                let bytes = sync_ssp2::encode_segment(&segment).expect("a decoded segment encodes");
+                assert_eq!(bytes, body, "segment re-encoding");
+                Verdict::Accepted
+            }
+            Err(e) => refused(e.code()),
+        },
+        _ => match sync_ssp2::realtime::parse_control_message(&text(body)) {
+            Ok(message) => {
+                let text = sync_ssp2::realtime::to_json_text(&message);
+                let again = sync_ssp2::realtime::parse_control_message(&text)
+                    .expect("a rendered control message parses");
+                assert_eq!(again, message, "control message round trip");
+                Verdict::Accepted
+            }
+            Err(e) => refused(e.code()),
+        },
     }
 }

@@ -315,6 +315,7 @@ pub fn rejection(now: i64) -> StoredPushResult {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     }
 }
 

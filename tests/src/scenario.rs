@@ -296,6 +296,7 @@ pub fn rejection(now: i64) -> StoredPushResult {
         recorded_at_ms: Some(now),
         cache_identity: None,
         results: Vec::new(),
+        actor_id: None,
     }
 }
 

@@ -1,4 +1,4 @@
-//! The stable driver of the five fuzz targets (`tests/src/fuzz_bodies.rs`):
+//! The stable driver of the six fuzz targets (`tests/src/fuzz_bodies.rs`):
 //! seeded mutation fuzzing — bit flips, interesting bytes, dictionary
 //! tokens, deletions, duplications, splices and truncations of hand-written
 //! seeds — for `SYNCSTORE_FUZZ_EXECS` executions per target. It runs on the
@@ -272,8 +272,212 @@ fn seeds_and_dictionary(target: &str) -> (Vec<Vec<u8>>, Vec<&'static str>) {
             ];
             (seeds, dictionary)
         }
+        "ssp2_decode" => (
+            ssp2_seeds(),
+            vec![
+                "\u{0}\u{0}\u{0}\u{0}",
+                "\u{ff}\u{ff}\u{ff}\u{ff}",
+                "SSP2",
+                "SSG2",
+                "\"event\"",
+                "{}",
+                "null",
+            ],
+        ),
         other => panic!("no seeds for {other}"),
     }
+}
+
+/// One request, one response (every section kind, an unknown frame, an
+/// error), one segment and two control messages, each behind its selector
+/// byte, all built with the codec.
+fn ssp2_seeds() -> Vec<Vec<u8>> {
+    use sync_ssp2::*;
+    let with = |selector: u8, bytes: Vec<u8>| {
+        let mut v = vec![selector];
+        v.extend(bytes);
+        v
+    };
+    let scopes =
+        ScopeMap::from_entries([("project".to_owned(), vec!["p1".to_owned()])]).expect("one key");
+    let header = ReqHeader {
+        client_id: "client-a".into(),
+        schema_version: 1,
+        log_epoch: Some("e1".into()),
+    };
+    let commit = PushCommit {
+        client_commit_id: "c1".into(),
+        operations: vec![PushOperation {
+            table: "tasks".into(),
+            row_id: "t1".into(),
+            base_version: Some(2),
+            op: PushOp::Upsert {
+                payload: vec![0, 1, 0, 0, 0, b'x'],
+            },
+        }],
+    };
+    let subscription = Subscription {
+        id: "s1".into(),
+        table: "tasks".into(),
+        scopes: scopes.clone(),
+        params: Some(RawJson::new(r#"{"a":[1,2.5]}"#).expect("JSON")),
+        cursor: -1,
+        bootstrap_state: None,
+    };
+    let request = Request::from_parts(
+        WireVersion::V2,
+        header,
+        vec![commit],
+        Some((PullHeader::default(), vec![subscription])),
+    );
+    let segment = RowsSegment {
+        table: "tasks".into(),
+        schema_version: 1,
+        columns: vec![
+            Column {
+                name: "id".into(),
+                column_type: ColumnType::String,
+                nullable: false,
+            },
+            Column {
+                name: "n".into(),
+                column_type: ColumnType::Integer,
+                nullable: true,
+            },
+            Column {
+                name: "meta".into(),
+                column_type: ColumnType::Json,
+                nullable: true,
+            },
+        ],
+        blocks: vec![vec![
+            SegmentRow {
+                server_version: 3,
+                values: vec![
+                    ColumnValue::String("t1".into()),
+                    ColumnValue::Null,
+                    ColumnValue::Json(RawJson::new("{}").expect("JSON")),
+                ],
+            },
+            SegmentRow {
+                server_version: 1,
+                values: vec![
+                    ColumnValue::String("t2".into()),
+                    ColumnValue::Integer(-4),
+                    ColumnValue::Null,
+                ],
+            },
+        ]],
+    };
+    let start = |bootstrap: bool| {
+        ResponseFrame::SubStart(SubStart {
+            id: "s1".into(),
+            status: SubStatus::Active,
+            reason_code: String::new(),
+            effective_scopes: scopes.clone(),
+            bootstrap,
+        })
+    };
+    let response = Response {
+        wire_version: WireVersion::V1,
+        frames: vec![
+            ResponseFrame::RespHeader(RespHeader::default()),
+            ResponseFrame::Lease(Lease {
+                lease_id: "l1".into(),
+                expires_at_ms: 1_700_000_000_000,
+            }),
+            ResponseFrame::PushResult(PushResult {
+                client_commit_id: "c1".into(),
+                status: PushStatus::Rejected,
+                results: vec![OpResult {
+                    op_index: 0,
+                    kind: OpResultKind::Conflict {
+                        code: "sync.version_conflict".into(),
+                        message: "stale".into(),
+                        server_version: 3,
+                        server_row: vec![0, 1],
+                    },
+                }],
+            }),
+            start(false),
+            ResponseFrame::Commit(Commit {
+                commit_seq: 7,
+                created_at_ms: 1_700_000_000_000,
+                actor_id: "a1".into(),
+                tables: vec!["tasks".into()],
+                changes: vec![Change {
+                    table_index: 0,
+                    row_id: "t1".into(),
+                    scopes: StoredScopes::from_entries([("project".to_owned(), "p1".to_owned())])
+                        .expect("one key"),
+                    op: ChangeOp::Upsert {
+                        row_version: 2,
+                        row: vec![0, 2, 0, 0, 0, b'h', b'i'],
+                    },
+                }],
+            }),
+            ResponseFrame::SubEnd(SubEnd {
+                next_cursor: 7,
+                bootstrap_state: None,
+            }),
+            ResponseFrame::Unknown(UnknownFrame {
+                frame_type: 0x17,
+                payload: vec![1, 2, 3],
+            }),
+            start(true),
+            ResponseFrame::SegmentInline(SegmentInline::from_segment(&segment).expect("segment")),
+            ResponseFrame::SegmentRef(SegmentRef {
+                segment_id: "sha256:00".into(),
+                media_type: MediaType::Rows,
+                table: "tasks".into(),
+                byte_length: 10,
+                row_count: 2,
+                as_of_commit_seq: 7,
+                scope_digest: sync_ssp2::digest::scope_digest(&scopes),
+                row_cursor: None,
+                next_row_cursor: Some("t2".into()),
+                url: Some(SignedUrl {
+                    url: "https://x/".into(),
+                    expires_at_ms: 5,
+                }),
+            }),
+            ResponseFrame::Error(ErrorFrame {
+                code: "sync.rate_limited".into(),
+                message: "slow down".into(),
+                category: "rate-limited".into(),
+                retryable: true,
+                recommended_action: "retryLater".into(),
+                details: Some(RawJson::new(r#"{"after":5}"#).expect("JSON")),
+            }),
+        ],
+    };
+    // A short response, so that mutations often land on its bool bytes.
+    let short = Response {
+        wire_version: WireVersion::V2,
+        frames: vec![
+            ResponseFrame::RespHeader(RespHeader {
+                required_schema_version: None,
+                latest_schema_version: Some(1),
+                epoch: Some(ResponseEpoch {
+                    log_epoch: "e".into(),
+                    reset_required: true,
+                }),
+            }),
+            start(true),
+            ResponseFrame::SubEnd(SubEnd {
+                next_cursor: 1,
+                bootstrap_state: None,
+            }),
+        ],
+    };
+    vec![
+        with(1, encode_response(&short).expect("short seed response encodes")),
+        with(0, encode_request(&request).expect("seed request encodes")),
+        with(1, encode_response(&response).expect("seed response encodes")),
+        with(2, encode_segment(&segment).expect("seed segment encodes")),
+        with(3, br#"{"event":"sync","data":{"cursor":64,"requiresPull":true,"reason":"catchup-required","timestamp":1}}"#.to_vec()),
+        with(3, br#"{"event":"presence","data":{"scopeKey":"project:p1","kind":"join","actorId":"a","clientId":"c","doc":{"x":1},"timestamp":2}}"#.to_vec()),
+    ]
 }
 
 fn mutate(rng: &mut Rng, seeds: &[Vec<u8>], dictionary: &[&str]) -> Vec<u8> {

@@ -233,9 +233,10 @@ fn push_result() -> impl Strategy<Value = StoredPushResult> {
         prop::option::of(any::<i64>()),
         prop::option::of(any::<String>()),
         prop::collection::vec(op, 0..4),
+        prop::option::of(any::<String>()),
     )
         .prop_map(
-            |(applied, seq, recorded_at_ms, cache_identity, results)| StoredPushResult {
+            |(applied, seq, recorded_at_ms, cache_identity, results, actor_id)| StoredPushResult {
                 status: if applied {
                     PushStatus::Applied
                 } else {
@@ -245,6 +246,7 @@ fn push_result() -> impl Strategy<Value = StoredPushResult> {
                 recorded_at_ms,
                 cache_identity,
                 results,
+                actor_id,
             },
         )
 }

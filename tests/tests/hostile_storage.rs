@@ -196,6 +196,7 @@ fn hostile_result(h: &str, seq: i64) -> StoredPushResult {
                 references: Some([(h.to_owned(), h.to_owned())].into()),
             }),
         }],
+        actor_id: Some(h.to_owned()),
     }
 }
 

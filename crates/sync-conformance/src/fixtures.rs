@@ -404,5 +404,6 @@ fn rejection(error: &Error, index: usize) -> StoredPushResult {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     }
 }

@@ -288,7 +288,7 @@ pub trait RawAccess: Send {
     fn replay_reference_start(&self) -> Result<()> {
         Err(unsupported("replay_reference_start"))
     }
-    /// Breaks the storage's fence trigger behind its back (C-332, C-355); a way a
+    /// Breaks the storage's fence trigger behind its back (C-332, C-364); a way a
     /// dialect has no notion of returns `capability_unsupported`.
     fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
         let _ = tamper;
@@ -297,7 +297,7 @@ pub trait RawAccess: Send {
     /// Runs `attack` as a writer that is not the storage: on SQLite a raw
     /// connection, on Postgres a role granted only `SELECT, INSERT,
     /// UPDATE, DELETE` on the storage's tables (created for the call). The
-    /// database must refuse it (C-356). The default body returns
+    /// database must refuse it (C-365). The default body returns
     /// `capability_unsupported`.
     fn attack_barrier(&self, attack: BarrierAttack<'_>) -> Result<()> {
         let _ = attack;
@@ -320,7 +320,7 @@ pub trait RawAccess: Send {
 }
 
 /// A write to the migration barrier's tables that the protocol never makes
-/// ([`RawAccess::attack_barrier`], C-356): each must be refused by the
+/// ([`RawAccess::attack_barrier`], C-365): each must be refused by the
 /// database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarrierAttack<'a> {

@@ -5,7 +5,8 @@ use crate::checks::*;
 
 /// Every registered check, ordered by ID.
 pub fn registry() -> Vec<&'static CheckDef> {
-    let groups: [&'static [CheckDef]; 34] = [
+    // A slice, not a fixed-size array: adding a group changes one line.
+    let groups: &[&'static [CheckDef]] = &[
         schema_lifecycle::CHECKS,
         schema_compile::CHECKS,
         codec::CHECKS,
@@ -32,14 +33,19 @@ pub fn registry() -> Vec<&'static CheckDef> {
         engine_entry::CHECKS,
         engine_push::CHECKS,
         engine_idempotency::CHECKS,
+        engine_replay_owner::CHECKS,
         engine_validators::CHECKS,
         engine_gate::CHECKS,
         engine_pull::CHECKS,
+        engine_read_scopes::CHECKS,
         engine_retention::CHECKS,
+        engine_limits::CHECKS,
         engine_command::CHECKS,
+        engine_unstorable::CHECKS,
         mixed_fleet::CHECKS,
         commit_groups::CHECKS,
         round_entry::CHECKS,
+        segments::CHECKS,
     ];
     let mut all: Vec<&'static CheckDef> = groups.iter().flat_map(|g| g.iter()).collect();
     all.sort_by_key(|c| c.id);
@@ -85,15 +91,17 @@ mod tests {
     #[test]
     fn every_checklist_id_has_exactly_one_check() {
         let ids: Vec<&str> = registry().iter().map(|c| c.id).collect();
-        // C-336…C-356 and E-083 guard behaviours beyond the checklists
-        // (`docs/decisions.md`).
-        let expected: Vec<String> = (1..=356)
+        // C-336…C-365 and E-083 guard behaviours beyond the checklists
+        // (`docs/decisions.md`); E-090…E-097 are the 2026-12 amendments of
+        // `engine.md` (§3.2 item 4a, §8 items 7–8).
+        let expected: Vec<String> = (1..=365)
             .map(|n| format!("C-{n:03}"))
             .chain((1..=83).map(|n| format!("E-{n:03}")))
+            .chain((90..=97).map(|n| format!("E-{n:03}")))
             .collect();
         assert_eq!(
             ids, expected,
-            "the registry must hold C-001…C-356 and E-001…E-083 exactly once each"
+            "the registry must hold C-001…C-365, E-001…E-083 and E-090…E-097 exactly once each"
         );
     }
 

@@ -122,6 +122,11 @@ error_codes! {
     CheckpointUnfinished => ("sync.storage.checkpoint_unfinished", false, "a checkpoint of an older schema version is not activated: finish it first, or state how the bump resolves it"),
     /// `sync.storage.not_a_sync_database` — a read-only open found none of the storage tables.
     NotASyncDatabase => ("sync.storage.not_a_sync_database", false, "not a syncstore database (yet): the storage tables are absent"),
+    /// `sync.storage.stranded_journal` — a SQLite `-wal` or `-shm` stands
+    /// where its database file is not (`details.path`, `details.found`):
+    /// the database was moved or lost without them, and creating a new one
+    /// there would discard the commits they hold.
+    StrandedJournal => ("sync.storage.stranded_journal", false, "a -wal or -shm file stands where its database file is not: move them back beside their database, or delete them if that database is truly gone"),
     /// `sync.storage.not_distributable` — `distribute` refused: not
     /// Postgres, no Citus extension, a distributed schema (schema-based
     /// sharding), or rows in a table to distribute (`details.reason`:
@@ -149,6 +154,9 @@ error_codes! {
     QueryRejected => ("sync.storage.query_rejected", false, "registered query does not match its metadata"),
     /// `sync.storage.capability_unsupported`
     CapabilityUnsupported => ("sync.storage.capability_unsupported", false, "this storage does not support the operation"),
+    /// `sync.storage.segment_too_large`: a segment above the store's
+    /// largest segment (`details.max_bytes`, `details.byte_length`).
+    SegmentTooLarge => ("sync.storage.segment_too_large", false, "segment bytes exceed the largest segment the store accepts"),
     /// `sync.storage.busy` — retryable.
     Busy => ("sync.storage.busy", true, "the database is busy; retry later"),
     /// `sync.storage.connection_lost` — retryable: the connection to the

@@ -4,7 +4,8 @@
 //! This crate is for everything every dialect and every caller shares: the
 //! [`ServerStorage`] / [`StorageTransaction`] contract, the [`Error`] type with
 //! its stable codes, the row payload [`codec`], the push-result JSON format,
-//! the serve-gate rules and the retention routine. It is not a database
+//! the serve-gate rules, the retention routine and the store of bootstrap
+//! [`segments`] with its in-memory implementation. It is not a database
 //! driver: it has no database dependency. Dialect crates (`sync-sqlite`,
 //! `sync-postgres`) implement the traits; `sync-schema` compiles schema input
 //! into [`CompiledSchema`]; the conformance suite and the backfill runner
@@ -75,6 +76,7 @@ mod round_entry;
 mod rows;
 mod schema;
 mod scope;
+pub mod segments;
 mod storage;
 mod transaction;
 mod unfinished;
@@ -117,6 +119,10 @@ pub use schema::{
     ColumnType, CompiledColumn, CompiledSchema, CompiledTable, IndexDef, LayoutColumn, ScopePattern,
 };
 pub use scope::{candidate_variable, matches_filter, ScopeFilter, StoredScopes};
+pub use segments::{
+    MemorySegmentStore, NewSegment, SegmentBuildKey, SegmentFetch, SegmentMediaType, SegmentMeta,
+    SegmentStore, StoredSegment,
+};
 pub use storage::{EnsureOptions, EnsureOutcome, SchemaMarker, ServerStorage};
 pub use transaction::StorageTransaction;
 pub use unfinished::{

@@ -4,6 +4,17 @@
 pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
 /// Maximum UTF-8 byte length of a checkpoint name.
 pub const MAX_CHECKPOINT_NAME_BYTES: usize = 128;
+/// Maximum UTF-8 byte length of a row id a client may push: every dialect
+/// can index it, including InnoDB's 3 072-byte keys (`docs/design/mariadb.md`
+/// §4; `docs/decisions.md`, key lengths).
+pub const MAX_ROW_ID_BYTES: usize = 1024;
+/// Maximum UTF-8 byte length of a scope value derived from a pushed row
+/// (it is a key of the scope index).
+pub const MAX_SCOPE_VALUE_BYTES: usize = 1024;
+/// Maximum UTF-8 byte length of a client id in a request.
+pub const MAX_CLIENT_ID_BYTES: usize = 255;
+/// Maximum UTF-8 byte length of a client commit id in a request.
+pub const MAX_CLIENT_COMMIT_ID_BYTES: usize = 255;
 /// Largest `limit` of index lookups, partition scans and source-change listings.
 pub const MAX_LOOKUP_LIMIT: i64 = 1000;
 /// Minimum candidate page of commit windows and row scans.

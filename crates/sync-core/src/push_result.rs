@@ -85,6 +85,10 @@ pub struct StoredPushResult {
     pub cache_identity: Option<String>,
     /// Per-operation results.
     pub results: Vec<PushOperationResult>,
+    /// The actor that pushed the commit (stored as `actorId`): the engine
+    /// answers a replay only to this actor (`engine.md` §8 item 7). `None`
+    /// in records written before it was stored.
+    pub actor_id: Option<String>,
 }
 
 impl StoredPushResult {
@@ -96,6 +100,7 @@ impl StoredPushResult {
             recorded_at_ms: None,
             cache_identity: None,
             results: Vec::new(),
+            actor_id: None,
         }
     }
 
@@ -115,6 +120,9 @@ impl StoredPushResult {
         }
         if let Some(identity) = &self.cache_identity {
             root.insert("cacheIdentity".into(), identity.clone().into());
+        }
+        if let Some(actor) = &self.actor_id {
+            root.insert("actorId".into(), actor.clone().into());
         }
         let results = self.results.iter().map(operation_to_json).collect();
         root.insert("results".into(), Value::Array(results));
@@ -154,6 +162,7 @@ impl StoredPushResult {
         };
         let recorded_at_ms = optional_i64(root, "recordedAtMs")?;
         let cache_identity = optional_string(root, "cacheIdentity")?;
+        let actor_id = optional_string(root, "actorId")?;
         let results = match root.get("results") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => items
@@ -168,6 +177,7 @@ impl StoredPushResult {
             recorded_at_ms,
             cache_identity,
             results,
+            actor_id,
         })
     }
 }
@@ -413,6 +423,7 @@ mod tests {
                     }),
                 },
             ],
+            actor_id: None,
         }
     }
 
@@ -437,6 +448,22 @@ mod tests {
             StoredPushResult::from_json(&applied.to_json()).unwrap(),
             applied
         );
+    }
+
+    #[test]
+    fn the_actor_is_stored_after_the_cache_identity() {
+        let r = StoredPushResult {
+            actor_id: Some("alice".into()),
+            ..StoredPushResult::applied(5)
+        };
+        assert_eq!(
+            r.to_json(),
+            r#"{"status":"applied","commitSeq":5,"actorId":"alice","results":[]}"#
+        );
+        assert_eq!(StoredPushResult::from_json(&r.to_json()).unwrap(), r);
+        let wrong =
+            StoredPushResult::from_json(r#"{"status":"applied","commitSeq":5,"actorId":7}"#);
+        assert!(wrong.is_err_and(|e| e.is(ErrorCode::IdempotencyCacheMiss)));
     }
 
     #[test]

@@ -205,6 +205,7 @@ impl Engine {
                 outcome: RoundOutcome::default(),
                 stage_record: false,
                 record_staged: false,
+                foreign_replay: false,
             };
             let mut build = |reader: &mut dyn CommandReader| {
                 builder(reader).and_then(|writes| encode(self, writes))

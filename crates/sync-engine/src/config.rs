@@ -26,17 +26,44 @@ pub enum DeletePolicy {
     DeleteWins,
 }
 
-/// Request limits.
+/// Request limits (`engine.md` §1.5, §8 item 8): a small request can never
+/// make the server do or send unbounded work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Maximum operations over all pushes of one request (default 500).
+    /// Maximum operations over all pushes of one request (default 500;
+    /// over it: `sync.too_many_operations`).
     pub max_operations_per_request: usize,
+    /// Maximum subscriptions of one request (default
+    /// [`DEFAULT_MAX_SUBSCRIPTIONS`]; over it: request-level
+    /// `sync.invalid_request` with `details.limit = "subscriptions"`).
+    pub max_subscriptions_per_request: usize,
+    /// Maximum payload bytes of one operation (default
+    /// [`DEFAULT_MAX_PAYLOAD_BYTES`]; over it: request-level
+    /// `sync.invalid_request` with `details.limit = "payload_bytes"`).
+    pub max_payload_bytes: usize,
+    /// Response bytes one round's pull may emit (default
+    /// [`DEFAULT_RESPONSE_BUDGET_BYTES`]), counted as the row ids and
+    /// payloads of bootstrap rows and the row ids, scopes, payloads and
+    /// actor of commits. Once reached, the round's sections end early
+    /// with cursors where they stopped; a round emits at most the budget
+    /// plus one row or one commit.
+    pub response_budget_bytes: usize,
 }
+
+/// Default [`Limits::max_subscriptions_per_request`].
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 100;
+/// Default [`Limits::max_payload_bytes`]: 1 MiB.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1 << 20;
+/// Default [`Limits::response_budget_bytes`]: 16 MiB.
+pub const DEFAULT_RESPONSE_BUDGET_BYTES: usize = 16 << 20;
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_operations_per_request: 500,
+            max_subscriptions_per_request: DEFAULT_MAX_SUBSCRIPTIONS,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            response_budget_bytes: DEFAULT_RESPONSE_BUDGET_BYTES,
         }
     }
 }

@@ -91,7 +91,10 @@ pub mod test_hooks;
 mod wire;
 
 pub use command::{CommandOutcome, CommandReader, CommandWrite};
-pub use config::{DeletePolicy, EngineConfig, Limits, ACTIVITY_REFRESH_MS};
+pub use config::{
+    DeletePolicy, EngineConfig, Limits, ACTIVITY_REFRESH_MS, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_MAX_SUBSCRIPTIONS, DEFAULT_RESPONSE_BUDGET_BYTES,
+};
 pub use context::RequestContext;
 pub use engine::{Engine, MAX_SAFE_INTEGER};
 pub use error::EngineError;

@@ -17,8 +17,25 @@ pub enum Resolved {
     Allowed(ScopeMap),
 }
 
-/// Requested ∩ allowed (`engine.md` §3.2 item 4): `None` = revoked.
-pub fn effective_scopes(requested: &ScopeFilter, resolved: &Resolved) -> Option<ScopeFilter> {
+/// The effective scopes of a subscription to `table` (`engine.md` §3.2
+/// items 4 and 4a); `None` = revoked.
+///
+/// Item 4: for each requested key in order, the requested values allowed
+/// (all of them under `"*"`); a key the resolver did not allow, an empty
+/// intersection or an empty request revokes. Item 4a: every scope variable
+/// of the table the request leaves out is filtered by what the actor may
+/// write — absent from `allowed` revokes, `"*"` adds no filter, otherwise
+/// the map gains `variable → allowed[variable]`. A read therefore never
+/// returns a row the same actor could not write.
+///
+/// Every read path (bootstrap pages, commit windows, realtime deltas,
+/// segment digests and downloads) filters by the map this returns, and
+/// `SUB_START` echoes it whole.
+pub fn effective_scopes(
+    table: &CompiledTable,
+    requested: &ScopeFilter,
+    resolved: &Resolved,
+) -> Option<ScopeFilter> {
     let Resolved::Allowed(allowed) = resolved else {
         return None;
     };
@@ -28,7 +45,7 @@ pub fn effective_scopes(requested: &ScopeFilter, resolved: &Resolved) -> Option<
     let mut effective = ScopeFilter::new();
     for (key, values) in requested {
         let allowed_values = allowed.get(key)?;
-        let kept: Vec<String> = if allowed_values.iter().any(|v| v == ANY) {
+        let kept: Vec<String> = if allows_any(allowed_values) {
             values.clone()
         } else {
             values
@@ -42,7 +59,24 @@ pub fn effective_scopes(requested: &ScopeFilter, resolved: &Resolved) -> Option<
         }
         effective.insert(key.clone(), kept);
     }
+    for pattern in &table.scope_patterns {
+        let variable = &pattern.variable;
+        if effective.contains_key(variable) {
+            continue;
+        }
+        let allowed_values = allowed.get(variable)?;
+        if allowed_values.is_empty() {
+            return None;
+        }
+        if !allows_any(allowed_values) {
+            effective.insert(variable.clone(), allowed_values.clone());
+        }
+    }
     Some(effective)
+}
+
+fn allows_any(values: &[String]) -> bool {
+    values.iter().any(|v| v == ANY)
 }
 
 /// Write authorization of a row with stored scopes `scopes` (`engine.md`
@@ -100,24 +134,55 @@ mod tests {
 
     #[test]
     fn effective_is_requested_intersect_allowed() {
+        let t = project_table();
         let allowed = Resolved::Allowed(map(&[("project_id", &["p1"])]));
         let requested = map(&[("project_id", &["p1", "p2"])]);
         assert_eq!(
-            effective_scopes(&requested, &allowed),
+            effective_scopes(&t, &requested, &allowed),
             Some(map(&[("project_id", &["p1"])]))
         );
         let any = Resolved::Allowed(map(&[("project_id", &["*"])]));
-        assert_eq!(effective_scopes(&requested, &any), Some(requested.clone()));
         assert_eq!(
-            effective_scopes(&map(&[("project_id", &["p3"])]), &allowed),
+            effective_scopes(&t, &requested, &any),
+            Some(requested.clone())
+        );
+        assert_eq!(
+            effective_scopes(&t, &map(&[("project_id", &["p3"])]), &allowed),
             None
         );
         assert_eq!(
-            effective_scopes(&map(&[("org_id", &["o"])]), &allowed),
+            effective_scopes(&t, &map(&[("org_id", &["o"])]), &allowed),
             None
         );
-        assert_eq!(effective_scopes(&ScopeFilter::new(), &allowed), None);
-        assert_eq!(effective_scopes(&requested, &Resolved::Failed), None);
+        assert_eq!(effective_scopes(&t, &ScopeFilter::new(), &allowed), None);
+        assert_eq!(effective_scopes(&t, &requested, &Resolved::Failed), None);
+    }
+
+    #[test]
+    fn unrequested_variables_are_filtered_by_what_may_be_written() {
+        let t = table();
+        let requested = map(&[("project_id", &["p1"])]);
+        let allowed = Resolved::Allowed(map(&[("org_id", &["o2", "o1"]), ("project_id", &["p1"])]));
+        assert_eq!(
+            effective_scopes(&t, &requested, &allowed),
+            Some(map(&[("org_id", &["o2", "o1"]), ("project_id", &["p1"])]))
+        );
+        let any_org = Resolved::Allowed(map(&[("org_id", &["*"]), ("project_id", &["p1"])]));
+        assert_eq!(
+            effective_scopes(&t, &requested, &any_org),
+            Some(requested.clone())
+        );
+        let no_org = Resolved::Allowed(map(&[("project_id", &["p1"])]));
+        assert_eq!(effective_scopes(&t, &requested, &no_org), None);
+        let empty_org = Resolved::Allowed(map(&[("org_id", &[]), ("project_id", &["p1"])]));
+        assert_eq!(effective_scopes(&t, &requested, &empty_org), None);
+    }
+
+    fn project_table() -> CompiledTable {
+        let mut t = table();
+        t.scope_patterns.remove(0);
+        t.declared_variables.remove(0);
+        t
     }
 
     fn table() -> CompiledTable {

@@ -131,4 +131,26 @@ impl sync_schema::ObserveTables for PostgresStorage {
         let names = names_with_internal(tables.iter().cloned());
         self.with_snapshot(|conn| observe(conn, &names))
     }
+
+    /// `count(*)` of the table when `to_regclass` of its quoted name
+    /// resolves (the `search_path`, as every query), else 0.
+    fn count_table_rows(&self, table: &str) -> Result<Option<u64>> {
+        self.with_snapshot(|conn| count_table_rows(conn, table))
+            .map(Some)
+    }
+}
+
+/// Rows of the table, all partitions; 0 when it does not resolve. The name
+/// is bound to resolve the table and only then quoted into the count.
+fn count_table_rows(conn: &mut Conn, table: &str) -> Result<u64> {
+    let exists: bool = col(
+        &conn.query_one("SELECT to_regclass(quote_ident($1)) IS NOT NULL", &[&table])?,
+        0,
+    )?;
+    if !exists {
+        return Ok(0);
+    }
+    let sql = format!("SELECT count(*)::int8 FROM {}", quote_ident(table));
+    let count: i64 = col(&conn.query_one(&sql, &[])?, 0)?;
+    Ok(u64::try_from(count).unwrap_or(0))
 }

@@ -457,6 +457,7 @@ fn rejected() -> StoredPushResult {
         recorded_at_ms: Some(NOW),
         cache_identity: None,
         results: vec![],
+        actor_id: None,
     }
 }
 

@@ -115,6 +115,7 @@ fn constraint_violation_is_finalized_as_a_rejection() {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     };
     tx.commit_rejected_push_result("c2", "cc2", &rejected)
         .unwrap();

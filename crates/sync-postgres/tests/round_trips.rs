@@ -294,6 +294,7 @@ fn rejection(op_index: u32) -> StoredPushResult {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     }
 }
 

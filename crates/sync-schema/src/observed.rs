@@ -209,4 +209,13 @@ impl FromIterator<ObservedTable> for ObservedTables {
 pub trait ObserveTables {
     /// Observes `tables`; nothing is created or altered.
     fn observe_tables(&self, tables: &[String]) -> sync_core::Result<ObservedTables>;
+
+    /// Rows physically in the application table `table`, all partitions
+    /// (0 when the table does not exist), in one read snapshot: what a bump
+    /// that retires it would drop (§12). `None` when the dialect cannot
+    /// count (the default): callers treat it as "may hold rows".
+    fn count_table_rows(&self, table: &str) -> sync_core::Result<Option<u64>> {
+        let _ = table;
+        Ok(None)
+    }
 }

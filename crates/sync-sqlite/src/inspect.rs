@@ -164,3 +164,28 @@ pub(crate) fn observe_tables(conn: &Connection, tables: &[String]) -> Result<Obs
         .map(|t| introspect::observe(conn, t))
         .collect()
 }
+
+/// Rows of the table, all partitions; 0 when no such table exists (SQLite
+/// table names match case-insensitively). The name is bound to find the
+/// table and only then quoted into the count.
+pub(crate) fn count_table_rows(conn: &Connection, table: &str) -> Result<u64> {
+    let exists: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' \
+             AND name = ?1 COLLATE NOCASE)",
+            [table],
+            |row| row.get(0),
+        )
+        .db()?;
+    if !exists {
+        return Ok(0);
+    }
+    let count: i64 = conn
+        .query_row(
+            &format!("SELECT COUNT(*) FROM {}", quote(table)),
+            [],
+            |row| row.get(0),
+        )
+        .db()?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}

@@ -16,6 +16,7 @@ use rusqlite::{Connection, OpenFlags};
 use sync_core::{BackendCause, Error, ErrorCode, Result};
 
 use crate::bootstrap;
+use crate::companions::{self, FileStamp};
 use crate::config::{SqliteConfig, Synchronous};
 use crate::errors::{pool_error, DbResultExt};
 use crate::file_state;
@@ -85,6 +86,9 @@ pub(crate) struct Pools {
     file: PathBuf,
     /// Opened by [`Pools::open_read_only`]: every connection is `query_only`.
     read_only: bool,
+    /// Opened `immutable` (no lock, no `-wal`/`-shm`): the file as it was
+    /// then, which every read checks it still is.
+    immutable: Option<FileStamp>,
     /// The lowered level of [`Pools::write_once_soft`], with the configured
     /// one to restore; `None` when both are the same.
     soft: Option<(Synchronous, Synchronous)>,
@@ -99,8 +103,10 @@ impl Pools {
     /// opens it without `CREATE`, so a file unlinked under the storage is
     /// never silently replaced by an empty one. A file that cannot be
     /// opened says why in `details.cause` (`directory_missing`,
-    /// `read_only`, `corrupt`, …).
+    /// `read_only`, `corrupt`, …). A missing file whose `-wal` or `-shm`
+    /// still stands is `sync.storage.stranded_journal`, never created.
     pub(crate) fn open(path: &Path, config: &SqliteConfig) -> Result<Self> {
+        companions::refuse_stranded(path)?;
         let first = writer_manager(path, config, true)
             .connect()
             .db()
@@ -145,6 +151,7 @@ impl Pools {
             path: path.to_path_buf(),
             file,
             read_only: false,
+            immutable: None,
             soft: (config.client_record_synchronous.level() < config.synchronous.level())
                 .then_some((config.client_record_synchronous, config.synchronous)),
         })
@@ -154,8 +161,19 @@ impl Pools {
     /// (never creates the file, never runs DDL, never switches the journal
     /// mode) and `query_only` on every connection. A missing file or a
     /// database without `sync_schema_meta` is
-    /// `sync.storage.not_a_sync_database`.
+    /// `sync.storage.not_a_sync_database`; a missing file whose `-wal` or
+    /// `-shm` stands is `sync.storage.stranded_journal`.
+    ///
+    /// A file with no `-wal`, `-shm` or `-journal` beside it has no
+    /// connection open on it in WAL mode: it is opened `immutable`, which
+    /// creates no file (a read-only directory works, nothing is left
+    /// behind), and every read then checks that no writer has opened or
+    /// changed the file since (else `sync.storage.busy`, `reason =
+    /// writer_opened`). With any of them present a writer may be live: the
+    /// file is opened read-only through its WAL, which sees the writer's
+    /// commits consistently.
     pub(crate) fn open_read_only(path: &Path, config: &SqliteConfig) -> Result<Self> {
+        companions::refuse_stranded(path)?;
         // A missing file in an existing directory is simply not a database
         // yet; a missing directory is left to SQLite to report.
         let directory_exists = path
@@ -164,7 +182,14 @@ impl Pools {
         if !path.exists() && directory_exists {
             return Err(Error::new(ErrorCode::NotASyncDatabase).detail("reason", "no_file"));
         }
-        let first = read_only_manager(path, config, String::new())
+        let immutable = (!companions::journal_present(path))
+            .then(|| companions::immutable_uri(path).zip(FileStamp::of(path)))
+            .flatten();
+        let (target, stamp) = match immutable {
+            Some((uri, stamp)) => (PathBuf::from(uri), Some(stamp)),
+            None => (path.to_path_buf(), None),
+        };
+        let first = read_only_manager(&target, config, String::new())
             .connect()
             .db()
             .map_err(|e| file_open_error(path, e))?;
@@ -182,7 +207,7 @@ impl Pools {
         let overlay = bootstrap::read_only_overlay(&first)?;
         let file = resolved_file(&first, path);
         drop(first);
-        let manager = || read_only_manager(path, config, overlay.clone());
+        let manager = || read_only_manager(&target, config, overlay.clone());
         let build = |size: u32| {
             Pool::builder()
                 .max_size(size)
@@ -205,6 +230,7 @@ impl Pools {
             path: path.to_path_buf(),
             file,
             read_only: true,
+            immutable: stamp,
             soft: None,
         })
     }
@@ -252,6 +278,7 @@ impl Pools {
     /// [`Pools::writer`] rather than read a file nobody writes any more.
     pub(crate) fn reader(&self) -> Result<Conn> {
         file_state::refuse_if_missing(&self.file)?;
+        self.refuse_if_changed()?;
         let conn = self.readers.get().map_err(pool_error)?;
         file_state::refuse_if_moved(&conn)?;
         Ok(conn)
@@ -260,13 +287,26 @@ impl Pools {
     /// Runs `f` on a reader connection (committed state only).
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.reader()?;
-        f(&conn)
+        let value = f(&conn)?;
+        self.refuse_if_changed()?;
+        Ok(value)
     }
 
     /// Runs `f` on a reader inside one deferred `BEGIN` (one snapshot).
     pub(crate) fn read_snapshot<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.reader()?;
-        in_snapshot(&conn, f)
+        let value = in_snapshot(&conn, f)?;
+        self.refuse_if_changed()?;
+        Ok(value)
+    }
+
+    /// On an `immutable` open: refuses once a writer has opened or changed
+    /// the file (what was read may be inconsistent).
+    fn refuse_if_changed(&self) -> Result<()> {
+        match &self.immutable {
+            Some(stamp) => stamp.refuse_if_changed(&self.file),
+            None => Ok(()),
+        }
     }
 
     /// Runs `f` inside one deferred `BEGIN` (one snapshot) on the writer
@@ -281,7 +321,12 @@ impl Pools {
         f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
         match self.writer.try_alone() {
-            Some(writer) => in_snapshot(&writer, f),
+            Some(writer) => {
+                self.refuse_if_changed()?;
+                let value = in_snapshot(&writer, f)?;
+                self.refuse_if_changed()?;
+                Ok(value)
+            }
             None => self.read_snapshot(f),
         }
     }
@@ -503,7 +548,11 @@ fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
 fn read_only_manager(path: &Path, config: &SqliteConfig, overlay: String) -> Manager {
     let busy = Duration::from_millis(config.busy_timeout_ms);
     let inner = SqliteConnectionManager::file(path)
-        .with_flags(OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .with_flags(
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
         .with_init(move |conn| {
             conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
             conn.busy_timeout(busy)?;

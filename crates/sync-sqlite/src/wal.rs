@@ -71,7 +71,7 @@ impl Checkpointer {
             .query_row("PRAGMA page_size", [], |row| row.get(0))
             .db()?;
         let bound = Bound {
-            wal: wal_path(file),
+            wal: crate::companions::companion(file, "-wal"),
             bytes: config.truncate_above_pages.saturating_mul(page),
         };
         let (sender, receiver) = mpsc::sync_channel(1);
@@ -143,13 +143,6 @@ impl Drop for Checkpointer {
 struct Bound {
     wal: PathBuf,
     bytes: u64,
-}
-
-/// `<database>-wal`.
-fn wal_path(file: &Path) -> PathBuf {
-    let mut wal = file.as_os_str().to_owned();
-    wal.push("-wal");
-    PathBuf::from(wal)
 }
 
 fn serve(conn: &Connection, requests: &Receiver<Request>, bound: &Bound) {

@@ -185,6 +185,7 @@ fn a_member_with_a_constraint_violation_is_rejected_alone() {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     };
     thread::scope(|scope| {
         let storage = &storage;

@@ -22,6 +22,7 @@ fn rejected(code: &str) -> StoredPushResult {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     }
 }
 

@@ -59,6 +59,43 @@ pub enum Command {
     Sync(SyncArgs),
     /// Every error code this command can print, with its message.
     Errors(ErrorsArgs),
+    /// Decode an SSP2 message or SSG2 segment file: render it or re-encode it.
+    #[command(subcommand)]
+    Ssp2(Ssp2Command),
+}
+
+/// `ssp2`: the wire codec on a file, for debugging and cross-checks.
+#[derive(Debug, Subcommand)]
+pub enum Ssp2Command {
+    /// Print the debug JSON rendering of the file (exit 0), or
+    /// `{"error": {...}}` when it does not decode (exit 1).
+    Render(Ssp2FileArgs),
+    /// Decode the file and write its encoding on stdout (exit 0), or
+    /// `{"error": {...}}` when it does not decode (exit 1).
+    Reencode(Ssp2FileArgs),
+}
+
+/// The file of an `ssp2` command.
+#[derive(Debug, Args)]
+pub struct Ssp2FileArgs {
+    /// What the file holds.
+    #[arg(long, value_enum)]
+    pub kind: Ssp2Kind,
+
+    /// The file; `-` reads stdin.
+    #[arg(value_name = "FILE")]
+    pub file: String,
+}
+
+/// What an `ssp2` file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Ssp2Kind {
+    /// An SSP2 request message.
+    Request,
+    /// An SSP2 response message.
+    Response,
+    /// An SSG2 rows segment.
+    Segment,
 }
 
 /// `distribute`.
@@ -105,6 +142,13 @@ pub struct MigrateArgs {
     /// (its projection is given up) (repeatable).
     #[arg(long = "abandon", value_name = "PARTITION:NAME", value_parser = parse_declaration)]
     pub abandon: Vec<Declaration>,
+
+    /// A bump may retire (drop) table `TABLE` although it holds rows
+    /// (repeatable). A table in the stored layouts and missing from the
+    /// schema file is retired with its rows; without this a table holding
+    /// rows is refused: a rename typo would drop them.
+    #[arg(long = "retire", value_name = "TABLE")]
+    pub retire: Vec<String>,
 
     /// Print the plan and change nothing.
     #[arg(long)]
@@ -219,6 +263,12 @@ pub struct BackfillArgs {
     /// Full passes plus retries after `busy` before giving up (at least 1).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
+
+    /// `--name` may be a checkpoint the partition has not declared yet: the
+    /// backfill declares it (raising the partition's writer fence). Without
+    /// it an undeclared name is refused: a typo would close the partition.
+    #[arg(long)]
+    pub declare_new: bool,
 }
 
 impl BackfillArgs {
@@ -382,6 +432,23 @@ pub struct SyncArgs {
     /// decoded JSON objects.
     #[arg(long)]
     pub raw_bytes: bool,
+
+    /// The largest request read, in bytes (line terminators included); a
+    /// longer one is refused before more is read.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::commands::sync::DEFAULT_MAX_REQUEST_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_request_bytes: u64,
+
+    /// The longest request line read, in bytes (one frame; a `PUSH_COMMIT`
+    /// carries its operations on its line); a longer one is refused before
+    /// more of it is read.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = crate::commands::sync::DEFAULT_MAX_LINE_BYTES as u64,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_line_bytes: u64,
 }
 
 /// An `--allow KEY=V1,V2` value.

@@ -37,11 +37,25 @@ pub enum CliCode {
     /// The database does not enforce the writer fence: its fence trigger
     /// is missing, disabled or runs something else (`details.cause`).
     FenceNotEnforced,
+    /// `backfill --name` names a checkpoint the partition has not declared,
+    /// and `--declare-new` was not given.
+    CheckpointUndeclared,
+    /// After `migrate`, a `--carry` or `--abandon` is not what the database
+    /// holds: another process resolved the checkpoint the other way.
+    ResolutionNotApplied,
+    /// A bump would retire (drop) a table holding rows that `--retire` did
+    /// not name.
+    RetireRefused,
+    /// A bump changes how existing rows are identified: their stored row id
+    /// or scopes no longer follow the schema's primary key or scope patterns.
+    RowIdentityChanged,
+    /// The `sync` request or one of its lines is longer than its limit.
+    RequestTooLarge,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 17] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -54,6 +68,11 @@ impl CliCode {
         Self::Io,
         Self::DeclarationMissing,
         Self::FenceNotEnforced,
+        Self::CheckpointUndeclared,
+        Self::ResolutionNotApplied,
+        Self::RetireRefused,
+        Self::RowIdentityChanged,
+        Self::RequestTooLarge,
     ];
 
     /// The stable code string.
@@ -71,6 +90,11 @@ impl CliCode {
             Self::Io => "sync.cli.io",
             Self::DeclarationMissing => "sync.cli.declaration_missing",
             Self::FenceNotEnforced => "sync.cli.fence_not_enforced",
+            Self::CheckpointUndeclared => "sync.cli.checkpoint_undeclared",
+            Self::ResolutionNotApplied => "sync.cli.resolution_not_applied",
+            Self::RetireRefused => "sync.cli.retire_refused",
+            Self::RowIdentityChanged => "sync.cli.row_identity_changed",
+            Self::RequestTooLarge => "sync.cli.request_too_large",
         }
     }
 
@@ -95,6 +119,19 @@ impl CliCode {
                 "a requested checkpoint declaration does not exist after the migration"
             }
             Self::FenceNotEnforced => "the database does not enforce the writer fence",
+            Self::CheckpointUndeclared => {
+                "the partition has not declared this checkpoint; pass --declare-new to declare it"
+            }
+            Self::ResolutionNotApplied => {
+                "the checkpoint was not resolved as requested; the stored resolution differs"
+            }
+            Self::RetireRefused => {
+                "the migration would drop a table holding rows that --retire does not name"
+            }
+            Self::RowIdentityChanged => {
+                "the primary key or scope patterns of a table holding rows changed"
+            }
+            Self::RequestTooLarge => "the request or one of its lines exceeds its size limit",
         }
     }
 }

@@ -12,10 +12,13 @@ mod cli;
 mod commands;
 mod demo;
 mod error;
+mod escape;
 mod output;
 mod plan;
 mod progress;
 mod projectors;
+mod retiring;
+mod row_identity;
 mod secrets;
 mod stored;
 mod url;
@@ -37,8 +40,12 @@ fn main() -> ExitCode {
                 .exit();
         }
     }
+    secrets::remember(&url::resolved_text(cli.db.as_deref()));
     output::init_logs(cli.verbose);
     let format = if cli.json { Format::Json } else { Format::Text };
+    if let Command::Ssp2(command) = &cli.command {
+        return ssp2_exit(commands::ssp2::run(command), format);
+    }
     if let Command::Sync(args) = &cli.command {
         return sync_exit(commands::sync::run(cli.db.as_deref(), args), format);
     }
@@ -69,6 +76,35 @@ fn sync_exit(end: commands::sync::SyncEnd, format: Format) -> ExitCode {
             ExitCode::from(1)
         }
         SyncEnd::NotStarted(error) => {
+            output::print_error(&error, format);
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `ssp2` exit statuses: 0 the file decoded (its rendering or encoding on
+/// stdout); 1 it did not (`{"error": {...}}` on stdout); 2 it could not be
+/// read.
+fn ssp2_exit(end: commands::ssp2::Ssp2End, format: Format) -> ExitCode {
+    use commands::ssp2::Ssp2End;
+    use std::io::Write as _;
+    match end {
+        Ssp2End::Output(bytes) => {
+            let mut stdout = std::io::stdout().lock();
+            if stdout
+                .write_all(&bytes)
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Ssp2End::Refused(document) => {
+            println!("{document}");
+            ExitCode::from(1)
+        }
+        Ssp2End::NotStarted(error) => {
             output::print_error(&error, format);
             ExitCode::from(2)
         }

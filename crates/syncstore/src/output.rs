@@ -5,7 +5,8 @@
 //! `{"error": {"code", "message", "details"}}`) and nothing else; logs and
 //! progress bars go to stderr. Without it, results go to stdout as text and
 //! errors to stderr as `error: <code>: <message>` followed by one indented
-//! `key: value` line per detail.
+//! `key: value` line per detail. Values from data are shown through
+//! `escape` (`field` in text, `json_text` for every JSON document).
 
 use std::io::{IsTerminal, Write};
 
@@ -13,6 +14,7 @@ use serde_json::{json, Value};
 use tracing_subscriber::EnvFilter;
 
 use crate::error::CliError;
+use crate::escape::{field, json_text, safe};
 use crate::secrets;
 
 /// How results are printed.
@@ -53,7 +55,10 @@ pub fn print_report(report: &Report, format: Format) {
     };
 }
 
-fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
+/// Writes text for people: every line through [`safe`] (the backstop
+/// behind the escaping of each value where the text is built), ending in
+/// a newline.
+pub fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
     if text.is_empty() {
         return Ok(());
     }
@@ -65,25 +70,6 @@ fn write_text(out: &mut impl Write, text: &str) -> std::io::Result<()> {
     } else {
         writeln!(out, "{text}")
     }
-}
-
-/// A value as it may appear in text output: every control character
-/// (newline, carriage return, escape, …) escaped Rust-style (`\n`, `\u{1b}`),
-/// so a value can neither drive the terminal nor fake a line.
-pub fn safe(value: &str) -> String {
-    if !value.chars().any(char::is_control) {
-        return value.to_owned();
-    }
-    value
-        .chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 /// The JSON form of an error (passwords masked).
@@ -103,7 +89,7 @@ pub fn error_json(error: &CliError) -> Value {
 }
 
 /// The text form of an error (first line `error: <code>: <message>`), every
-/// value escaped and passwords masked.
+/// detail value a [`field`] and passwords masked.
 pub fn error_text(error: &CliError) -> String {
     let mut text = format!(
         "error: {}: {}\n",
@@ -114,7 +100,7 @@ pub fn error_text(error: &CliError) -> String {
         text.push_str(&format!(
             "  {}: {}\n",
             safe(key),
-            safe(&secrets::mask(value))
+            field(&secrets::mask(value))
         ));
     }
     text
@@ -138,7 +124,7 @@ pub fn print_error(error: &CliError, format: Format) {
 }
 
 fn pretty(value: &Value) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    json_text(value, true)
 }
 
 /// Logs go to stderr: `SYNCSTORE_LOG` (an `EnvFilter`) wins, else warnings,

@@ -3,6 +3,11 @@
 //! the stored layouts and the observed tables) or, at the same version, the
 //! legacy-shape upgrade.
 //!
+//! On a bump the preview also counts the rows of every table it would
+//! retire (refused unless named by `--retire` when it holds rows,
+//! [`crate::retiring`]) and checks that existing rows keep their identity
+//! ([`crate::row_identity`]).
+//!
 //! The observation is read outside the migration lock, so the preview is
 //! exact for a database nobody migrates concurrently. Physical checks of the
 //! same-version path (`schema-and-migrations.md` §8) are not previewed: they
@@ -18,6 +23,8 @@ use sync_core::{
 use sync_schema::{LegacyUpgradePlan, MigrationPlan, StoredLayouts};
 
 use crate::error::CliResult;
+use crate::escape::pair;
+use crate::retiring::{self, Retiring};
 use crate::url::Database;
 
 /// What `ensure_schema` is going to do.
@@ -25,9 +32,10 @@ use crate::url::Database;
 pub enum Preview {
     /// No marker: create every table.
     Create(MigrationPlan, Vec<ResolvedCheckpoint>),
-    /// Stored version below the schema's: the bump transaction, and what it
-    /// does with unfinished checkpoints of older versions.
-    Bump(MigrationPlan, Vec<ResolvedCheckpoint>),
+    /// Stored version below the schema's: the bump transaction, what it
+    /// does with unfinished checkpoints of older versions, and the tables
+    /// it retires with their rows.
+    Bump(MigrationPlan, Vec<ResolvedCheckpoint>, Vec<Retiring>),
     /// Same version: verification, plus the legacy upgrade when one is due.
     Verify(LegacyUpgradePlan),
 }
@@ -52,7 +60,7 @@ impl Preview {
         declarations: &[CheckpointDeclaration],
     ) -> Value {
         let mut plan = match self {
-            Self::Create(plan, _) | Self::Bump(plan, _) => plan.to_json(),
+            Self::Create(plan, _) | Self::Bump(plan, _, _) => plan.to_json(),
             Self::Verify(legacy) => json!({
                 "dialect": legacy.dialect.as_str(),
                 "schemaVersion": schema.version,
@@ -65,6 +73,10 @@ impl Preview {
         };
         if let Value::Object(map) = &mut plan {
             map.insert("action".to_owned(), json!(self.action()));
+            map.insert(
+                "retiredRows".to_owned(),
+                self.retiring().iter().map(Retiring::to_json).collect(),
+            );
             map.insert(
                 "legacyUpgrade".to_owned(),
                 match self {
@@ -101,20 +113,30 @@ impl Preview {
     /// The unfinished checkpoints of older versions and their resolutions.
     pub fn resolved(&self) -> &[ResolvedCheckpoint] {
         match self {
-            Self::Create(_, resolved) | Self::Bump(_, resolved) => resolved,
+            Self::Create(_, resolved) | Self::Bump(_, resolved, _) => resolved,
             Self::Verify(_) => &[],
+        }
+    }
+
+    /// The tables a bump retires, with their rows.
+    pub fn retiring(&self) -> &[Retiring] {
+        match self {
+            Self::Bump(_, _, retiring) => retiring,
+            Self::Create(..) | Self::Verify(_) => &[],
         }
     }
 
     /// The plan as a commented SQL script.
     pub fn to_text(&self) -> String {
         let mut text = self.script();
+        for r in self.retiring() {
+            r.write_text(&mut text);
+        }
         for r in self.resolved() {
             let _ = writeln!(
                 text,
-                "-- unfinished checkpoint {}:{} (version {}, {}): {}",
-                r.checkpoint.partition,
-                r.checkpoint.name,
+                "-- unfinished checkpoint {} (version {}, {}): {}",
+                pair(&r.checkpoint.partition, &r.checkpoint.name),
                 r.checkpoint.schema_version,
                 r.checkpoint.state.as_str(),
                 match r.resolution {
@@ -128,7 +150,7 @@ impl Preview {
 
     fn script(&self) -> String {
         match self {
-            Self::Create(plan, _) | Self::Bump(plan, _) => plan.to_string(),
+            Self::Create(plan, _) | Self::Bump(plan, _, _) => plan.to_string(),
             Self::Verify(legacy) if legacy.is_empty() => {
                 "-- same version: layouts and physical tables are verified; nothing to change\n"
                     .to_owned()
@@ -143,7 +165,8 @@ impl Preview {
     }
 }
 
-/// Previews `ensure_schema(schema, declarations)` on `db`.
+/// Previews `ensure_schema(schema, declarations)` on `db`; `retire` are the
+/// tables the operator lets a bump retire with their rows (`--retire`).
 pub fn preview(
     db: &Database,
     schema: &CompiledSchema,
@@ -151,6 +174,7 @@ pub fn preview(
     layouts: &StoredLayouts,
     declarations: &[CheckpointDeclaration],
     resolutions: &[UnfinishedResolution],
+    retire: &[String],
 ) -> CliResult<Preview> {
     for declaration in declarations {
         sync_core::validate::declaration(declaration, schema.version)?;
@@ -180,11 +204,13 @@ pub fn preview(
                 resolutions,
             )?;
             let plan = sync_schema::plan_migration(schema, layouts, &observed, db.dialect())?;
-            Ok(if stored.is_some() {
-                Preview::Bump(plan, resolved)
-            } else {
-                Preview::Create(plan, resolved)
-            })
+            if stored.is_none() {
+                return Ok(Preview::Create(plan, resolved));
+            }
+            let retiring = retiring::count(db, &plan)?;
+            retiring::check(&retiring, retire)?;
+            crate::row_identity::check(db.storage(), schema, layouts, &observed)?;
+            Ok(Preview::Bump(plan, resolved, retiring))
         }
     }
 }

@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sync_backfill::{Phase, Progress, ProgressObserver};
 use sync_core::{RewriteObserver, RewriteProgress};
 
-use crate::output::safe;
+use crate::escape::field;
 
 /// How often the non-terminal progress line is logged by default.
 pub const LOG_EVERY: Duration = Duration::from_secs(5);
@@ -44,7 +44,7 @@ fn log_interval() -> Duration {
         Ok(text) => parse_interval(&text).unwrap_or_else(|| {
             tracing::warn!(
                 "{INTERVAL_VAR}={} is not a whole number of seconds; logging progress every {}s",
-                safe(&text),
+                field(&text),
                 LOG_EVERY.as_secs()
             );
             LOG_EVERY
@@ -332,7 +332,7 @@ impl RewriteObserver for RewriteMeter {
         meter.update(
             progress.rows_done,
             Some(progress.rows_total),
-            &format!("table {}", safe(&progress.table)),
+            &format!("table {}", field(&progress.table)),
         );
     }
 }

@@ -11,7 +11,7 @@ use sync_core::{
 use sync_schema::StoredLayouts;
 
 use crate::error::{CliCode, CliError, CliResult};
-use crate::output::safe;
+use crate::escape::field;
 
 /// The largest schema file read (16 MiB; real ones are a few KiB). A
 /// device or a runaway file fails with `reason = too_large` instead of
@@ -128,7 +128,7 @@ pub fn checkpoint_json(checkpoint: &StoredCheckpoint) -> Value {
 pub fn checkpoint_text(checkpoint: &StoredCheckpoint) -> String {
     format!(
         "{} (schema v{}): {}, watermark {}, owner epoch {}, {} rows observed",
-        safe(&checkpoint.name),
+        field(&checkpoint.name),
         checkpoint.schema_version,
         checkpoint.state.as_str(),
         checkpoint.watermark,

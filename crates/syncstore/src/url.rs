@@ -141,6 +141,18 @@ fn parse_postgres(text: &str) -> CliResult<DatabaseUrl> {
     postgres_url(text).map_err(|reason| CliError::new(CliCode::InvalidUrl).detail("reason", reason))
 }
 
+/// The URL text `--db` names, else `SYNCSTORE_DATABASE_URL`, else the
+/// default.
+pub fn resolved_text(explicit: Option<&str>) -> String {
+    match explicit {
+        Some(url) => url.to_owned(),
+        None => match std::env::var(DATABASE_URL_ENV) {
+            Ok(url) if !url.is_empty() => url,
+            _ => DEFAULT_DATABASE_URL.to_owned(),
+        },
+    }
+}
+
 /// A registry opener, compared by address (so [`DatabaseUrl`] stays `Eq`).
 #[derive(Clone, Copy)]
 pub struct Opener(pub OpenFn);
@@ -181,13 +193,7 @@ impl DatabaseUrl {
 
     /// The URL resolved from `--db`, else `SYNCSTORE_DATABASE_URL`, else the default.
     pub fn resolve(explicit: Option<&str>) -> CliResult<Self> {
-        match explicit {
-            Some(url) => Self::parse(url),
-            None => match std::env::var(DATABASE_URL_ENV) {
-                Ok(url) if !url.is_empty() => Self::parse(&url),
-                _ => Self::parse(DEFAULT_DATABASE_URL),
-            },
-        }
+        Self::parse(&resolved_text(explicit))
     }
 
     /// Where the database is, for people (never shows a password).
@@ -195,13 +201,13 @@ impl DatabaseUrl {
         match self {
             Self::Sqlite { path, .. } => format!("sqlite:{}", path.display()),
             Self::Postgres { url, schema } => {
-                let shown = secrets::mask(url);
+                let shown = secrets::mask_url(url);
                 match schema {
                     Some(schema) => format!("{shown} (schema {schema})"),
                     None => shown,
                 }
             }
-            Self::Registered { url, .. } => secrets::mask(url),
+            Self::Registered { url, .. } => secrets::mask_url(url),
         }
     }
 
@@ -229,7 +235,7 @@ impl DatabaseUrl {
                 Backend::Other(open.0(url, false).map_err(opening)?)
             }
         };
-        tracing::debug!(database = %crate::output::safe(&self.describe()), "opened storage");
+        tracing::debug!(database = %crate::escape::safe(&self.describe()), "opened storage");
         Ok(Database {
             url: self.clone(),
             backend,
@@ -258,7 +264,7 @@ impl DatabaseUrl {
                 Backend::Other(open.0(url, true).map_err(opening)?)
             }
         };
-        tracing::debug!(database = %crate::output::safe(&self.describe()), "opened storage read-only");
+        tracing::debug!(database = %crate::escape::safe(&self.describe()), "opened storage read-only");
         Ok(Database {
             url: self.clone(),
             backend,
@@ -344,6 +350,15 @@ impl Database {
         }
     }
 
+    /// Rows of one application table, all partitions (0 when absent;
+    /// `None` when the dialect cannot count).
+    pub fn count_table_rows(&self, table: &str) -> sync_core::Result<Option<u64>> {
+        match &self.backend {
+            Backend::Sqlite(storage) => storage.count_table_rows(table),
+            Backend::Other(storage) => storage.count_table_rows(table),
+        }
+    }
+
     /// Read-only introspection of the named tables (absent ones included),
     /// as `ensure_schema` would observe them (`schema-and-migrations.md` §7.1).
     pub fn observe_tables(&self, tables: &[String]) -> sync_core::Result<ObservedTables> {
@@ -362,13 +377,16 @@ fn open_sqlite(path: &Path, synchronous: Synchronous) -> CliResult<SqliteStorage
     SqliteStorage::open(path, config).map_err(opening)
 }
 
-/// An error of opening a storage: "not a syncstore database" keeps its
-/// code; anything else is `sync.cli.unreachable`.
+/// An error of opening a storage: "not a syncstore database" and a
+/// stranded `-wal`/`-shm` keep their codes (each asks the operator for
+/// something else than a reachable server); anything else is
+/// `sync.cli.unreachable`.
 fn opening(error: sync_core::Error) -> CliError {
-    if error.code() == sync_core::ErrorCode::NotASyncDatabase {
-        CliError::from(error)
-    } else {
-        unreachable(&error)
+    match error.code() {
+        sync_core::ErrorCode::NotASyncDatabase | sync_core::ErrorCode::StrandedJournal => {
+            CliError::from(error)
+        }
+        _ => unreachable(&error),
     }
 }
 
@@ -460,11 +478,17 @@ fn unreachable(error: &(dyn std::error::Error + 'static)) -> CliError {
 /// Splits the `schema` parameter off a Postgres URL and adds the default
 /// connect timeout.
 fn postgres_url(text: &str) -> Result<DatabaseUrl, &'static str> {
-    let (base, query) = match text.split_once('?') {
-        Some((base, query)) => (base, query),
+    // The driver's credentials run to the first `@`: a `?` before it is
+    // part of the password, not the start of the query.
+    let host_start = text.find("://").map_or(0, |i| i + 3);
+    let host_start = text[host_start..]
+        .find('@')
+        .map_or(host_start, |at| host_start + at + 1);
+    let (base, query) = match text[host_start..].split_once('?') {
+        Some((tail, query)) => (&text[..host_start + tail.len()], query),
         None => (text, ""),
     };
-    check_authority(base)?;
+    check_authority(&text[host_start..base.len()])?;
     let mut schema = None;
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -507,13 +531,12 @@ fn schema_name(value: &str) -> Result<String, &'static str> {
     Ok(name)
 }
 
-/// A second `@` in the authority is a password (or user) with an
-/// unencoded `@`: the driver would take the rest as the host and report a
-/// failed host lookup instead.
-fn check_authority(base: &str) -> Result<(), &'static str> {
-    let rest = base.split_once("://").map_or(base, |(_, rest)| rest);
-    let authority = rest.split('/').next().unwrap_or(rest);
-    if authority.matches('@').count() > 1 {
+/// An `@` after the one that ends the credentials (in the host or the
+/// path, before the query) is a password (or user) with an unencoded `@`:
+/// the driver would take the rest as the host and report a failed host
+/// lookup instead — and print part of the password as a host name.
+fn check_authority(after_credentials: &str) -> Result<(), &'static str> {
+    if after_credentials.contains('@') {
         return Err("unencoded_at");
     }
     Ok(())

@@ -26,6 +26,7 @@ on_both!(
     a_derived_column_is_backfilled_and_activated,
     a_derived_table_is_backfilled,
     backfill_refusals_come_first,
+    an_undeclared_name_is_refused_unless_declared_new,
 );
 
 fn a_derived_column_is_backfilled_and_activated(db: Db) {
@@ -190,6 +191,7 @@ fn backfill_refusals_come_first(db: Db) {
             column,
             "--from",
             from,
+            "--declare-new",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -266,4 +268,70 @@ fn backfill_refusals_come_first(db: Db) {
         "{}",
         foreign.stderr
     );
+}
+
+/// A typo in `--name` must not declare a bogus checkpoint (which would close
+/// the partition to every process that does not declare it): the name is
+/// refused with the partition's declared checkpoints, nothing is declared,
+/// and `--declare-new` is the explicit way to declare one.
+fn an_undeclared_name_is_refused_unless_declared_new(db: Db) {
+    let _app = seed_todos(&db, "acme", 6, 3);
+    let dir = db.scratch();
+    let v2 = write_file(&dir, "v2.json", &todos_schema(2, true, ""));
+    db.json(&["migrate", "--schema", &v2, "--declare", "acme:search_v2"]);
+    let args = |name: &'static str| -> Vec<String> {
+        [
+            "backfill",
+            "--partition",
+            "acme",
+            "--name",
+            name,
+            "--schema",
+            &v2,
+            "--projector",
+            "derived-column",
+            "--table",
+            "todos",
+            "--column",
+            "search_text",
+            "--from",
+            "title",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let before = db.json(&["checkpoints"]);
+    let details = db.json_error(&strs(&args("serach_v2")), "sync.cli.checkpoint_undeclared");
+    assert_eq!(
+        details,
+        json!({"partition": "acme", "name": "serach_v2", "declared": "search_v2@2",
+               "hint": "check the name, or pass --declare-new"})
+    );
+    db.run(&strs(&args("serach_v2")))
+        .text_error("sync.cli.checkpoint_undeclared");
+    assert_eq!(
+        db.json(&["checkpoints"]),
+        before,
+        "the typo declared nothing"
+    );
+    assert_eq!(
+        db.json(&["status"])["partitions"][0]["gate"],
+        json!({"serve": false, "reason": "checkpoint_pending"}),
+        "only the real checkpoint holds the gate"
+    );
+
+    // The declared name runs.
+    assert_eq!(db.json(&strs(&args("search_v2")))["outcome"], "activated");
+    // A new name with --declare-new is declared by the runner and activated.
+    let mut new = args("search_v2b");
+    new.push("--declare-new".to_owned());
+    assert_eq!(db.json(&strs(&new))["outcome"], "activated");
+    let names: Vec<Value> = db.json(&["checkpoints"])["checkpoints"]
+        .as_array()
+        .expect("checkpoints")
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("search_v2"), json!("search_v2b")]);
 }

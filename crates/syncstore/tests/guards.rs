@@ -33,6 +33,7 @@ on_both!(
     the_library_refuses_a_bump_past_an_unfinished_checkpoint,
     carrying_an_unfinished_checkpoint_lets_the_new_code_finish_it,
     abandoning_an_unfinished_checkpoint_opens_the_gate,
+    a_resolution_the_database_does_not_hold_is_refused,
     schema_files_with_repeated_members_are_refused,
     the_dry_run_says_what_would_happen_to_each_declaration,
 );
@@ -254,6 +255,42 @@ fn abandoning_an_unfinished_checkpoint_opens_the_gate(db: Db) {
     let dir = db.scratch();
     let v4 = write_file(&dir, "v4.json", &todos_schema(4, true, ""));
     assert_eq!(db.json(&["migrate", "--schema", &v4])["applied"], true);
+}
+
+/// After a bump that carried the checkpoint, a later `migrate --abandon` of
+/// it (the same version: nothing is resolved any more) must not exit 0 as
+/// if it had abandoned it; nor a `--carry` of one that is gone.
+fn a_resolution_the_database_does_not_hold_is_refused(db: Db) {
+    let (_dir, _v2, v3) = pending_at_v2(&db);
+    db.json(&["migrate", "--schema", &v3, "--carry", "acme:search_v2"]);
+    let details = db.json_error(
+        &["migrate", "--schema", &v3, "--abandon", "acme:search_v2"],
+        "sync.cli.resolution_not_applied",
+    );
+    assert_eq!(
+        details,
+        json!({"partition": "acme", "name": "search_v2", "requested": "abandon",
+               "applied": "unknown", "stored": "declared at version 3"})
+    );
+    assert_eq!(
+        db.json(&["checkpoints"])["checkpoints"][0]["schema_version"],
+        3
+    );
+    // Once abandoned for real, a carry of it cannot be reported as done.
+    let dir = db.scratch();
+    let v4 = write_file(&dir, "v4.json", &todos_schema(4, true, ""));
+    db.json(&["migrate", "--schema", &v4, "--abandon", "acme:search_v2"]);
+    db.run(&["migrate", "--schema", &v4, "--carry", "acme:search_v2"])
+        .text_error("sync.cli.resolution_not_applied");
+    // A dry run changes nothing and claims nothing.
+    db.json(&[
+        "migrate",
+        "--schema",
+        &v4,
+        "--carry",
+        "acme:search_v2",
+        "--dry-run",
+    ]);
 }
 
 fn schema_files_with_repeated_members_are_refused(db: Db) {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{seed_todos, syncstore_in, todos_schema, write_file, Db};
+use common::{all_rows, seed_todos, syncstore_in, todos_schema, write_file, Db};
 use serde_json::{json, Value};
 
 macro_rules! on_both {
@@ -31,6 +31,8 @@ on_both!(
     schema_file_errors_keep_their_codes,
     a_bump_that_rewrites_rows_logs_its_progress_off_a_terminal,
     hostile_arguments_are_coded_and_create_nothing,
+    a_table_left_out_keeps_its_rows_unless_retired_by_name,
+    a_changed_primary_key_or_scope_is_refused_while_rows_exist,
 );
 
 fn statements(plan: &Value, key: &str) -> Vec<String> {
@@ -486,4 +488,125 @@ fn hostile_arguments_are_coded_and_create_nothing(db: Db) {
         }
         db.json_error(&["status"], "sync.storage.not_a_sync_database");
     }
+}
+
+/// A table missing from the schema file (here: a rename typo) is retired
+/// by a bump with its rows. Without `--retire` the bump is refused, dry run
+/// or not, naming the table and its rows, and nothing changes; the dry run
+/// with `--retire` says what goes; an empty table goes without it.
+fn a_table_left_out_keeps_its_rows_unless_retired_by_name(db: Db) {
+    let _app = seed_todos(&db, "acme", 45, 9);
+    let dir = db.scratch();
+    let typo = todos_schema(2, true, "").replace(r#""name": "todos""#, r#""name": "todoz""#);
+    let v2 = write_file(&dir, "v2.json", &typo);
+    let before = db.json(&["status"]);
+    for dry in [false, true] {
+        let mut args = vec!["migrate", "--schema", &v2];
+        if dry {
+            args.push("--dry-run");
+        }
+        let details = db.json_error(&args, "sync.cli.retire_refused");
+        assert_eq!(details["tables"], "todos:45", "dry run {dry}: {details:#}");
+        assert!(
+            details["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains("--retire")),
+            "{details:#}"
+        );
+    }
+    db.run(&["migrate", "--schema", &v2])
+        .text_error("sync.cli.retire_refused");
+    // Naming another table does not let this one go.
+    db.json_error(
+        &["migrate", "--schema", &v2, "--retire", "todo"],
+        "sync.cli.retire_refused",
+    );
+    assert_eq!(
+        db.json(&["status"]),
+        before,
+        "a refused bump changes nothing"
+    );
+    assert_eq!(all_rows(&db, "acme", "todos", 1000).len(), 45);
+
+    let dry = db.json(&["migrate", "--schema", &v2, "--retire", "todos", "--dry-run"]);
+    assert_eq!(
+        dry["plan"]["retiredRows"],
+        json!([{"table": "todos", "rows": 45}])
+    );
+    assert_eq!(dry["plan"]["retired"][0]["table"], "todos");
+    let text = db.run(&["migrate", "--schema", &v2, "--retire", "todos", "--dry-run"]);
+    assert!(
+        text.stdout
+            .contains("-- retired table todos: 45 rows dropped with it"),
+        "{}",
+        text.stdout
+    );
+    let applied = db.json(&["migrate", "--schema", &v2, "--retire", "todos"]);
+    assert_eq!(applied["applied"], true);
+    assert_eq!(db.json(&["status"])["schema_version"], 2);
+    // A re-run (nothing retired any more) accepts the same arguments.
+    db.json(&["migrate", "--schema", &v2, "--retire", "todos"]);
+
+    // The empty `todoz` goes at the next bump without being named.
+    let v3 = write_file(&dir, "v3.json", &todos_schema(3, true, ""));
+    let applied = db.json(&["migrate", "--schema", &v3]);
+    assert_eq!(
+        applied["plan"]["retiredRows"],
+        json!([{"table": "todoz", "rows": 0}])
+    );
+}
+
+/// Rows keep the row ids and scopes they were written with, so a bump that
+/// changes the primary key or adds a scope pattern is refused while the
+/// table holds rows (`schema-and-migrations.md` §7.4); with no rows there
+/// is nothing to keep and the bump goes ahead.
+fn a_changed_primary_key_or_scope_is_refused_while_rows_exist(db: Db) {
+    let _app = seed_todos(&db, "acme", 12, 4);
+    let dir = db.scratch();
+    let before = db.json(&["status"]);
+    let key =
+        todos_schema(2, true, "").replace(r#""primaryKey": "id""#, r#""primaryKey": "title""#);
+    let key = write_file(&dir, "key.json", &key);
+    for dry in [false, true] {
+        let mut args = vec!["migrate", "--schema", &key];
+        if dry {
+            args.push("--dry-run");
+        }
+        let details = db.json_error(&args, "sync.cli.row_identity_changed");
+        assert_eq!(details["table"], "todos", "{details:#}");
+        assert_eq!(details["reason"], "primary_key", "{details:#}");
+        assert_eq!(details["partition"], "acme", "{details:#}");
+        assert_eq!(details["row_id"], "t-0000", "{details:#}");
+        assert_eq!(details["expected"], "Buy MILK Nr 0", "{details:#}");
+    }
+    let scope = todos_schema(2, true, "").replace(
+        r#""scopes": ["list:{list_id}"]"#,
+        r#""scopes": ["list:{list_id}", "done:{done}"]"#,
+    );
+    assert!(scope.contains("done:{done}"));
+    let scope = write_file(&dir, "scope.json", &scope);
+    let details = db.json_error(
+        &["migrate", "--schema", &scope],
+        "sync.cli.row_identity_changed",
+    );
+    assert_eq!(details["reason"], "scopes", "{details:#}");
+    assert_eq!(details["expected"], r#"{"done":"true","list_id":"list-0"}"#);
+    assert_eq!(details["stored"], r#"{"list_id":"list-0"}"#);
+    assert_eq!(
+        db.json(&["status"]),
+        before,
+        "a refused bump changes nothing"
+    );
+
+    // An unchanged identity passes.
+    let v2 = write_file(&dir, "v2.json", &todos_schema(2, true, ""));
+    assert_eq!(db.json(&["migrate", "--schema", &v2])["applied"], true);
+
+    // Without rows there is nothing to keep: the same changes go ahead.
+    let empty = match db {
+        Db::Sqlite { .. } => Db::sqlite(),
+        Db::Postgres { .. } => Db::postgres(),
+    };
+    let _app = common::App::start(&empty, &todos_schema(1, false, ""), "acme");
+    assert_eq!(empty.json(&["migrate", "--schema", &key])["applied"], true);
 }

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{pg_url, seed_todos, syncstore, Db};
+use sync_core::RowValue;
 
 const DEFAULT_FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -105,6 +106,64 @@ fn a_read_only_sqlite_file_is_inspected() {
     }
     assert_eq!(std::fs::read(path).unwrap(), before);
     assert!(dir.path().exists());
+}
+
+/// A WAL database nobody has open is inspected `immutable`: no `-wal` or
+/// `-shm` appears beside it (and none is needed, so a directory the
+/// process cannot write works too), the file stays as it was.
+#[test]
+fn a_closed_wal_database_is_inspected_and_nothing_appears_beside_it() {
+    let db = Db::sqlite();
+    drop(seed_todos(&db, "p1", 3, 1));
+    let Db::Sqlite { dir, .. } = &db else {
+        unreachable!()
+    };
+    let before = snapshot(dir.path());
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        ["test.sqlite"],
+        "a closed database has no companion files"
+    );
+    for args in INSPECTIONS {
+        let run = db.run(args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        let after = snapshot(dir.path());
+        assert_eq!(
+            after.keys().collect::<Vec<_>>(),
+            ["test.sqlite"],
+            "{args:?} created a file beside the database"
+        );
+        assert!(after == before, "{args:?} changed the database file");
+    }
+    let rows = db.json(&["rows", "--partition", "p1", "--table", "todos"]);
+    assert_eq!(rows["rows"].as_array().map(Vec::len), Some(3), "{rows:#}");
+}
+
+/// The live file renamed away and its process gone: `status` refuses the
+/// `-wal` left at the path instead of reporting an empty database there,
+/// and says what to do.
+#[test]
+fn a_stranded_wal_is_reported_by_status_and_nothing_is_created() {
+    let db = Db::sqlite();
+    let app = seed_todos(&db, "p1", 2, 1);
+    let Db::Sqlite { dir, path } = &db else {
+        unreachable!()
+    };
+    std::fs::rename(path, dir.path().join("moved.sqlite")).unwrap();
+    // A killed process closes nothing: its -wal and -shm stay at the path.
+    std::mem::forget(app);
+    let details = db.json_error(&["status"], "sync.storage.stranded_journal");
+    assert_eq!(details["path"], path.display().to_string(), "{details:#}");
+    assert!(
+        details["found"]
+            .as_str()
+            .is_some_and(|f| f.contains("test.sqlite-wal")),
+        "{details:#}"
+    );
+    let run = db.run(&["status"]);
+    run.text_error("sync.storage.stranded_journal");
+    assert!(run.stderr.contains("move them back"), "{}", run.stderr);
+    assert!(!path.exists(), "no database was created at the path");
 }
 
 #[test]
@@ -301,6 +360,90 @@ fn passwords_are_never_printed() {
     assert!(!pg_url().is_empty());
 }
 
+/// Passwords holding what ends a URL part elsewhere (`/ ? # :`, a space,
+/// a quote) — as the driver accepts them raw in the userinfo, or
+/// percent-encoded there or in `?password=` — are never printed, in text,
+/// JSON, verbose logs, errors or the demo.
+#[test]
+fn passwords_with_url_delimiters_are_never_printed() {
+    let db = Db::postgres();
+    drop(seed_todos(&db, "p1", 2, 2));
+    let Db::Postgres { server, schema } = &db else {
+        unreachable!()
+    };
+    assert!(!server.contains('?'), "the test URL has no query: {server}");
+    let raw = "s3/cr#t pa?ss:w'd";
+    let encoded = "b64%2Bx%2F%40y%3D%3D";
+    let decoded = "b64+x/@y==";
+    // The local server trusts the connection, so any password is accepted.
+    let with =
+        |password: &str| server.replacen("://postgres@", &format!("://postgres:{password}@"), 1);
+    let urls = [
+        format!("{}?schema={schema}", with(raw)),
+        format!("{}?schema={schema}", with(encoded)),
+        format!("{server}?schema={schema}&password={encoded}"),
+    ];
+    let secrets = [raw, encoded, decoded, "cr#t pa", "x/@y"];
+    let assert_hidden = |what: &str, run: &common::Run| {
+        for secret in secrets {
+            assert!(
+                !run.stdout.contains(secret) && !run.stderr.contains(secret),
+                "{what} printed {secret:?}:\n{}\n{}",
+                run.stdout,
+                run.stderr
+            );
+        }
+    };
+    for url in &urls {
+        for args in [
+            vec!["-vv", "status"],
+            vec!["-vv", "status", "--json"],
+            vec!["rows", "--partition", "p1", "--table", "todos"],
+        ] {
+            let mut all = vec!["--db", url.as_str()];
+            all.extend(args.iter().copied());
+            let run = syncstore(&all);
+            assert_eq!(run.code, 0, "{url} {args:?}: {}", run.stderr);
+            assert_hidden(&format!("{args:?}"), &run);
+        }
+        let status = syncstore(&["--db", url, "status"]);
+        assert!(
+            status.stdout.contains("postgres:***@") || status.stdout.contains("password=***"),
+            "{}",
+            status.stdout
+        );
+    }
+    // Errors naming the server (nothing listens on port 1).
+    for password in [raw, encoded] {
+        let refused = format!("postgres://postgres:{password}@127.0.0.1:1/test?password={encoded}");
+        for json in [false, true] {
+            let mut args = vec!["--db", refused.as_str(), "-vv", "status"];
+            if json {
+                args.push("--json");
+            }
+            let run = syncstore(&args);
+            assert_eq!(run.code, 1, "{}", run.stderr);
+            assert_hidden("an unreachable server", &run);
+        }
+    }
+    // The demo, text and JSON, which prints the URL that opens it again.
+    for json in [false, true] {
+        let demo_schema = format!("{schema}_demo{}", json as u8);
+        let demo_db = format!("{}?schema={demo_schema}", with(raw));
+        let mut args = vec!["--db", demo_db.as_str(), "demo", "--rows", "30"];
+        if json {
+            args.push("--json");
+        }
+        let run = syncstore(&args);
+        let mut admin = postgres::Client::connect(server, postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{demo_schema}\" CASCADE"))
+            .unwrap();
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_hidden("the demo", &run);
+    }
+}
+
 #[test]
 fn values_cannot_drive_the_terminal_or_fake_a_line() {
     let db = Db::sqlite();
@@ -328,6 +471,70 @@ fn values_cannot_drive_the_terminal_or_fake_a_line() {
     }
     let run = db.run(&["rows", "--partition", "nobody", "--table", "todos"]);
     run.text_error("sync.cli.unknown_partition");
+}
+
+/// Bidi overrides, line separators and C1 controls in partitions, row ids
+/// and payload text reach neither text nor JSON output raw; in text a
+/// value with spaces or separators is quoted, so it cannot pass for the
+/// fields after it; JSON still reads back as the stored values.
+#[test]
+fn bidi_separators_and_c1_controls_are_escaped_in_text_and_json() {
+    let db = Db::sqlite();
+    let partition = "p\u{202e}1: max_commit_seq 99, horizon 0";
+    let row_id = "t\u{9b}31m\u{2028}x";
+    let title = "gnp.\u{202e}exe \u{2066}\u{85}\u{2029}";
+    let mut app = common::App::start(&db, &common::todos_schema(1, false, ""), partition);
+    app.push(
+        partition,
+        "todos",
+        &[vec![
+            RowValue::String(row_id.to_owned()),
+            RowValue::String("list 1, done".to_owned()),
+            RowValue::String(title.to_owned()),
+            RowValue::Boolean(true),
+        ]],
+        &[],
+    );
+    drop(app);
+    let raw = [
+        '\u{202e}', '\u{2066}', '\u{2028}', '\u{2029}', '\u{9b}', '\u{85}',
+    ];
+    let assert_inert = |what: &str, run: &common::Run| {
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        for output in [&run.stdout, &run.stderr] {
+            assert!(
+                !output.contains(&raw[..]),
+                "{what}: a control reached the output raw: {output:?}"
+            );
+        }
+    };
+    let rows = ["rows", "--partition", partition, "--table", "todos"];
+    let commits = ["commits", "--partition", partition];
+    for args in [
+        &["status"][..],
+        &rows[..],
+        &commits[..],
+        &["checkpoints"][..],
+    ] {
+        let run = db.run(args);
+        assert_inert(&format!("{args:?}"), &run);
+        let mut json = args.to_vec();
+        json.push("--json");
+        assert_inert(&format!("{json:?}"), &db.run(&json));
+    }
+    let status = db.run(&["status"]).stdout;
+    assert!(
+        status
+            .contains("partition \"p\\u{202e}1: max_commit_seq 99, horizon 0\": max_commit_seq 1,"),
+        "the partition is one quoted field: {status}"
+    );
+    let listed = db.json(&rows);
+    assert_eq!(listed["rows"][0]["row_id"], row_id);
+    assert_eq!(listed["rows"][0]["values"]["title"], title);
+    let text = db.run(&commits).stdout;
+    assert!(text.contains("\"t\\u{9b}31m\\u{2028}x\""), "{text}");
+    let json = db.run(&[&commits[..], &["--json"]].concat()).stdout;
+    assert!(json.contains("t\\u009b31m\\u2028x"), "{json}");
 }
 
 #[test]

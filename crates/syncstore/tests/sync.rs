@@ -33,6 +33,7 @@ on_both!(
     allowed_scopes_and_raw_bytes,
     refusals_exit_one_with_an_error_frame,
     a_database_not_at_the_schema_version_exits_two,
+    a_request_over_its_limits_is_refused_before_any_round,
 );
 
 /// A migrated todos database and the schema file path.
@@ -388,4 +389,84 @@ fn a_database_not_at_the_schema_version_exits_two(db: Db) {
     let ok = sync(&v1, &request);
     assert_eq!(ok.code, 0, "{}", ok.stderr);
     assert_eq!(frames(&ok)[0]["type"], "RESP_HEADER");
+}
+
+/// `--max-line-bytes` and `--max-request-bytes` refuse a request before the
+/// round with `sync.cli.request_too_large` (exit 2, nothing written); the
+/// same request within the limits is served.
+fn a_request_over_its_limits_is_refused_before_any_round(db: Db) {
+    let s = Setup::new(db);
+    let epoch = s.epoch("c1");
+    let long_title = "m".repeat(300);
+    let request = [
+        header("c1", Some(&epoch)),
+        upsert("c1-1", "t1", &long_title, None),
+    ];
+    let line = |frame: &Value| frame.to_string().len();
+    let total: usize = request.iter().map(|f| line(f) + 1).sum();
+    let refused = |run: &Run, limit: &str, max: usize, number: usize| {
+        assert_eq!(
+            run.code, 2,
+            "stdout:\n{}\nstderr:\n{}",
+            run.stdout, run.stderr
+        );
+        assert!(run.stdout.is_empty(), "{}", run.stdout);
+        assert!(
+            run.stderr
+                .starts_with("error: sync.cli.request_too_large: "),
+            "{}",
+            run.stderr
+        );
+        for part in [
+            format!("  limit: {limit}\n"),
+            format!("  max_bytes: {max}\n"),
+            format!("  line: {number}\n"),
+            "  path: -\n".to_owned(),
+        ] {
+            assert!(run.stderr.contains(&part), "{part} in {}", run.stderr);
+        }
+    };
+    let max_line = line(&request[1]) - 1;
+    let run = s.sync(
+        "alice",
+        &[
+            "--allow",
+            "list_id=*",
+            "--max-line-bytes",
+            &max_line.to_string(),
+        ],
+        &request,
+    );
+    refused(&run, "line", max_line, 2);
+    let run = s.sync(
+        "alice",
+        &[
+            "--allow",
+            "list_id=*",
+            "--max-request-bytes",
+            &(total - 1).to_string(),
+        ],
+        &request,
+    );
+    refused(&run, "request", total - 1, 2);
+    let rows =
+        s.db.json(&["rows", "--partition", "acme", "--table", "todos"]);
+    assert_eq!(rows["rows"], json!([]), "nothing was written");
+
+    let run = s.sync(
+        "alice",
+        &[
+            "--allow",
+            "list_id=*",
+            "--max-line-bytes",
+            &line(&request[1]).to_string(),
+            "--max-request-bytes",
+            &total.to_string(),
+        ],
+        &request,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows =
+        s.db.json(&["rows", "--partition", "acme", "--table", "todos"]);
+    assert_eq!(rows["rows"][0]["values"]["title"], json!(long_title));
 }

@@ -265,6 +265,7 @@ fn c341_member_violates_constraint(ctx: &mut Ctx<'_>) -> CheckResult {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     };
     let ok_row = task(&schema, "row-b-ok", "pA", "fine")?;
     let dup_row = task(&schema, "row-b-dup", "pA", "same")?;

@@ -46,6 +46,7 @@ fn rejection(op_index: u32) -> StoredPushResult {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     }
 }
 

@@ -139,7 +139,7 @@ fn expect_start(start: &SubStart, status: SectionStatus, bootstrap: bool) -> Che
     Ok(())
 }
 
-fn expect_end(section: &Section<'_>, next: i64, token: Option<&str>) -> CheckResult {
+pub(crate) fn expect_end(section: &Section<'_>, next: i64, token: Option<&str>) -> CheckResult {
     let expected = SubEnd {
         next_cursor: next,
         bootstrap_state: token.map(str::to_owned),
@@ -149,7 +149,7 @@ fn expect_end(section: &Section<'_>, next: i64, token: Option<&str>) -> CheckRes
 }
 
 /// A `reset` or `revoked` section with this reason, echoing `cursor`.
-fn expect_dataless(
+pub(crate) fn expect_dataless(
     section: &Section<'_>,
     status: SectionStatus,
     reason: &str,

@@ -87,6 +87,7 @@ fn rejection(op_index: u32) -> StoredPushResult {
             retryable: false,
             details: None,
         }],
+        actor_id: None,
     }
 }
 
@@ -144,6 +145,7 @@ fn c120_push_result_round_trip(ctx: &mut Ctx<'_>) -> CheckResult {
                 }),
             },
         ],
+        actor_id: None,
     };
     put(storage.as_ref(), "p1", "cc-1", &result)?;
     check_eq!(
@@ -211,6 +213,7 @@ fn c122_conflict_round_trip(ctx: &mut Ctx<'_>) -> CheckResult {
         recorded_at_ms: None,
         cache_identity: None,
         results: vec![conflict.clone()],
+        actor_id: None,
     };
     put(storage.as_ref(), "p1", "cc-1", &result)?;
     let stored = storage

@@ -3,7 +3,7 @@
 //! reference process starts and restarts against the same database, when
 //! the fence trigger is broken behind the storage's back, with the
 //! reference's `BIGINT` writer-version column, and against a role that
-//! shadows the fence tables; C-355 (beyond the checklist): the trigger
+//! shadows the fence tables; C-364 (beyond the checklist): the trigger
 //! re-created under its own name with another condition or event.
 //!
 //! A reference start is [`RawAccess::replay_reference_start`]; set A is the
@@ -65,7 +65,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     .requires(Requires::DatabaseRoles),
     check(
         GROUP,
-        "C-355",
+        "C-364",
         "fence trigger re-created under its own name and check but WHEN (false) or BEFORE UPDATE: reported not enforced, repaired by the next ensure",
         c355_trigger_redefined_under_its_name,
     ),
@@ -216,7 +216,7 @@ fn c332_trigger_repaired_on_open(ctx: &mut Ctx<'_>) -> CheckResult {
     Ok(())
 }
 
-/// C-355 (beyond the checklist, `docs/decisions.md`): a trigger of the
+/// C-364 (beyond the checklist, `docs/decisions.md`): a trigger of the
 /// storage's name that runs the storage's check is not enough — its
 /// timing, events and condition must be the storage's too.
 fn c355_trigger_redefined_under_its_name(ctx: &mut Ctx<'_>) -> CheckResult {

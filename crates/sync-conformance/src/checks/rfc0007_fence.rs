@@ -1,4 +1,4 @@
-//! §15 RFC 0007 writer fence, C-241…C-252; C-356 (beyond the checklist):
+//! §15 RFC 0007 writer fence, C-241…C-252; C-365 (beyond the checklist):
 //! the barrier's rules hold against writers that bypass the storage.
 
 use sync_core::{
@@ -96,7 +96,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     ),
     check(
         GROUP,
-        "C-356",
+        "C-365",
         "a writer that is not the storage cannot lower or remove a fence, nor activate, delete or forge a checkpoint",
         c356_barrier_rules_in_the_database,
     ),
@@ -244,6 +244,7 @@ fn c247_rejection_inside_push(ctx: &mut Ctx<'_>) -> CheckResult {
         recorded_at_ms: Some(NOW),
         cache_identity: None,
         results: Vec::new(),
+        actor_id: None,
     };
     expect_code(
         tx.commit_rejected_push_result(CLIENT, "c1", &rejection),
@@ -378,7 +379,7 @@ fn c252_writer_fence_allows(_ctx: &mut Ctx<'_>) -> CheckResult {
     Ok(())
 }
 
-/// C-356 (beyond the checklist, `docs/decisions.md`): "fences are never
+/// C-365 (beyond the checklist, `docs/decisions.md`): "fences are never
 /// lowered or deleted" and "a checkpoint becomes activated only through the
 /// protocol" hold against writers that bypass the storage's API — a raw
 /// connection on SQLite, a role with only DML on Postgres.

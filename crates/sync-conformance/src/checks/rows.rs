@@ -415,6 +415,7 @@ fn c113_rejected_rescope(ctx: &mut Ctx<'_>) -> CheckResult {
         recorded_at_ms: Some(crate::context::NOW),
         cache_identity: None,
         results: Vec::new(),
+        actor_id: None,
     };
     tx.commit_rejected_push_result("client-1", "b", &rejected)?;
     check_eq!(

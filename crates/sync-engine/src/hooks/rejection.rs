@@ -43,6 +43,17 @@ impl fmt::Display for RejectionError {
 
 impl std::error::Error for RejectionError {}
 
+/// The message with every U+0000 replaced by U+FFFD: the result is stored
+/// as JSON and a `\u0000` escape is one text Postgres `jsonb` refuses
+/// (the message is a diagnostic, so it is repaired rather than refused).
+fn storable_message(message: String) -> String {
+    if message.contains('\0') {
+        message.replace('\0', "\u{FFFD}")
+    } else {
+        message
+    }
+}
+
 fn invalid(reason: &'static str) -> RejectionError {
     RejectionError { reason }
 }
@@ -65,10 +76,13 @@ impl Rejection {
         if RESERVED_CODE_PREFIXES.iter().any(|p| code.starts_with(p)) {
             return Err(invalid("code_reserved"));
         }
+        if code.chars().any(char::is_control) {
+            return Err(invalid("code_control_character"));
+        }
         let details = details.map(normalize_details).transpose()?.map(Box::new);
         Ok(Self {
             code,
-            message: message.into(),
+            message: storable_message(message.into()),
             details,
             op_index,
         })
@@ -226,9 +240,22 @@ mod tests {
             "operation.z",
             "presence.a",
             "client.b",
+            "task.\0",
+            "task.\n",
         ] {
             assert!(Rejection::new(bad, "m", None, None).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_message_never_holds_u0000() -> Result<(), RejectionError> {
+        let r = Rejection::new("task.x", "a\0b\0", None, None)?;
+        assert_eq!(r.message(), "a\u{FFFD}b\u{FFFD}");
+        assert_eq!(
+            Rejection::new("task.x", "a b", None, None)?.message(),
+            "a b"
+        );
+        Ok(())
     }
 
     #[test]

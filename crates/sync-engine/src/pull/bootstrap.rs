@@ -2,7 +2,7 @@
 
 use sync_core::{RowScanQuery, ScopeFilter};
 
-use super::{end_section, token, PullState, SectionEnd};
+use super::{budget, end_section, token, PullState, SectionEnd};
 use crate::round::abort::Abort;
 use crate::round::emitter::Emitter;
 use crate::round::Round;
@@ -37,6 +37,9 @@ pub(super) fn run(
     let page_rows = state.limits.page_rows;
     let mut complete = false;
     for _ in 0..state.limits.pages {
+        if state.budget.exhausted() {
+            break; // the round's byte budget: the token resumes here
+        }
         let mut rows = round
             .engine
             .storage
@@ -50,8 +53,13 @@ pub(super) fn run(
                 },
             )
             .map_err(Abort::storage)?;
-        let has_more = rows.len() as i64 > page_rows;
+        let mut has_more = rows.len() as i64 > page_rows;
         rows.truncate(usize::try_from(page_rows).unwrap_or(usize::MAX));
+        let within = within_budget(state, &rows);
+        if within < rows.len() {
+            rows.truncate(within);
+            has_more = true;
+        }
         let next = if has_more {
             rows.last().map(|r| r.row_id.clone())
         } else {
@@ -80,10 +88,8 @@ pub(super) fn run(
             }
         }
     }
-    let bootstrap_state = match (&row_cursor, complete) {
-        (Some(cursor), false) => Some(token::render(pin, &sub.table, cursor)),
-        _ => None,
-    };
+    let bootstrap_state =
+        (!complete).then(|| token::render(pin, &sub.table, row_cursor.as_deref()));
     end_section(
         round,
         state,
@@ -94,4 +100,19 @@ pub(super) fn run(
         },
     )?; // 4
     Ok(SectionEnd::Active(pin))
+}
+
+/// How many of `rows` the page carries: rows are charged in order and the
+/// page ends before a row once the round's budget is used up (the first
+/// row always goes, the budget having been checked before the page).
+fn within_budget(state: &PullState, rows: &[sync_core::StoredRow]) -> usize {
+    let mut kept = 0;
+    for row in rows {
+        if kept > 0 && state.budget.exhausted() {
+            break;
+        }
+        state.budget.charge(budget::row_bytes(row));
+        kept += 1;
+    }
+    kept
 }

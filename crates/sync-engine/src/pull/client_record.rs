@@ -9,7 +9,7 @@ use crate::round::Round;
 /// sections, `None` when the request had no pull. Nothing is written when
 /// the last push's transaction already committed it (`Round::record_staged`).
 pub(crate) fn write(round: &Round<'_>, active: Option<&[i64]>) -> Result<(), Abort> {
-    if round.record_staged {
+    if round.record_staged || round.foreign_replay {
         return Ok(());
     }
     let record = record(round, active);

@@ -2,7 +2,7 @@
 
 use sync_core::{CommitWindowQuery, ScopeFilter, StoredCommit};
 
-use super::{end_section, inactive, PullState, SectionEnd};
+use super::{budget, end_section, inactive, PullState, SectionEnd};
 use crate::round::abort::Abort;
 use crate::round::emitter::Emitter;
 use crate::round::Round;
@@ -18,6 +18,9 @@ pub(super) fn run(
     effective: ScopeFilter,
     out: &mut Emitter<'_>,
 ) -> Result<SectionEnd, Abort> {
+    if state.budget.exhausted() {
+        return unread(round, state, sub, effective, out);
+    }
     let storage = round.engine.storage.as_ref();
     let limit = state.limits.changes;
     let commits = storage
@@ -55,6 +58,10 @@ pub(super) fn run(
         if delivered > 0 && delivered + size > limit {
             break;
         }
+        if state.budget.exhausted() {
+            break; // the round's byte budget: continue from here next pull
+        }
+        state.budget.charge(budget::commit_bytes(&commit));
         last_seq = Some(commit.commit_seq);
         delivered += size;
         delivered_commits += 1;
@@ -79,6 +86,34 @@ pub(super) fn run(
         },
     )?; // 6
     Ok(SectionEnd::Active(next_cursor))
+}
+
+/// A section reached after the round's byte budget is used up: active,
+/// nothing read, the cursor kept for the next pull.
+fn unread(
+    round: &Round<'_>,
+    state: &PullState,
+    sub: &Subscription,
+    effective: ScopeFilter,
+    out: &mut Emitter<'_>,
+) -> Result<SectionEnd, Abort> {
+    out.emit(ResponseItem::SubStart(SubStart {
+        id: sub.id.clone(),
+        status: SectionStatus::Active,
+        reason_code: String::new(),
+        effective_scopes: effective,
+        bootstrap: false,
+    }))?;
+    end_section(
+        round,
+        state,
+        out,
+        SubEnd {
+            next_cursor: sub.cursor,
+            bootstrap_state: None,
+        },
+    )?;
+    Ok(SectionEnd::Active(sub.cursor))
 }
 
 fn commit_item(table: &str, commit: StoredCommit) -> CommitItem {

@@ -1,6 +1,7 @@
 //! Pull (`engine.md` §5): gate bracketing (L1–L4) and the section decision.
 
 mod bootstrap;
+mod budget;
 pub(crate) mod client_record;
 mod incremental;
 mod limits;
@@ -27,6 +28,8 @@ pub(crate) struct PullState {
     /// L2's horizon.
     horizon: i64,
     limits: PullLimits,
+    /// The round's response byte budget.
+    budget: budget::Budget,
 }
 
 /// How a section ended, for the client record (`engine.md` §5.8).
@@ -71,6 +74,7 @@ pub(crate) fn run_pull(
         max_seq,
         horizon,
         limits: PullLimits::of(pull),
+        budget: budget::Budget::new(round.engine.config.limits.response_budget_bytes),
     };
     let mut active = Vec::new();
     for (index, sub) in round.req.subscriptions.iter().enumerate() {
@@ -158,7 +162,9 @@ fn section(
     sub: &Subscription,
     out: &mut Emitter<'_>,
 ) -> Result<SectionEnd, Abort> {
-    let Some(effective) = effective_scopes(&sub.scopes, &round.resolved) else {
+    let table = round.engine.schema.table(&sub.table);
+    let effective = table.and_then(|t| effective_scopes(t, &sub.scopes, &round.resolved));
+    let Some(effective) = effective else {
         return inactive(round, state, sub, SectionStatus::Revoked, out);
     };
     if sub.bootstrap_state.is_none() && (0..state.horizon).contains(&sub.cursor) {

@@ -37,12 +37,17 @@ pub(crate) fn parse(text: &str, table: &str, max_seq: i64) -> Option<ResumeToken
 
 /// Renders the token of an incomplete bootstrap, members in this order,
 /// without whitespace.
-pub(crate) fn render(pin: i64, table: &str, row_cursor: &str) -> String {
+/// `rowCursor` is null for a bootstrap that ended before its first page
+/// (the round's byte budget): the resume starts at the first row.
+pub(crate) fn render(pin: i64, table: &str, row_cursor: Option<&str>) -> String {
     let mut out = Map::new();
     out.insert("asOfCommitSeq".into(), pin.into());
     out.insert("tables".into(), Value::Array(vec![table.into()]));
     out.insert("tableIndex".into(), 0.into());
-    out.insert("rowCursor".into(), row_cursor.into());
+    out.insert(
+        "rowCursor".into(),
+        row_cursor.map_or(Value::Null, Value::from),
+    );
     Value::Object(out).to_string()
 }
 
@@ -52,7 +57,7 @@ mod tests {
 
     #[test]
     fn rendering_is_exact_and_parses_back() {
-        let text = render(100, "tasks", "t-0999");
+        let text = render(100, "tasks", Some("t-0999"));
         assert_eq!(
             text,
             r#"{"asOfCommitSeq":100,"tables":["tasks"],"tableIndex":0,"rowCursor":"t-0999"}"#
@@ -62,6 +67,18 @@ mod tests {
             Some(ResumeToken {
                 as_of: 100,
                 row_cursor: Some("t-0999".into())
+            })
+        );
+        let before_first_page = render(7, "tasks", None);
+        assert_eq!(
+            before_first_page,
+            r#"{"asOfCommitSeq":7,"tables":["tasks"],"tableIndex":0,"rowCursor":null}"#
+        );
+        assert_eq!(
+            parse(&before_first_page, "tasks", 7),
+            Some(ResumeToken {
+                as_of: 7,
+                row_cursor: None
             })
         );
     }

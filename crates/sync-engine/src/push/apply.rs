@@ -8,8 +8,8 @@ use sync_core::{
 };
 
 use super::conflict::{decide, Decision};
-use super::records;
 use super::row_values::{blob_ids, decode, merge_crdts, named};
+use super::{records, storable};
 use crate::config::DeletePolicy;
 use crate::engine::{Engine, MAX_SAFE_INTEGER};
 use crate::hooks::validators::{
@@ -106,6 +106,9 @@ impl Applier<'_, '_, '_> {
                 "operation names an unknown table",
             ))); // A1
         };
+        if let Some(problem) = storable::row_id_problem(&op.row_id) {
+            return Ok(invalid(i, problem)); // before any read of the row
+        }
         if *self.resolved == Resolved::Failed {
             return Ok(forbidden(i)); // A2
         }
@@ -177,6 +180,9 @@ impl Applier<'_, '_, '_> {
         let Ok(mut values) = decode(table, pushed) else {
             return Ok(invalid(i, "payload does not decode")); // U2
         };
+        if let Some(problem) = storable::values_problem(table, &values) {
+            return Ok(invalid(i, problem));
+        }
         let key = values.get(table.primary_key_index).and_then(render);
         if key.as_deref() != Some(op.row_id.as_str()) {
             return Ok(invalid(i, "rowId does not match the primary key")); // U3

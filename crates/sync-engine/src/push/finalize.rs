@@ -79,8 +79,7 @@ fn write_and_stage(
     let (seq, stored) = write_applied(round, key, tx, applied)?;
     // The last push of a round without a pull carries the round's client
     // record (§5.8) when the dialect stages it.
-    let record = round
-        .stage_record
+    let record = (round.stage_record && !round.foreign_replay)
         .then(|| crate::pull::client_record::record(round, None))
         .filter(|r| crate::pull::client_record::needs_write(round, r));
     let staged = match record {
@@ -129,6 +128,7 @@ fn write_applied(
         recorded_at_ms: Some(applied.now),
         cache_identity: Some(round.engine.config.ids.new_id()),
         results,
+        actor_id: Some(round.ctx.actor_id.clone()),
     };
     tx.put_push_result(key.client_id, key.client_commit_id, &stored)
         .map_err(Abort::storage)?; // P14
@@ -158,6 +158,7 @@ fn rejection_result(round: &Round<'_>, record: PushOperationResult, now: i64) ->
         recorded_at_ms: Some(now),
         cache_identity: Some(round.engine.config.ids.new_id()),
         results: vec![record],
+        actor_id: Some(round.ctx.actor_id.clone()),
     }
 }
 

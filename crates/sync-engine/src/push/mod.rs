@@ -5,7 +5,9 @@ mod conflict;
 mod finalize;
 mod reaction_plan;
 mod records;
+mod replay;
 mod row_values;
+mod storable;
 pub(crate) mod tx_reader;
 
 use sync_core::{
@@ -21,6 +23,7 @@ use crate::wire::response::PushResult;
 use crate::wire::wire_error::WireError;
 
 use apply::{Applier, OpOutcome, Prefetched};
+use replay::Replay;
 use tx_reader::TxReader;
 
 /// The idempotency identity of one commit.
@@ -64,7 +67,7 @@ pub(crate) fn run_pipeline(
         None => storage.get_push_result(&round.ctx.partition, key.client_id, key.client_commit_id),
     };
     match stored {
-        Ok(Some(stored)) => return Ok(records::from_stored(key.client_commit_id, stored, false)),
+        Ok(Some(stored)) => return Ok(replay::judge(round, key, stored).answer(round)),
         Ok(None) => {}
         Err(e) if e.is(ErrorCode::IdempotencyCacheMiss) => {
             return Ok(records::cache_miss(key.client_commit_id))
@@ -79,9 +82,9 @@ pub(crate) fn run_pipeline(
         .begin(&round.ctx.partition)
         .map_err(Abort::storage)?; // P2
     match locked_pipeline(round, key, ops, tx.as_mut()) {
-        Ok(Step::Replay(result)) => {
+        Ok(Step::Replay(replay)) => {
             rollback(tx);
-            Ok(result)
+            Ok(replay.answer(round))
         }
         Ok(Step::Apply(applied)) => finalize::applied(round, key, tx, applied),
         Ok(Step::Reject(record, now)) => finalize::rejected(round, key, tx, record, now),
@@ -95,7 +98,7 @@ pub(crate) fn run_pipeline(
 /// What the locked part decided.
 enum Step {
     /// A stored result found under the lock (P6).
-    Replay(PushResult),
+    Replay(Replay),
     /// Every operation applied; finalize P12–P15.
     Apply(finalize::Applied),
     /// The terminating record and the commit's time; finalize R1–R4.
@@ -126,16 +129,12 @@ fn locked_pipeline(
         )));
     }
     match prelude.push_result {
-        Ok(Some(stored)) => {
-            return Ok(Step::Replay(records::from_stored(
-                key.client_commit_id,
-                stored,
-                false,
-            )))
-        }
+        Ok(Some(stored)) => return Ok(Step::Replay(replay::judge(round, key, stored))),
         Ok(None) => {}
         Err(e) if e.is(ErrorCode::IdempotencyCacheMiss) => {
-            return Ok(Step::Replay(records::cache_miss(key.client_commit_id)))
+            return Ok(Step::Replay(Replay::own(records::cache_miss(
+                key.client_commit_id,
+            ))))
         }
         Err(e) => return Err(Abort::storage(e)),
     } // P6
@@ -217,7 +216,9 @@ fn prelude_request(
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
     if let Ops::Given(operations) = ops {
         for op in operations.iter() {
-            if round.engine.schema.table(&op.table).is_none() {
+            if round.engine.schema.table(&op.table).is_none()
+                || storable::row_id_problem(&op.row_id).is_some()
+            {
                 continue;
             }
             let at = match rows.iter().position(|(t, _)| *t == op.table) {

@@ -57,8 +57,14 @@ pub(crate) fn validate(plans: &[ReactionPlan]) -> Result<(), InvalidPlan> {
         if !plain_json(&plan.payload, 1) {
             return Err(InvalidPlan("payload_shape"));
         }
-        if plan.payload.to_string().len() > MAX_PAYLOAD_BYTES {
+        let text = plan.payload.to_string();
+        if text.len() > MAX_PAYLOAD_BYTES {
             return Err(InvalidPlan("payload_too_large"));
+        }
+        // Every dialect must store it alike: a `\u0000` escape is valid
+        // JSON that `jsonb` refuses.
+        if !sync_core::codec::json_projection_is_representable_in_jsonb(&text) {
+            return Err(InvalidPlan("payload_unstorable"));
         }
     }
     Ok(())
@@ -187,5 +193,8 @@ mod tests {
         let mut p = plan("k");
         p.payload = json!("x".repeat(65_536));
         assert_eq!(validate(&[p]), Err(InvalidPlan("payload_too_large")));
+        let mut p = plan("k");
+        p.payload = json!({"a": "x\u{0}"});
+        assert_eq!(validate(&[p]), Err(InvalidPlan("payload_unstorable")));
     }
 }

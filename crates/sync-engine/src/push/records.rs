@@ -62,6 +62,22 @@ pub(crate) fn from_stored(
     }
 }
 
+/// The never-persisted result for a key whose stored outcome belongs to
+/// another actor (`engine.md` §8 item 7): one `sync.invalid_client_id`
+/// record, nothing of the stored outcome.
+pub(crate) fn foreign(client_commit_id: &str) -> PushResult {
+    PushResult {
+        client_commit_id: client_commit_id.to_owned(),
+        status: PushResultStatus::Rejected,
+        commit_seq: None,
+        results: vec![error(
+            0,
+            "sync.invalid_client_id",
+            "clientId is bound to another actor",
+        )],
+    }
+}
+
 /// The never-persisted result for an unreadable stored outcome.
 pub(crate) fn cache_miss(client_commit_id: &str) -> PushResult {
     PushResult {

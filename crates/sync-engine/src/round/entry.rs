@@ -6,7 +6,7 @@ use sync_core::{serve_gate_refusal, serve_not_ready_error, RoundEntry, RoundEntr
 
 use super::abort::Abort;
 use super::emitter::Emitter;
-use super::{invariants, serve_context, PullStart, Round};
+use super::{invariants, request_limits, serve_context, PullStart, Round};
 use crate::context::RequestContext;
 use crate::engine::Engine;
 use crate::hooks::scope_resolver::ResolveError;
@@ -28,6 +28,7 @@ pub(crate) fn enter<'a>(
     out: &mut Emitter<'_>,
 ) -> Result<Option<Round<'a>>, Abort> {
     invariants::check(req).map_err(Abort::Request)?; // E1
+    request_limits::check(&engine.config.limits, req).map_err(Abort::Request)?;
     let storage = engine.storage.as_ref();
     let running = engine.schema.version;
     let now = engine.config.clock.now_ms();
@@ -138,6 +139,7 @@ pub(crate) fn enter<'a>(
         outcome: RoundOutcome::default(),
         stage_record: false,
         record_staged: false,
+        foreign_replay: false,
     }))
 }
 

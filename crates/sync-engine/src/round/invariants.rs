@@ -1,11 +1,20 @@
 //! Single-frame invariants re-checked at entry (`engine.md` §2.4, step E1).
 
+use sync_core::limits::{MAX_CLIENT_COMMIT_ID_BYTES, MAX_CLIENT_ID_BYTES};
+
 use crate::engine::MAX_SAFE_INTEGER;
 use crate::wire::request::{OpKind, SyncRequest};
 use crate::wire::wire_error::WireError;
 
 fn safe(value: i64) -> bool {
     (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&value)
+}
+
+/// Whether every dialect can store `text` as a key of at most `max_bytes`
+/// UTF-8 bytes: no U+0000 (Postgres `text` refuses it) and no wider than
+/// the narrowest dialect's index allows (`docs/decisions.md`).
+fn storable_key(text: &str, max_bytes: usize) -> bool {
+    !text.contains('\0') && text.len() <= max_bytes
 }
 
 /// The first violated invariant, as its wire error.
@@ -16,6 +25,9 @@ pub(crate) fn check(req: &SyncRequest) -> Result<(), WireError> {
     }
     if req.header.client_id.is_empty() {
         return bad("client_id_empty");
+    }
+    if !storable_key(&req.header.client_id, MAX_CLIENT_ID_BYTES) {
+        return bad("client_id_unstorable");
     }
     if req.header.schema_version < 1 {
         return bad("schema_version");
@@ -28,6 +40,9 @@ pub(crate) fn check(req: &SyncRequest) -> Result<(), WireError> {
     for commit in &req.pushes {
         if commit.client_commit_id.is_empty() {
             return bad("client_commit_id_empty");
+        }
+        if !storable_key(&commit.client_commit_id, MAX_CLIENT_COMMIT_ID_BYTES) {
+            return bad("client_commit_id_unstorable");
         }
         if commit.operations.is_empty() {
             return Err(WireError::new(
@@ -59,6 +74,14 @@ pub(crate) fn check(req: &SyncRequest) -> Result<(), WireError> {
     }
     if req.subscriptions.iter().any(|s| !safe(s.cursor)) {
         return bad("cursor_out_of_range");
+    }
+    // The client record stores each subscription's id, table and scopes.
+    let nul = |s: &String| s.contains('\0');
+    let subscription_nul = req.subscriptions.iter().any(|s| {
+        nul(&s.id) || nul(&s.table) || s.scopes.iter().any(|(k, vs)| nul(k) || vs.iter().any(nul))
+    });
+    if subscription_nul {
+        return bad("subscription_nul");
     }
     Ok(())
 }
@@ -141,6 +164,29 @@ mod tests {
             ..PullHeader::default()
         });
         assert_eq!(code(&r).unwrap().1.as_deref(), Some("accept_reserved_bits"));
+
+        let mut r = request();
+        r.header.client_id = "dev\0a".into();
+        assert_eq!(code(&r).unwrap().1.as_deref(), Some("client_id_unstorable"));
+        r.header.client_id = "c".repeat(MAX_CLIENT_ID_BYTES + 1);
+        assert_eq!(code(&r).unwrap().1.as_deref(), Some("client_id_unstorable"));
+        r.header.client_id = "c".repeat(MAX_CLIENT_ID_BYTES);
+        assert_eq!(code(&r), None);
+
+        let mut r = request();
+        r.pushes[0].client_commit_id = "k\0".into();
+        assert_eq!(
+            code(&r).unwrap().1.as_deref(),
+            Some("client_commit_id_unstorable")
+        );
+
+        let mut r = request();
+        r.pushes.clear();
+        r.pull = Some(PullHeader::default());
+        let scopes = [("project_id".to_owned(), vec!["p\u{0}1".to_owned()])].into();
+        r.subscriptions
+            .push(Subscription::new("a", "tasks", scopes, -1));
+        assert_eq!(code(&r).unwrap().1.as_deref(), Some("subscription_nul"));
 
         let mut r = request();
         r.pushes[0].operations[0].base_version = Some(MAX_SAFE_INTEGER + 1);

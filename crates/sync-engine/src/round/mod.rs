@@ -4,6 +4,7 @@ pub(crate) mod abort;
 pub(crate) mod emitter;
 pub(crate) mod entry;
 pub(crate) mod invariants;
+pub(crate) mod request_limits;
 
 use sync_core::{
     ClientRecord, LogBounds, PartitionRegistryEntry, Result as StorageResult, ServeContext,
@@ -48,6 +49,10 @@ pub(crate) struct Round<'a> {
     pub(crate) stage_record: bool,
     /// The last push's transaction committed the client record.
     pub(crate) record_staged: bool,
+    /// A stored result of another actor was asked for under this round's
+    /// client id (`engine.md` §8 item 7): the round writes no client
+    /// record, so the client id is not bound to this actor.
+    pub(crate) foreign_replay: bool,
 }
 
 impl Round<'_> {

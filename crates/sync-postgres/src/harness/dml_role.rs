@@ -1,7 +1,7 @@
 //! A writer role that is not the storage: granted only `SELECT, INSERT,
 //! UPDATE, DELETE` on the storage's tables, as an application role or an
 //! old binary's role would be. The migration barrier's guard triggers must
-//! refuse it every write the protocol never makes (C-356).
+//! refuse it every write the protocol never makes (C-365).
 
 use postgres::types::ToSql;
 use sync_conformance::BarrierAttack;

@@ -6,8 +6,14 @@
 //! database's stored version (`sync.cli.schema_mismatch` otherwise — run
 //! `migrate` first; a backfill never migrates), and it ensures that schema
 //! declaring every checkpoint pending at that version plus `(P, N)`, so the
-//! startup check passes and its batches pass the serve gate. The runner
-//! declares `(P, N)` if it is not declared yet (raising P's writer fence).
+//! startup check passes and its batches pass the serve gate.
+//!
+//! `(P, N)` must already exist (declared by `migrate --declare`, at any
+//! state). An undeclared name is refused with `sync.cli.checkpoint_undeclared`
+//! naming the partition's declared checkpoints, unless `--declare-new`: then
+//! the runner declares it (raising P's writer fence). A typo would otherwise
+//! declare a bogus checkpoint that closes the partition to every process
+//! that does not declare it.
 //!
 //! Outcomes `activated` and `already_activated` succeed; `superseded` (another
 //! runner took the checkpoint over) and `gave_up` (attempts exhausted) fail
@@ -24,7 +30,8 @@ use sync_core::{
 
 use crate::cli::{BackfillArgs, ProjectorKind};
 use crate::error::{CliCode, CliError, CliResult};
-use crate::output::{safe, Report};
+use crate::escape::{field, pair};
+use crate::output::Report;
 use crate::progress::BackfillProgress;
 use crate::projectors;
 use crate::stored::{count_rows, require_known_partition};
@@ -47,6 +54,7 @@ pub fn run(db: &Database, args: &BackfillArgs, schema: CompiledSchema) -> CliRes
     }
     require_known_partition(storage, &args.partition)?;
     sync_core::validate::checkpoint_name(&args.name)?;
+    require_declared(storage, args)?;
 
     let declarations = declarations(db, &schema, args)?;
     storage.ensure_schema(
@@ -60,7 +68,7 @@ pub fn run(db: &Database, args: &BackfillArgs, schema: CompiledSchema) -> CliRes
 
     let counted = count_source_rows(storage, &args.partition, projector.sources())?;
     let progress = BackfillProgress::new(
-        &format!("backfill {}:{}", safe(&args.partition), safe(&args.name)),
+        &format!("backfill {}", pair(&args.partition, &args.name)),
         Some(counted),
     );
     let config = RunnerConfig {
@@ -69,7 +77,7 @@ pub fn run(db: &Database, args: &BackfillArgs, schema: CompiledSchema) -> CliRes
         ..RunnerConfig::default()
     };
     let started = Instant::now();
-    tracing::info!(partition = %safe(&args.partition), name = %safe(&args.name), version, "backfill starting");
+    tracing::info!(partition = %field(&args.partition), name = %field(&args.name), version, "backfill starting");
     let outcome = CheckpointRunner::new(
         storage,
         &args.partition,
@@ -89,6 +97,29 @@ pub fn run(db: &Database, args: &BackfillArgs, schema: CompiledSchema) -> CliRes
     let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     tracing::info!(outcome = outcome.as_str(), elapsed_ms, "backfill finished");
     report(args, version, &outcome, elapsed_ms)
+}
+
+/// `(P, N)` exists, or `--declare-new` says the backfill may declare it;
+/// else `sync.cli.checkpoint_undeclared` with the partition's declared
+/// checkpoints (`details.declared`, `name@version`, comma-separated).
+fn require_declared(storage: &dyn sync_core::ServerStorage, args: &BackfillArgs) -> CliResult<()> {
+    if args.declare_new
+        || storage
+            .read_checkpoint(&args.partition, &args.name)?
+            .is_some()
+    {
+        return Ok(());
+    }
+    let declared: Vec<String> = storage
+        .read_checkpoints(&args.partition)?
+        .iter()
+        .map(|c| format!("{}@{}", c.name, c.schema_version))
+        .collect();
+    Err(CliError::new(CliCode::CheckpointUndeclared)
+        .detail("partition", &args.partition)
+        .detail("name", &args.name)
+        .detail("declared", declared.join(","))
+        .detail("hint", "check the name, or pass --declare-new"))
 }
 
 /// Rows of the projector's source tables in the partition now: the total
@@ -195,9 +226,8 @@ fn report(
         _ => String::new(),
     };
     let text = format!(
-        "backfill {}:{} at schema version {version}: {}{detail} in {elapsed_ms} ms\n",
-        safe(&args.partition),
-        safe(&args.name),
+        "backfill {} at schema version {version}: {}{detail} in {elapsed_ms} ms\n",
+        pair(&args.partition, &args.name),
         outcome.as_str()
     );
     Ok(Report::new(json, text))

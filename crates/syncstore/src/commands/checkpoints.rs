@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 
 use crate::cli::PartitionFilter;
 use crate::error::CliResult;
-use crate::output::{safe, Report};
+use crate::escape::field;
+use crate::output::Report;
 use crate::stored::{
     checkpoint_json, checkpoint_text, listed_partitions, require_known_partition, stored_version,
 };
@@ -38,7 +39,7 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
             }
             text.push_str(&format!(
                 "{}: {}\n",
-                safe(partition),
+                field(partition),
                 checkpoint_text(&checkpoint)
             ));
             rows.push(row);

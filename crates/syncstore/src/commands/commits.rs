@@ -18,7 +18,8 @@ use sync_schema::StoredLayouts;
 
 use crate::cli::CommitsArgs;
 use crate::error::CliResult;
-use crate::output::{safe, Report};
+use crate::escape::field;
+use crate::output::Report;
 use crate::stored::{require_known_partition, stored_schema};
 use crate::url::Database;
 use crate::values::{decode_payload, scopes_to_json};
@@ -95,9 +96,9 @@ fn commit_text(commit: &CommitRecord) -> String {
     let mut text = format!(
         "#{} {} {} by {} at {} ({}): {} changes\n",
         commit.commit_seq,
-        safe(&commit.client_id),
-        safe(&commit.client_commit_id),
-        safe(&commit.actor_id),
+        field(&commit.client_id),
+        field(&commit.client_commit_id),
+        field(&commit.actor_id),
         commit.created_at_ms,
         commit.writer_version.map_or_else(
             || "no writer version".to_owned(),
@@ -109,8 +110,8 @@ fn commit_text(commit: &CommitRecord) -> String {
         text.push_str(&format!(
             "  {} {} {}{}\n",
             change.op.as_str(),
-            safe(&change.table),
-            safe(&change.row_id),
+            field(&change.table),
+            field(&change.row_id),
             change
                 .row_version
                 .map_or_else(String::new, |v| format!(" v{v}"))

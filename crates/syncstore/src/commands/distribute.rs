@@ -12,7 +12,8 @@ use sync_postgres::DistributeOptions;
 
 use crate::cli::DistributeArgs;
 use crate::error::CliResult;
-use crate::output::{safe, Report};
+use crate::escape::field;
+use crate::output::Report;
 use crate::url::Database;
 
 /// Runs `distribute`.
@@ -33,17 +34,17 @@ pub fn run(db: &Database, args: &DistributeArgs) -> CliResult<Report> {
     for (table, column) in &report.distributed {
         text.push_str(&format!(
             "distributed {} by {}\n",
-            safe(table),
-            safe(column)
+            field(table),
+            field(column)
         ));
     }
     for table in &report.reference {
-        text.push_str(&format!("reference table {}\n", safe(table)));
+        text.push_str(&format!("reference table {}\n", field(table)));
     }
     for table in &report.left_local {
         text.push_str(&format!(
             "left local {} (not a storage or application table)\n",
-            safe(table)
+            field(table)
         ));
     }
     let json = json!({

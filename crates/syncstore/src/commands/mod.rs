@@ -9,6 +9,7 @@ mod errors;
 mod migrate;
 mod prune;
 mod rows;
+pub mod ssp2;
 mod status;
 pub mod sync;
 
@@ -52,5 +53,6 @@ pub fn run(cli: &Cli, format: Format) -> CliResult<Report> {
         Command::Commits(args) => commits::run(&inspect()?, args),
         // Streams JSON lines and has its own exit statuses: `main` runs it.
         Command::Sync(_) => unreachable!("`sync` is dispatched by main"),
+        Command::Ssp2(_) => unreachable!("`ssp2` is dispatched by main"),
     }
 }

@@ -15,7 +15,8 @@ use sync_core::{validate, CommitPruneQuery, Error, ErrorCode};
 
 use crate::cli::PruneArgs;
 use crate::error::CliResult;
-use crate::output::{safe, Report};
+use crate::escape::field;
+use crate::output::Report;
 use crate::progress::Meter;
 use crate::url::Database;
 
@@ -44,7 +45,7 @@ pub fn run(db: &Database, args: &PruneArgs) -> CliResult<Report> {
         through_seq,
     };
     let meter = Meter::new(
-        &format!("prune {}", safe(&args.partition)),
+        &format!("prune {}", field(&args.partition)),
         "commits",
         Some(u64::try_from(args.through.saturating_sub(start)).unwrap_or(0)),
     );
@@ -71,10 +72,10 @@ pub fn run(db: &Database, args: &PruneArgs) -> CliResult<Report> {
         }
     };
     meter.finish();
-    tracing::info!(partition = %safe(&args.partition), horizon = result.horizon_seq, removed = deleted, "pruned");
+    tracing::info!(partition = %field(&args.partition), horizon = result.horizon_seq, removed = deleted, "pruned");
     let text = format!(
         "partition {}: horizon {} (was {start}), {deleted} commits deleted\n",
-        safe(&args.partition),
+        field(&args.partition),
         result.horizon_seq,
     );
     Ok(Report::new(

@@ -12,7 +12,8 @@ use sync_core::StoredRow;
 
 use crate::cli::RowsArgs;
 use crate::error::CliResult;
-use crate::output::{safe, Report};
+use crate::escape::{field, json_text};
+use crate::output::Report;
 use crate::stored::{require_known_partition, stored_layout, stored_schema};
 use crate::url::Database;
 use crate::values::{decode_payload, scopes_to_json};
@@ -40,13 +41,14 @@ pub fn run(db: &Database, args: &RowsArgs) -> CliResult<Report> {
     let listed: Vec<Value> = rows.iter().map(|row| row_json(layout, row)).collect();
     let mut text = String::new();
     for row in &listed {
-        text.push_str(&format!("{row}\n"));
+        text.push_str(&json_text(row, false));
+        text.push('\n');
     }
     text.push_str(&format!(
         "{} rows{}\n",
         listed.len(),
         next.as_ref().map_or_else(String::new, |n| {
-            let n = safe(n);
+            let n = field(n);
             format!("; more after {n} (--after {n})")
         })
     ));

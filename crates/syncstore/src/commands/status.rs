@@ -17,7 +17,8 @@ use sync_core::{serve_gate_refusal, FenceTriggerState, ServeContext, ServerStora
 
 use crate::cli::PartitionFilter;
 use crate::error::{CliCode, CliError, CliResult};
-use crate::output::{safe, Report};
+use crate::escape::{field, safe};
+use crate::output::Report;
 use crate::stored::{
     checkpoint_json, checkpoint_text, layout_json, listed_partitions, require_known_partition,
     stored_schema, stored_version,
@@ -66,7 +67,7 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
             .is_some_and(|t| t.exists && layout.iter().all(|c| t.column(&c.name).is_some()));
         text.push_str(&format!(
             "table {}: {} columns, {}\n",
-            safe(name),
+            field(name),
             layout.len(),
             if materialized {
                 "materialized"
@@ -142,8 +143,8 @@ fn partition_status(
     let reason = refusal.as_ref().map(|r| r.reason());
     let mut text = format!(
         "partition {}: max_commit_seq {max_commit_seq}, horizon {horizon_seq}, log epoch {}, writer fence {}, gate {}\n",
-        safe(partition),
-        safe(log_epoch.as_deref().unwrap_or("none")),
+        field(partition),
+        field(log_epoch.as_deref().unwrap_or("none")),
         writer_fence.map_or_else(|| "none".to_owned(), |f| f.to_string()),
         match reason {
             None => "serves".to_owned(),

@@ -63,7 +63,7 @@ fn given_postgres_schema(url: String, schema: String) -> CliResult<Fresh> {
     let separator = if url.contains('?') { '&' } else { '?' };
     Ok(Fresh {
         description: format!("the Postgres schema {schema} you named, in {server} (kept)"),
-        reopen: secrets::mask(&format!("{url}{separator}schema={schema}")),
+        reopen: secrets::mask_url(&format!("{url}{separator}schema={schema}")),
         url: given,
     })
 }
@@ -107,7 +107,7 @@ fn sqlite(path: PathBuf, synchronous: Synchronous, what: &str) -> Fresh {
 fn new_postgres_schema(url: String) -> Fresh {
     let schema = format!("syncstore_demo_{}", random_suffix());
     let separator = if url.contains('?') { '&' } else { '?' };
-    let reopen = secrets::mask(&format!("{url}{separator}schema={schema}"));
+    let reopen = secrets::mask_url(&format!("{url}{separator}schema={schema}"));
     let server = DatabaseUrl::Postgres {
         url: url.clone(),
         schema: None,

@@ -40,7 +40,11 @@ impl Narrator {
     fn print(&self, text: &str) {
         if self.format == Format::Text {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{text}");
+            let _ = if text.is_empty() {
+                writeln!(out)
+            } else {
+                crate::output::write_text(&mut out, text)
+            };
             let _ = out.flush();
         }
     }

@@ -4,10 +4,15 @@
 //! The command plays a server process started with `--schema` (and any
 //! `--declare`d checkpoints) for one authenticated `(partition, actor)`
 //! whose allowed scopes are the `--allow` values. It never migrates: the
-//! database must already be at the schema file's version.
+//! database must already be at the schema file's version. The request is
+//! read line by line under `--max-request-bytes` and `--max-line-bytes`
+//! (`reader`).
 
+mod reader;
 mod render;
 mod request;
+
+pub use reader::{RequestLimits, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_REQUEST_BYTES};
 
 use std::sync::Arc;
 
@@ -46,7 +51,11 @@ pub fn run(db: Option<&str>, args: &SyncArgs) -> SyncEnd {
         Ok(started) => started,
         Err(error) => return SyncEnd::NotStarted(error),
     };
-    let text = match request::read_text(&args.request) {
+    let limits = RequestLimits {
+        max_request_bytes: args.max_request_bytes,
+        max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX),
+    };
+    let text = match request::read_text(&args.request, limits) {
         Ok(text) => text,
         Err(error) => return SyncEnd::NotStarted(error),
     };

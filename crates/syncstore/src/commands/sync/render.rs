@@ -8,6 +8,7 @@ use serde_json::Value;
 use sync_core::{CompiledSchema, PushOperationResult};
 use sync_engine::{ResponseItem, Sink, SinkError, SyncRequest};
 
+use crate::escape::json_text;
 use crate::values::decode_payload;
 
 /// A sink writing JSON lines, flushed after every item.
@@ -100,7 +101,7 @@ impl<W: Write> Sink for JsonLinesSink<'_, W> {
         }
         let mut write = || -> std::io::Result<()> {
             for frame in &frames {
-                writeln!(self.out, "{frame}")?;
+                writeln!(self.out, "{}", json_text(frame, false))?;
             }
             self.out.flush()
         };

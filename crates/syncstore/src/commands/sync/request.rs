@@ -3,7 +3,7 @@
 //! bytes or as a JSON object of column values encoded with the schema's
 //! row codec.
 
-use std::io::Read;
+use std::io::BufReader;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -11,23 +11,29 @@ use serde_json::{Map, Value};
 use sync_core::{codec, CompiledSchema, CompiledTable, RowValue};
 use sync_engine::{JsonFrameError, SyncRequest};
 
+use super::reader::{RequestLimits, RequestReader};
 use crate::error::{CliCode, CliError, CliResult};
 use crate::values::value_from_json;
 
-/// The request text of `--request FILE|-` (`-` = stdin). An unreadable
-/// source is `sync.cli.io`.
-pub fn read_text(source: &str) -> CliResult<String> {
-    let read = if source == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map(|_| text)
-    } else {
-        std::fs::read_to_string(source)
-    };
-    read.map_err(|error| {
+/// The request text of `--request FILE|-` (`-` = stdin), read under
+/// `limits` ([`RequestReader`]). An unreadable source is `sync.cli.io`; a
+/// request or line over its limit `sync.cli.request_too_large`.
+pub fn read_text(source: &str, limits: RequestLimits) -> CliResult<String> {
+    let with_path = |error: CliError| error.detail("path", source);
+    if source == "-" {
+        let stdin = std::io::stdin().lock();
+        return RequestReader::new(stdin, limits)
+            .read_all()
+            .map_err(with_path);
+    }
+    let file = std::fs::File::open(source).map_err(|error| {
         CliError::new(CliCode::Io)
             .detail("path", source)
             .detail("reason", error.kind())
-    })
+    })?;
+    RequestReader::new(BufReader::new(file), limits)
+        .read_all()
+        .map_err(with_path)
 }
 
 /// Parses the request; object payloads are encoded under `schema`.

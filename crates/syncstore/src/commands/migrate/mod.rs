@@ -1,10 +1,14 @@
 //! `migrate --schema FILE [--declare PARTITION:NAME]... [--new-partition]
-//! [--carry PARTITION:NAME]... [--abandon PARTITION:NAME]... [--dry-run]`.
+//! [--carry PARTITION:NAME]... [--abandon PARTITION:NAME]... [--retire TABLE]...
+//! [--dry-run]`.
 //!
 //! Checks the arguments (a declaration names a known partition unless
 //! `--new-partition`; names are valid), previews the plan (with the refusals
 //! `ensure_schema` would raise, finish-or-refuse included), then (unless
 //! `--dry-run`) runs `ensure_schema` with the declarations and resolutions.
+//! The preview refuses a bump that would retire a table holding rows not
+//! named by `--retire`, or change the identity of existing rows
+//! ([`crate::plan`]).
 //!
 //! The command is exact under concurrency: whatever another `migrate` did
 //! meanwhile, afterwards every requested declaration exists at the target
@@ -13,6 +17,11 @@
 //! `applied` is true only when this run migrated the database (another
 //! process that got there first makes it false), and `declared_online` lists
 //! the declarations this run added after the migration.
+//!
+//! Resolutions are exact too: after the run every `--carry` and `--abandon`
+//! is checked against the stored checkpoint, and one another process
+//! resolved the other way fails the command with
+//! `sync.cli.resolution_not_applied` (see [`verify`]).
 
 use serde_json::{json, Value};
 use sync_core::{
@@ -22,11 +31,16 @@ use sync_core::{
 
 use crate::cli::MigrateArgs;
 use crate::error::{CliCode, CliError, CliResult};
-use crate::output::{safe, Report};
+use crate::escape::{field, pair};
+use crate::output::Report;
 use crate::plan;
 use crate::progress::RewriteMeter;
 use crate::stored::{load_schema_file, partition_is_known, stored_schema};
 use crate::url::Database;
+
+mod verify;
+
+use verify::{verify_declared, verify_resolved};
 
 /// How often `migrate` verifies again after a concurrent migration changed
 /// the pending checkpoints under it.
@@ -71,6 +85,7 @@ pub fn run(db: &Database, args: &MigrateArgs, prepared: Prepared) -> CliResult<R
     check_declarations(storage, &declarations, args.new_partition)?;
     let resolutions = resolutions(args);
     let before = existing(storage, &declarations)?;
+    let before_resolved = verify::before_resolutions(storage, &resolutions)?;
     // The preview runs the startup check too: a declaration another
     // `migrate` adds between listing the pending checkpoints and that check
     // is a lost race, not a refusal — list again and preview again (bounded).
@@ -84,6 +99,7 @@ pub fn run(db: &Database, args: &MigrateArgs, prepared: Prepared) -> CliResult<R
             &layouts,
             &effective,
             &resolutions,
+            &args.retire,
         ) {
             Ok(preview) => break (effective, preview),
             Err(error)
@@ -133,6 +149,13 @@ pub fn run(db: &Database, args: &MigrateArgs, prepared: Prepared) -> CliResult<R
         };
         declared_online = declare_missing(storage, &declarations)?;
         verify_declared(storage, &declarations)?;
+        verify_resolved(
+            storage,
+            &resolutions,
+            &before_resolved,
+            schema.version,
+            outcome.applied(),
+        )?;
         outcome.applied()
     };
     let declared_json: Vec<Value> = declared_online
@@ -161,9 +184,8 @@ pub fn run(db: &Database, args: &MigrateArgs, prepared: Prepared) -> CliResult<R
     for d in &declarations {
         let state = declaration_text(d, &before, &declared_online, args.dry_run, applied);
         text.push_str(&format!(
-            "checkpoint {}:{} at version {}: {state}\n",
-            safe(&d.partition),
-            safe(&d.name),
+            "checkpoint {} at version {}: {state}\n",
+            pair(&d.partition, &d.name),
             d.schema_version
         ));
     }
@@ -274,36 +296,11 @@ fn declare_missing(
                 d.schema_version,
                 SystemClock.now_ms(),
             )?;
-            tracing::info!(partition = %safe(&d.partition), name = %safe(&d.name), "declared online");
+            tracing::info!(partition = %field(&d.partition), name = %field(&d.name), "declared online");
             declared.push(d.clone());
         }
     }
     Ok(declared)
-}
-
-/// Every requested declaration exists at the target version, else
-/// `sync.cli.declaration_missing`.
-fn verify_declared(
-    storage: &dyn ServerStorage,
-    declarations: &[CheckpointDeclaration],
-) -> CliResult<()> {
-    for d in declarations {
-        match storage.read_checkpoint(&d.partition, &d.name)? {
-            Some(c) if c.schema_version == d.schema_version => {}
-            Some(c) => {
-                return Err(Error::new(ErrorCode::CheckpointVersionMismatch)
-                    .detail("stored", c.schema_version)
-                    .detail("requested", d.schema_version)
-                    .into())
-            }
-            None => {
-                return Err(CliError::new(CliCode::DeclarationMissing)
-                    .detail("partition", &d.partition)
-                    .detail("name", &d.name))
-            }
-        }
-    }
-    Ok(())
 }
 
 /// What happened (or, in a dry run, would happen) to one declaration.

@@ -1,0 +1,118 @@
+//! `engine.md` §8 item 7: a stored push result is answered only to the
+//! actor that pushed it (E-093).
+
+use sync_core::{PushOperationResult, ServerStorage};
+use sync_engine::{
+    Engine, PullHeader, PushResultStatus, RequestContext, ResponseItem, Sink, SinkError,
+};
+
+use super::engine_entry::GROUP;
+use super::engine_fixture::{seed_task, P};
+use super::engine_round::{commit, env, expect_applied, expect_conflict, push_req, run, up};
+use crate::check::{CheckDef, CheckResult, Failure};
+use crate::context::Ctx;
+use crate::registry::check;
+use crate::{check, check_eq};
+
+/// The checks of this file.
+pub(crate) const CHECKS: &[CheckDef] = &[check(
+    GROUP,
+    "E-093",
+    "a stored result is answered only to the actor that pushed it",
+    e093_replay_by_another_actor,
+)];
+
+/// A client that disconnects when its first push result arrives: the
+/// round stops after storing the result and before its client record.
+#[derive(Default)]
+struct GoneAtFirstResult {
+    items: Vec<ResponseItem>,
+}
+
+impl Sink for GoneAtFirstResult {
+    fn emit(&mut self, item: ResponseItem) -> Result<(), SinkError> {
+        if matches!(item, ResponseItem::PushResult(_)) {
+            return Err(SinkError {
+                reason: "client disconnected".to_owned(),
+            });
+        }
+        self.items.push(item);
+        Ok(())
+    }
+}
+
+/// Runs alice's round on `dev-a` into a sink that fails at the result.
+fn alice_disconnects(engine: &Engine, req: &sync_engine::SyncRequest) -> CheckResult {
+    let mut sink = GoneAtFirstResult::default();
+    let result = engine.handle(&RequestContext::new(P, "alice"), req, &mut sink);
+    check!(
+        matches!(result, Err(sync_engine::EngineError::Sink(_))),
+        "alice's round should stop at the sink, got {result:?}"
+    );
+    Ok(())
+}
+
+fn no_record(storage: &dyn ServerStorage, when: &str) -> CheckResult {
+    let record = storage.get_client_record(P, "dev-a")?;
+    check!(
+        record.is_none(),
+        "client record of dev-a {when}: {record:?}"
+    );
+    Ok(())
+}
+
+fn e093_replay_by_another_actor(ctx: &mut Ctx<'_>) -> CheckResult {
+    let env = env(ctx)?;
+    seed_task(env.storage.as_ref(), &env.schema, "t1", "p1", 3)?;
+    let engine = env.engine()?;
+    let conflicting = commit(
+        "c1",
+        vec![up("tasks", "t1", Some(1), env.task("t1", "p1")?)],
+    );
+    let applied = commit("c2", vec![up("tasks", "t2", None, env.task("t2", "p1")?)]);
+    alice_disconnects(&engine, &push_req("dev-a", vec![conflicting.clone()]))?;
+    // With a pull the record is written after the pull, not staged in the
+    // push's transaction (which a round without a pull may do).
+    let mut with_pull = push_req("dev-a", vec![applied.clone()]);
+    with_pull.pull = Some(PullHeader::default());
+    alice_disconnects(&engine, &with_pull)?;
+    no_record(env.storage.as_ref(), "after alice's interrupted rounds")?;
+    let max_seq = env.max_seq()?;
+
+    let replay = push_req("dev-a", vec![conflicting.clone(), applied.clone()]);
+    let mallory = run(&engine, "mallory", replay.clone());
+    mallory.ok()?;
+    for (i, ccid) in ["c1", "c2"].into_iter().enumerate() {
+        let r = mallory.result(i)?;
+        let expected = sync_engine::PushResult {
+            client_commit_id: ccid.to_owned(),
+            status: PushResultStatus::Rejected,
+            commit_seq: None,
+            results: vec![PushOperationResult::Error {
+                op_index: 0,
+                code: "sync.invalid_client_id".to_owned(),
+                message: match &r.results[..] {
+                    [PushOperationResult::Error { message, .. }] => message.clone(),
+                    _ => String::new(),
+                },
+                retryable: false,
+                details: None,
+            }],
+        };
+        check_eq!(r, &expected, "mallory's replay of {ccid}");
+    }
+    no_record(env.storage.as_ref(), "after mallory's replay")?;
+    check_eq!(env.max_seq()?, max_seq, "max_commit_seq after mallory");
+
+    let alice = run(&engine, "alice", replay);
+    alice.ok()?;
+    let (version, _) = expect_conflict(alice.result(0)?, 0)?;
+    check_eq!(version, 3, "alice's replayed conflict serverVersion");
+    expect_applied(alice.result(1)?, PushResultStatus::Cached, 1)?;
+    let record = env
+        .storage
+        .get_client_record(P, "dev-a")?
+        .ok_or_else(|| Failure::new("alice's round wrote no client record"))?;
+    check_eq!(record.actor_id, "alice", "dev-a bound to");
+    Ok(())
+}

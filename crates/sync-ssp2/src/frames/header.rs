@@ -1,0 +1,144 @@
+//! `REQ_HEADER` (§1.5) and `RESP_HEADER` (§1.6).
+
+use crate::envelope::WireVersion;
+use crate::error::{DecodeError, EncodeError};
+use crate::primitives::{put_bool, put_i32, put_opt, put_str, Reader};
+
+/// The first frame of every request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReqHeader {
+    /// The stable per-device id; never empty.
+    pub client_id: String,
+    /// The client's generated schema version; at least 1.
+    pub schema_version: i32,
+    /// Wire version 2 only: the partition log epoch the client last
+    /// accepted; `None` asks for epoch acquisition. Must be `None` in a
+    /// version 1 message.
+    pub log_epoch: Option<String>,
+}
+
+const EMPTY_CLIENT_ID: &str = "REQ_HEADER.clientId must not be empty";
+const LOW_SCHEMA_VERSION: &str = "REQ_HEADER.schemaVersion must be at least 1";
+
+impl ReqHeader {
+    pub(crate) fn decode(r: &mut Reader<'_>, version: WireVersion) -> Result<Self, DecodeError> {
+        let client_id = r.str("REQ_HEADER.clientId")?;
+        if client_id.is_empty() {
+            return Err(DecodeError::Constraint {
+                rule: EMPTY_CLIENT_ID,
+            });
+        }
+        let schema_version = r.i32("REQ_HEADER.schemaVersion")?;
+        if schema_version < 1 {
+            return Err(DecodeError::Constraint {
+                rule: LOW_SCHEMA_VERSION,
+            });
+        }
+        let log_epoch = match version {
+            WireVersion::V1 => None,
+            WireVersion::V2 => r.opt("REQ_HEADER.logEpoch", |r| r.str("REQ_HEADER.logEpoch"))?,
+        };
+        Ok(Self {
+            client_id,
+            schema_version,
+            log_epoch,
+        })
+    }
+
+    pub(crate) fn encode(
+        &self,
+        out: &mut Vec<u8>,
+        version: WireVersion,
+    ) -> Result<(), EncodeError> {
+        if self.client_id.is_empty() {
+            return Err(EncodeError::Constraint {
+                rule: EMPTY_CLIENT_ID,
+            });
+        }
+        if self.schema_version < 1 {
+            return Err(EncodeError::Constraint {
+                rule: LOW_SCHEMA_VERSION,
+            });
+        }
+        put_str(out, &self.client_id, "REQ_HEADER.clientId")?;
+        put_i32(out, self.schema_version);
+        match version {
+            WireVersion::V1 if self.log_epoch.is_some() => Err(EncodeError::VersionMismatch {
+                what: "REQ_HEADER.logEpoch",
+            }),
+            WireVersion::V1 => Ok(()),
+            WireVersion::V2 => put_opt(out, self.log_epoch.as_ref(), |o, v| {
+                put_str(o, v, "REQ_HEADER.logEpoch")
+            }),
+        }
+    }
+}
+
+/// The first frame of every response.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RespHeader {
+    /// Present when the client's schema version is no longer served.
+    pub required_schema_version: Option<i32>,
+    /// Informational: the newest schema version the server knows.
+    pub latest_schema_version: Option<i32>,
+    /// Wire version 2 only (and then required): the partition log epoch.
+    pub epoch: Option<ResponseEpoch>,
+}
+
+/// The wire version 2 part of `RESP_HEADER`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseEpoch {
+    /// The current partition log identity.
+    pub log_epoch: String,
+    /// Whether the client must run the log reset before its next round.
+    pub reset_required: bool,
+}
+
+impl RespHeader {
+    pub(crate) fn decode(r: &mut Reader<'_>, version: WireVersion) -> Result<Self, DecodeError> {
+        let required_schema_version = r.opt("RESP_HEADER.requiredSchemaVersion", |r| {
+            r.i32("RESP_HEADER.requiredSchemaVersion")
+        })?;
+        let latest_schema_version = r.opt("RESP_HEADER.latestSchemaVersion", |r| {
+            r.i32("RESP_HEADER.latestSchemaVersion")
+        })?;
+        let epoch = match version {
+            WireVersion::V1 => None,
+            WireVersion::V2 => Some(ResponseEpoch {
+                log_epoch: r.str("RESP_HEADER.logEpoch")?,
+                reset_required: r.bool("RESP_HEADER.resetRequired")?,
+            }),
+        };
+        Ok(Self {
+            required_schema_version,
+            latest_schema_version,
+            epoch,
+        })
+    }
+
+    pub(crate) fn encode(
+        &self,
+        out: &mut Vec<u8>,
+        version: WireVersion,
+    ) -> Result<(), EncodeError> {
+        put_opt(out, self.required_schema_version.as_ref(), |o, v| {
+            put_i32(o, *v);
+            Ok(())
+        })?;
+        put_opt(out, self.latest_schema_version.as_ref(), |o, v| {
+            put_i32(o, *v);
+            Ok(())
+        })?;
+        match (version, &self.epoch) {
+            (WireVersion::V1, None) => Ok(()),
+            (WireVersion::V2, Some(epoch)) => {
+                put_str(out, &epoch.log_epoch, "RESP_HEADER.logEpoch")?;
+                put_bool(out, epoch.reset_required);
+                Ok(())
+            }
+            _ => Err(EncodeError::VersionMismatch {
+                what: "RESP_HEADER.logEpoch",
+            }),
+        }
+    }
+}
