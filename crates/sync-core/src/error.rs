@@ -142,6 +142,9 @@ error_codes! {
     QueryRejected => ("sync.storage.query_rejected", false, "registered query does not match its metadata"),
     /// `sync.storage.capability_unsupported`
     CapabilityUnsupported => ("sync.storage.capability_unsupported", false, "this storage does not support the operation"),
+    /// `sync.storage.segment_too_large`: a segment above the store's
+    /// largest segment (`details.max_bytes`, `details.byte_length`).
+    SegmentTooLarge => ("sync.storage.segment_too_large", false, "segment bytes exceed the largest segment the store accepts"),
     /// `sync.storage.busy` — retryable.
     Busy => ("sync.storage.busy", true, "the database is busy; retry later"),
     /// `sync.storage.connection_lost` — retryable: the connection to the

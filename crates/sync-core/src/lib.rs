@@ -75,6 +75,7 @@ mod round_entry;
 mod rows;
 mod schema;
 mod scope;
+pub mod segments;
 mod storage;
 mod transaction;
 mod unfinished;
@@ -117,6 +118,10 @@ pub use schema::{
     ColumnType, CompiledColumn, CompiledSchema, CompiledTable, IndexDef, LayoutColumn, ScopePattern,
 };
 pub use scope::{candidate_variable, matches_filter, ScopeFilter, StoredScopes};
+pub use segments::{
+    MemorySegmentStore, NewSegment, SegmentBuildKey, SegmentFetch, SegmentMediaType, SegmentMeta,
+    SegmentStore, StoredSegment,
+};
 pub use storage::{EnsureOptions, EnsureOutcome, SchemaMarker, ServerStorage};
 pub use transaction::StorageTransaction;
 pub use unfinished::{

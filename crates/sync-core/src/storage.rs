@@ -31,6 +31,7 @@ use crate::round_entry::{LogBounds, RoundEntry, RoundEntryRequest};
 use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, StoredRow};
 use crate::schema::CompiledSchema;
 use crate::scope::{ScopeFilter, StoredScopes};
+use crate::segments::SegmentStore;
 use crate::transaction::StorageTransaction;
 use crate::unfinished::UnfinishedResolution;
 
@@ -585,5 +586,13 @@ pub trait ServerStorage: Send + Sync {
             crate::error::Error::new(crate::error::ErrorCode::CapabilityUnsupported)
                 .detail("capability", "writer_fence_trigger"),
         )
+    }
+    /// The store of bootstrap segments in this storage's own database
+    /// ([`SegmentStore`]): every instance on one database sees the same
+    /// segments. `None` (the default body) for a storage that keeps none;
+    /// a server then brings its own store (e.g. a
+    /// [`MemorySegmentStore`](crate::segments::MemorySegmentStore)).
+    fn segment_store(&self) -> Option<&dyn SegmentStore> {
+        None
     }
 }

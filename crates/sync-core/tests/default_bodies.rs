@@ -391,3 +391,8 @@ fn a_transaction_answers_blob_references_and_reactions_unsupported_by_default() 
     );
     unsupported(PreludeTx::new(None).enqueue_reactions(&[]), "Reactions");
 }
+
+#[test]
+fn a_storage_keeps_no_segment_store_by_default() {
+    assert!(RequiredOnly.segment_store().is_none());
+}

@@ -120,6 +120,17 @@ const RELATIONS: &[Relation] = &[
               required_writer_version INTEGER NOT NULL CHECK (required_writer_version >= 1))",
     },
     Relation {
+        name: "_syncstore_segments",
+        ddl: "CREATE TABLE _syncstore_segments (partition TEXT COLLATE \"C\" NOT NULL, \
+              segment_id TEXT COLLATE \"C\" NOT NULL, scope_digest TEXT COLLATE \"C\" NOT NULL, \
+              build_key TEXT COLLATE \"C\" NOT NULL, tbl TEXT NOT NULL, \
+              media_type SMALLINT NOT NULL, schema_version INTEGER NOT NULL, \
+              as_of_commit_seq BIGINT NOT NULL, row_cursor TEXT, page_rows BIGINT NOT NULL, \
+              next_row_cursor TEXT, row_count BIGINT NOT NULL, byte_length BIGINT NOT NULL, \
+              created_at_ms BIGINT NOT NULL, expires_at_ms BIGINT NOT NULL, bytes BYTEA NOT NULL, \
+              PRIMARY KEY (partition, segment_id, scope_digest))",
+    },
+    Relation {
         name: "sync_commits_by_time",
         ddl: "CREATE INDEX sync_commits_by_time ON sync_commits (partition, created_at_ms)",
     },
@@ -153,6 +164,15 @@ const RELATIONS: &[Relation] = &[
     Relation {
         name: "sync_blob_refs_by_blob",
         ddl: "CREATE INDEX sync_blob_refs_by_blob ON sync_blob_refs (partition, blob_id)",
+    },
+    Relation {
+        name: "_syncstore_segments_by_key",
+        ddl: "CREATE INDEX _syncstore_segments_by_key ON _syncstore_segments \
+              (partition, build_key, expires_at_ms)",
+    },
+    Relation {
+        name: "_syncstore_segments_by_expiry",
+        ddl: "CREATE INDEX _syncstore_segments_by_expiry ON _syncstore_segments (expires_at_ms)",
     },
 ];
 

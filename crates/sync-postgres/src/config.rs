@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use sync_core::limits::{DEFAULT_POOL_WAIT_MS, DEFAULT_POSTGRES_POOL_SIZE};
+use sync_core::segments::SegmentLimits;
 use sync_core::{Clock, SystemClock};
 
 use crate::citus::DistributeOptions;
@@ -65,6 +66,9 @@ pub struct PostgresConfig {
     /// "Short-statement planning on Postgres"). `false` leaves the server's
     /// settings.
     pub short_statement_planning: bool,
+    /// The limits of the segment store in the schema
+    /// (`ServerStorage::segment_store`); default 64 MiB per segment.
+    pub segment_limits: SegmentLimits,
 }
 
 impl Default for PostgresConfig {
@@ -80,6 +84,7 @@ impl Default for PostgresConfig {
             citus_distribution: None,
             client_record_synchronous_commit: false,
             short_statement_planning: true,
+            segment_limits: SegmentLimits::default(),
         }
     }
 }

@@ -117,6 +117,7 @@ mod rewrites;
 mod round_entry;
 mod rows;
 mod scans;
+mod segments;
 mod session;
 mod sql;
 mod state;

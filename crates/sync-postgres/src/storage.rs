@@ -11,9 +11,9 @@ use sync_core::{
     FenceTriggerState, IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts,
     ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result,
     RoundEntry, RoundEntryRequest, RowScanQuery, SchemaMarker, ScopeActivityQuery,
-    ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate, ServerStorage, SourceChange,
-    StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
-    StoredRow, StoredScopes,
+    ScopeCommitActivity, ScopeFilter, SegmentStore, ServeContext, ServeGate, ServerStorage,
+    SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult,
+    StoredReaction, StoredRow, StoredScopes,
 };
 
 use crate::instance::{Finish, PostgresStorage};
@@ -600,6 +600,10 @@ impl ServerStorage for PostgresStorage {
     fn required_writer_version(&self, partition: &str) -> Result<Option<i32>> {
         validate::partition(partition)?;
         self.with_conn(|c| checkpoints::required_writer_version(c, partition))
+    }
+
+    fn segment_store(&self) -> Option<&dyn SegmentStore> {
+        Some(self)
     }
 
     fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {

@@ -143,6 +143,28 @@ CREATE TABLE IF NOT EXISTS sync_writer_fence (
   partition TEXT PRIMARY KEY,
   required_writer_version INTEGER NOT NULL CHECK (required_writer_version >= 1)
 );
+CREATE TABLE IF NOT EXISTS _syncstore_segments (
+  partition TEXT NOT NULL,
+  segment_id TEXT NOT NULL,
+  scope_digest TEXT NOT NULL,
+  build_key TEXT NOT NULL,
+  tbl TEXT NOT NULL,
+  media_type INTEGER NOT NULL,
+  schema_version INTEGER NOT NULL,
+  as_of_commit_seq INTEGER NOT NULL,
+  row_cursor TEXT,
+  page_rows INTEGER NOT NULL,
+  next_row_cursor TEXT,
+  row_count INTEGER NOT NULL,
+  byte_length INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL,
+  bytes BLOB NOT NULL,
+  PRIMARY KEY (partition, segment_id, scope_digest)
+);
+CREATE INDEX IF NOT EXISTS _syncstore_segments_by_key
+  ON _syncstore_segments (partition, build_key, expires_at_ms);
+CREATE INDEX IF NOT EXISTS _syncstore_segments_by_expiry ON _syncstore_segments (expires_at_ms);
 ";
 
 /// Columns added in place to tables an older writer created

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use sync_core::limits::{DEFAULT_BUSY_TIMEOUT_MS, DEFAULT_POOL_WAIT_MS, DEFAULT_SQLITE_READERS};
+use sync_core::segments::SegmentLimits;
 use sync_core::{Clock, SystemClock};
 
 /// `PRAGMA synchronous` of the writer connection: what an acknowledged
@@ -174,6 +175,9 @@ pub struct SqliteConfig {
     pub wal_checkpoints: Option<WalCheckpoints>,
     /// Source of installation timestamps (checkpoints declared by `ensure_schema`).
     pub clock: Arc<dyn Clock>,
+    /// The limits of the segment store in the file
+    /// (`ServerStorage::segment_store`); default 64 MiB per segment.
+    pub segment_limits: SegmentLimits,
 }
 
 impl Default for SqliteConfig {
@@ -187,6 +191,7 @@ impl Default for SqliteConfig {
             group_commit: GroupCommit::OFF,
             wal_checkpoints: None,
             clock: Arc::new(SystemClock),
+            segment_limits: SegmentLimits::default(),
         }
     }
 }
@@ -212,6 +217,7 @@ impl fmt::Debug for SqliteConfig {
             .field("group_commit", &self.group_commit)
             .field("wal_checkpoints", &self.wal_checkpoints)
             .field("clock", &self.clock)
+            .field("segment_limits", &self.segment_limits)
             .finish()
     }
 }

@@ -65,6 +65,7 @@ mod round_entry;
 mod rows;
 mod scopes;
 mod seam;
+mod segments;
 mod sql;
 mod state;
 mod storage;

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use sync_core::segments::SegmentLimits;
 use sync_core::{
     validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
     BlobReferencingRow, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord, Clock,
@@ -13,9 +14,9 @@ use sync_core::{
     FenceTriggerState, IndexRowScanQuery, PartitionRegistryEntry, PrunedReactionCounts,
     ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, Result,
     RoundEntry, RoundEntryRequest, RowScanQuery, SchemaMarker, ScopeActivityQuery,
-    ScopeCommitActivity, ScopeFilter, ServeContext, ServeGate, ServerStorage, SourceChange,
-    StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
-    StoredRow, StoredScopes,
+    ScopeCommitActivity, ScopeFilter, SegmentStore, ServeContext, ServeGate, ServerStorage,
+    SourceChange, StorageTransaction, StoredCheckpoint, StoredCommit, StoredPushResult,
+    StoredReaction, StoredRow, StoredScopes,
 };
 use sync_schema::ObservedTables;
 
@@ -38,6 +39,7 @@ pub struct SqliteStorage {
     ensured: RwLock<Option<Arc<Ensured>>>,
     ensure_lock: Mutex<()>,
     clock: Arc<dyn Clock>,
+    segment_limits: SegmentLimits,
 }
 
 impl std::fmt::Debug for SqliteStorage {
@@ -73,6 +75,7 @@ impl SqliteStorage {
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
             clock: config.clock,
+            segment_limits: config.segment_limits,
         })
     }
 
@@ -92,7 +95,18 @@ impl SqliteStorage {
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
             clock: config.clock,
+            segment_limits: config.segment_limits,
         })
+    }
+
+    /// The pools (topic modules outside this file reach the database through them).
+    pub(crate) fn pools(&self) -> &Pools {
+        &self.pools
+    }
+
+    /// The limits of the segment store ([`SqliteConfig::segment_limits`]).
+    pub(crate) fn configured_segment_limits(&self) -> SegmentLimits {
+        self.segment_limits
     }
 
     /// The database file.
@@ -823,6 +837,10 @@ impl ServerStorage for SqliteStorage {
         validate::partition(partition)?;
         self.pools
             .read_snapshot(|conn| checkpoints::required_writer_version(conn, partition))
+    }
+
+    fn segment_store(&self) -> Option<&dyn SegmentStore> {
+        Some(self)
     }
 
     fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {

@@ -38,6 +38,7 @@ pub(crate) mod rows;
 pub(crate) mod schema_compile;
 pub(crate) mod schema_lifecycle;
 pub(crate) mod scope_reads;
+pub(crate) mod segments;
 pub(crate) mod support_barrier;
 pub(crate) mod support_lifecycle;
 pub(crate) mod support_pdata;
