@@ -34,12 +34,14 @@ macro_rules! on_both {
 on_both!(
     a_push_and_pull_round_over_http,
     unknown_or_absent_tokens_are_refused_with_401,
+    a_large_bootstrap_goes_by_reference_and_downloads_reauthorized,
     sigterm_lets_the_round_in_flight_finish_and_exits_zero,
 );
 
 const TOKENS: &str = r#"{
   "alice-token": {"partition": "acme", "actor": "alice", "allow": {"list_id": ["l1"]}},
-  "bob-token": {"partition": "acme", "actor": "bob", "allow": {"list_id": ["*"]}}
+  "bob-token": {"partition": "acme", "actor": "bob", "allow": {"list_id": ["*"]}},
+  "carol-token": {"partition": "acme", "actor": "carol", "allow": {"list_id": ["l2"]}}
 }"#;
 
 /// A running `syncstore serve`, killed when dropped.
@@ -189,6 +191,16 @@ fn post(address: &str, token: Option<&str>, body: &[u8]) -> Answer {
         .write_all(request_head(address, token, body.len(), false).as_bytes())
         .and_then(|()| stream.write_all(body))
         .expect("send the request");
+    read_answer(&mut BufReader::new(stream))
+}
+
+fn get(address: &str, path: &str, token: &str, scopes: &str) -> Answer {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
+         Authorization: Bearer {token}\r\nX-Syncular-Scopes: {scopes}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).expect("send the request");
     read_answer(&mut BufReader::new(stream))
 }
 
@@ -350,4 +362,80 @@ fn sigterm_lets_the_round_in_flight_finish_and_exits_zero(db: Db) {
     assert_eq!(segment_rows(&frames), ["t1"]);
     let status = server.child.wait().expect("serve exits");
     assert_eq!(status.code(), Some(0));
+}
+
+fn a_large_bootstrap_goes_by_reference_and_downloads_reauthorized(db: Db) {
+    let server = Server::start(&db);
+    let epoch = acquire_epoch(&server, "alice-token", "phone-a");
+    // 300 rows of 1 000 characters: a page above the 256 KiB inline limit.
+    let operations = (0..300)
+        .map(|i| {
+            let id = format!("t{i:04}");
+            PushOperation {
+                table: "todos".into(),
+                row_id: id.clone(),
+                base_version: None,
+                op: PushOp::Upsert {
+                    payload: server.row(&id, "l1", &"x".repeat(1000)),
+                },
+            }
+        })
+        .collect();
+    let push = encode(Request::from_parts(
+        WireVersion::V2,
+        header("phone-a", Some(epoch.clone())),
+        vec![PushCommit {
+            client_commit_id: "bulk".into(),
+            operations,
+        }],
+        None,
+    ));
+    post(&server.address, Some("alice-token"), &push).frames();
+    let pull = encode(Request::pull_only(
+        WireVersion::V2,
+        header("phone-a", Some(epoch)),
+        PullHeader {
+            limit_snapshot_rows: 1000,
+            ..PullHeader::default()
+        },
+        vec![subscription("l1", -1)],
+    ));
+    let frames = post(&server.address, Some("alice-token"), &pull).frames();
+    let reference = frames
+        .iter()
+        .find_map(|f| match f {
+            ResponseFrame::SegmentRef(r) => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("expected a SEGMENT_REF in {:?}", frames.len()));
+    assert_eq!(reference.row_count, 300);
+    assert!(reference.byte_length > 256 * 1024);
+
+    let path = format!("/segments/{}", reference.segment_id);
+    let l1 = r#"{"list_id":["l1"]}"#;
+    let answer = get(&server.address, &path, "alice-token", l1);
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        sync_ssp2::sha256::segment_id(&answer.body),
+        reference.segment_id
+    );
+    let segment = sync_ssp2::decode_segment(&answer.body).expect("a rows segment");
+    assert_eq!(segment.blocks.concat().len(), 300);
+    // bob may read l1 as well: the same effective scopes, the same segment.
+    assert_eq!(get(&server.address, &path, "bob-token", l1).status, 200);
+    // carol may not read l1; asking for other scopes gives another digest.
+    let refused = get(&server.address, &path, "carol-token", l1);
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.json()["code"], "sync.forbidden");
+    let other = get(
+        &server.address,
+        &path,
+        "bob-token",
+        r#"{"list_id":["l1","l2"]}"#,
+    );
+    assert_eq!(other.status, 403);
+    let unknown = format!("/segments/sha256:{}", "0".repeat(64));
+    let missing = get(&server.address, &unknown, "alice-token", l1);
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json()["code"], "sync.not_found");
 }
