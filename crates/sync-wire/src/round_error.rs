@@ -35,3 +35,51 @@ pub fn round_failure(error: &EngineError) -> WireFailure {
 pub(crate) fn internal() -> WireFailure {
     WireFailure::from_wire_error(&WireError::new("sync.internal", "internal server error"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn internal_error(error: sync_core::Error) -> EngineError {
+        EngineError::Internal {
+            source: Box::new(error),
+        }
+    }
+
+    #[test]
+    fn retryable_storage_errors_are_503_retry_later() {
+        for code in [
+            sync_core::ErrorCode::Busy,
+            sync_core::ErrorCode::ConnectionLost,
+        ] {
+            let failure = round_failure(&internal_error(sync_core::Error::new(code)));
+            assert_eq!(failure.status, 503);
+            assert_eq!(failure.code(), code.as_str());
+            assert_eq!(failure.body["category"], "unavailable");
+            assert_eq!(failure.body["retryable"], true);
+            assert_eq!(failure.body["recommendedAction"], "retryLater");
+        }
+    }
+
+    #[test]
+    fn other_internal_failures_are_500_without_detail() {
+        let failure = round_failure(&internal_error(sync_core::Error::backend(
+            "secret driver text",
+        )));
+        assert_eq!(failure.status, 500);
+        assert_eq!(failure.code(), "sync.internal");
+        assert!(!failure.body_text().contains("secret"));
+    }
+
+    #[test]
+    fn request_errors_keep_their_catalog_status() {
+        let wire = WireError::new("sync.invalid_subscription", "duplicate id");
+        let failure = round_failure(&EngineError::Request(wire));
+        assert_eq!(
+            (failure.status, failure.code()),
+            (400, "sync.invalid_subscription")
+        );
+        let wire = WireError::new("sync.schema_not_ready", "gate closed");
+        assert_eq!(round_failure(&EngineError::Request(wire)).status, 503);
+    }
+}
