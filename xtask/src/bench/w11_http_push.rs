@@ -106,8 +106,14 @@ fn http_round(env: &Env, commits: &Prepared, clients: usize) -> Result<PushRun> 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}/sync", listener.local_addr()?);
         let router = sync_http::router(state);
+        // As `syncstore serve` does: TCP_NODELAY on both ends.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let server = tokio::spawn(async move { axum::serve(listener, router).await });
-        let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
         let bodies = Arc::new(bodies);
         let start = Instant::now();
         let mut tasks = Vec::new();

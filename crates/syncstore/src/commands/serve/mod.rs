@@ -93,6 +93,13 @@ async fn serve(args: &ServeArgs, state: SyncState) -> Result<(), CliError> {
         .map_err(|e| io_error("-", &e))?;
     drop(stdout);
     tracing::info!(%address, "serving");
+    // Responses go out as they are written: without TCP_NODELAY a small
+    // response waits for the client's delayed acknowledgement.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+    });
     axum::serve(listener, sync_http::router(state))
         .with_graceful_shutdown(stop_signal())
         .await
