@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use sync_core::{CommitPruneResult, CompiledSchema, ServerStorage};
+use sync_core::{CommitPruneResult, CompiledSchema, ScopeFilter, ServerStorage};
 
 use crate::config::EngineConfig;
 use crate::context::RequestContext;
@@ -88,6 +88,40 @@ impl Engine {
         sink: &mut dyn Sink,
     ) -> Result<RoundOutcome, EngineError> {
         round::run(self, ctx, request, sink)
+    }
+
+    /// The scopes `ctx.actor_id` may read out of `requested` right now, one
+    /// map per distinct answer over the schema's tables: the resolver runs
+    /// once for `client_id` and its answer is intersected with `requested`
+    /// exactly as a pull section's effective scopes are (`engine.md` §3.2
+    /// items 4 and 4a). Item 4a makes the effective map depend on the
+    /// table (a scope variable of the table that `requested` leaves out is
+    /// filtered by what the actor may write), so a caller that does not
+    /// know the table gets every distinct map, in table order, without
+    /// repeats. Empty when every table would be revoked or the resolver
+    /// failed; `Err(Request)` when the resolver refuses the request or
+    /// names an undeclared variable.
+    ///
+    /// Transports re-authorize segment downloads with it (SSP2 §5.5): the
+    /// digest of one of these maps must be the one the segment was stored
+    /// for.
+    pub fn read_scopes(
+        &self,
+        ctx: &RequestContext,
+        client_id: &str,
+        requested: &ScopeFilter,
+    ) -> Result<Vec<ScopeFilter>, EngineError> {
+        let resolved =
+            round::entry::resolve(self, ctx, client_id).map_err(Abort::into_engine_error)?;
+        let mut maps: Vec<ScopeFilter> = Vec::new();
+        for table in &self.schema.tables {
+            if let Some(effective) = crate::scopes::effective_scopes(table, requested, &resolved) {
+                if !maps.contains(&effective) {
+                    maps.push(effective);
+                }
+            }
+        }
+        Ok(maps)
     }
 
     /// The storage half of a realtime acknowledgement (`engine.md` §5.9):

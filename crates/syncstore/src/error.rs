@@ -51,11 +51,13 @@ pub enum CliCode {
     RowIdentityChanged,
     /// The `sync` request or one of its lines is longer than its limit.
     RequestTooLarge,
+    /// The `serve --tokens` file could not be read or is malformed.
+    TokensFile,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -73,6 +75,7 @@ impl CliCode {
         Self::RetireRefused,
         Self::RowIdentityChanged,
         Self::RequestTooLarge,
+        Self::TokensFile,
     ];
 
     /// The stable code string.
@@ -95,6 +98,7 @@ impl CliCode {
             Self::RetireRefused => "sync.cli.retire_refused",
             Self::RowIdentityChanged => "sync.cli.row_identity_changed",
             Self::RequestTooLarge => "sync.cli.request_too_large",
+            Self::TokensFile => "sync.cli.tokens_file",
         }
     }
 
@@ -132,6 +136,7 @@ impl CliCode {
                 "the primary key or scope patterns of a table holding rows changed"
             }
             Self::RequestTooLarge => "the request or one of its lines exceeds its size limit",
+            Self::TokensFile => "the tokens file could not be read",
         }
     }
 }

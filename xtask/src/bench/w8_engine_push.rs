@@ -35,7 +35,8 @@ pub fn requests(commits: &[BenchCommit], epoch: &str) -> Vec<SyncRequest> {
         .collect()
 }
 
-fn engine_round(env: &Env, commits: &Prepared) -> Result<PushRun> {
+/// One timed run of the commits through `Engine::handle` on a fresh database.
+pub fn engine_round(env: &Env, commits: &Prepared) -> Result<PushRun> {
     let db = env.fresh(Synchronous::Normal)?;
     let engine = engine::engine(db.storage(false)?)?;
     let actor = commits
