@@ -90,38 +90,39 @@ impl Engine {
         round::run(self, ctx, request, sink)
     }
 
-    /// The scopes `ctx.actor_id` may read out of `requested` right now, one
-    /// map per distinct answer over the schema's tables: the resolver runs
-    /// once for `client_id` and its answer is intersected with `requested`
-    /// exactly as a pull section's effective scopes are (`engine.md` §3.2
-    /// items 4 and 4a). Item 4a makes the effective map depend on the
-    /// table (a scope variable of the table that `requested` leaves out is
-    /// filtered by what the actor may write), so a caller that does not
-    /// know the table gets every distinct map, in table order, without
-    /// repeats. Empty when every table would be revoked or the resolver
-    /// failed; `Err(Request)` when the resolver refuses the request or
-    /// names an undeclared variable.
+    /// The scopes `ctx.actor_id` may read out of `requested` right now, per
+    /// table: the resolver runs once for `client_id` and its answer is
+    /// intersected with `requested` exactly as a pull section's effective
+    /// scopes are (`engine.md` §3.2 items 4 and 4a). Item 4a makes the
+    /// effective map depend on the table (a scope variable of the table
+    /// that `requested` leaves out is filtered by what the actor may
+    /// write), so the answer is `(table, effective map)` for every table of
+    /// the schema, in declaration order, leaving out the tables whose
+    /// section would be revoked. Empty when the resolver failed;
+    /// `Err(Request)` when the resolver refuses the request or names an
+    /// undeclared variable.
     ///
     /// Transports re-authorize segment downloads with it (SSP2 §5.5): the
-    /// digest of one of these maps must be the one the segment was stored
-    /// for.
+    /// segment's table must be one of these tables and the digest of that
+    /// table's map must be the one the segment was stored for. A map of
+    /// another table never authorizes a segment, even when it is equal.
     pub fn read_scopes(
         &self,
         ctx: &RequestContext,
         client_id: &str,
         requested: &ScopeFilter,
-    ) -> Result<Vec<ScopeFilter>, EngineError> {
+    ) -> Result<Vec<(String, ScopeFilter)>, EngineError> {
         let resolved =
             round::entry::resolve(self, ctx, client_id).map_err(Abort::into_engine_error)?;
-        let mut maps: Vec<ScopeFilter> = Vec::new();
-        for table in &self.schema.tables {
-            if let Some(effective) = crate::scopes::effective_scopes(table, requested, &resolved) {
-                if !maps.contains(&effective) {
-                    maps.push(effective);
-                }
-            }
-        }
-        Ok(maps)
+        Ok(self
+            .schema
+            .tables
+            .iter()
+            .filter_map(|table| {
+                crate::scopes::effective_scopes(table, requested, &resolved)
+                    .map(|effective| (table.name.clone(), effective))
+            })
+            .collect())
     }
 
     /// The storage half of a realtime acknowledgement (`engine.md` §5.9):

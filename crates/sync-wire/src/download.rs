@@ -108,20 +108,35 @@ pub(crate) fn serve(
         Err(error) => return Err(round_failure(&error)),
     };
     // The effective map depends on the segment's table, which the request
-    // does not name: each distinct map's digest is tried (one per distinct
-    // set of table scope variables, usually one).
-    let mut fetched = SegmentFetch::ScopeMismatch;
-    for effective in &readable {
+    // does not name: each distinct digest is tried, and a segment found
+    // counts only when its own table is one whose map has that digest (an
+    // equal map of another table never authorizes it).
+    let mut by_digest: Vec<(String, Vec<&str>)> = Vec::new();
+    for (table, effective) in &readable {
         let digest = sync_ssp2::digest::scope_digest(&scope_map(effective));
-        fetched = store
-            .get_segment(&ctx.partition, request.segment_id, &digest, now_ms)
+        match by_digest.iter_mut().find(|(d, _)| *d == digest) {
+            Some((_, tables)) => tables.push(table),
+            None => by_digest.push((digest, vec![table])),
+        }
+    }
+    let mut fetched = SegmentFetch::ScopeMismatch;
+    for (digest, tables) in &by_digest {
+        let found = store
+            .get_segment(&ctx.partition, request.segment_id, digest, now_ms)
             .map_err(|e| {
                 round_failure(&EngineError::Internal {
                     source: Box::new(e),
                 })
             })?;
-        if !matches!(fetched, SegmentFetch::ScopeMismatch) {
-            break;
+        match found {
+            SegmentFetch::Found(segment) if !tables.contains(&segment.meta.key.table.as_str()) => {
+                continue
+            }
+            SegmentFetch::ScopeMismatch => continue,
+            other => {
+                fetched = other;
+                break;
+            }
         }
     }
     match fetched {
