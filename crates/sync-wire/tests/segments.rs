@@ -219,3 +219,60 @@ fn downloads_are_reauthorized_every_time() {
     );
     assert_eq!(expired.body["retryable"], true);
 }
+
+/// Reads are authorized like writes (`engine.md` §3.2 item 4a), so the
+/// effective map depends on the table: `docs` declares `org_id` and
+/// `list_id`, `todos` only `list_id`. A segment of `docs` built for an
+/// actor allowed every org carries the map `{list_id:[l1]}` — which is
+/// also what an actor allowed only org `o1` gets for `todos`. That equal
+/// map of another table must not open the segment.
+#[test]
+fn an_equal_map_of_another_table_never_opens_a_segment() {
+    let fixture = Fixture::new(1024);
+    fixture.allow("pusher", "list_id", &["*"]);
+    fixture.allow("pusher", "org_id", &["*"]);
+    fixture.push_docs(
+        "pusher",
+        &[
+            ("d1", "o1", "l1"),
+            ("d2", "o2", "l1"),
+            ("d3", "o2", "l1"),
+            ("d4", "o1", "l1"),
+            ("d5", "o2", "l1"),
+            ("d6", "o1", "l1"),
+        ],
+    );
+    fixture.allow("root", "list_id", &["l1"]);
+    fixture.allow("root", "org_id", &["*"]);
+    fixture.allow("mallory", "list_id", &["l1"]);
+    fixture.allow("mallory", "org_id", &["o1"]);
+    let mut request = bootstrap("phone-r", "l1", 0b10);
+    for frame in &mut request.frames {
+        if let sync_ssp2::RequestFrame::Subscription(sub) = frame {
+            sub.id = "docs".into();
+            sub.table = "docs".into();
+        }
+    }
+    let reference = the_ref(&fixture.ok("root", request).frames);
+    let id = reference.segment_id.as_str();
+    let l1 = Some(r#"{"list_id":["l1"]}"#);
+    // The actor it was built for reads every org's rows.
+    let Download::Segment { bytes, .. } = download(&fixture, "root", "acme", id, l1, None).unwrap()
+    else {
+        panic!("expected the segment");
+    };
+    assert_eq!(
+        sync_ssp2::decode_segment(&bytes)
+            .unwrap()
+            .blocks
+            .concat()
+            .len(),
+        6
+    );
+    // An actor allowed org o1 only: its `docs` map holds org_id, and its
+    // equal `todos` map is not the segment's table.
+    assert_eq!(
+        refused(download(&fixture, "mallory", "acme", id, l1, None)),
+        (403, "sync.forbidden".into())
+    );
+}
