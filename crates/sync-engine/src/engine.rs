@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use sync_core::{CommitPruneResult, CompiledSchema, ServerStorage};
+use sync_core::{CommitPruneResult, CompiledSchema, ScopeFilter, ServerStorage};
 
 use crate::config::EngineConfig;
 use crate::context::RequestContext;
@@ -88,6 +88,25 @@ impl Engine {
         sink: &mut dyn Sink,
     ) -> Result<RoundOutcome, EngineError> {
         round::run(self, ctx, request, sink)
+    }
+
+    /// The scopes `ctx.actor_id` may read out of `requested` right now:
+    /// the resolver runs for `client_id` and its answer is intersected with
+    /// `requested` exactly as a pull section's effective scopes are
+    /// (`engine.md` §3.2). `Ok(None)` when nothing remains or the resolver
+    /// failed (the section would be revoked); `Err(Request)` when the
+    /// resolver refuses the request or names an undeclared variable.
+    ///
+    /// Transports re-authorize segment downloads with it (SSP2 §5.5).
+    pub fn read_scopes(
+        &self,
+        ctx: &RequestContext,
+        client_id: &str,
+        requested: &ScopeFilter,
+    ) -> Result<Option<ScopeFilter>, EngineError> {
+        let resolved =
+            round::entry::resolve(self, ctx, client_id).map_err(Abort::into_engine_error)?;
+        Ok(crate::scopes::effective_scopes(requested, &resolved))
     }
 
     /// The storage half of a realtime acknowledgement (`engine.md` §5.9):

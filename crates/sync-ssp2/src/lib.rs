@@ -71,7 +71,8 @@ pub use frames::{
 pub use request::{decode_request, encode_request, Request, RequestFrame};
 pub use response::{decode_response, encode_response, Response, ResponseFrame};
 pub use segment::{
-    decode_segment, encode_segment, Column, ColumnType, ColumnValue, RowsSegment, SegmentRow,
+    decode_segment, encode_segment, Column, ColumnType, ColumnValue, RowsSegment, SegmentEncoder,
+    SegmentRow,
 };
 pub use values::{
     cmp_utf16, CanonicalMap, DuplicateKey, InvalidJson, RawJson, ScopeMap, StoredScopes,

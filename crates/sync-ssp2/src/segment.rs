@@ -273,3 +273,109 @@ pub fn encode_segment(segment: &RowsSegment) -> Result<Vec<u8>, EncodeError> {
     put_len(&mut out, 0, "the segment end marker")?;
     Ok(out)
 }
+
+/// Rows per block a [`SegmentEncoder`] aims for (§5.2: ~1000 rows).
+pub const TARGET_BLOCK_ROWS: usize = 1000;
+
+/// Bytes per block a [`SegmentEncoder`] aims for (§5.2: ~256 KiB).
+pub const TARGET_BLOCK_BYTES: usize = 256 * 1024;
+
+/// Builds a rows segment from rows already in the row codec (§2.4), as a
+/// server holds them, without decoding them into [`ColumnValue`]s first.
+///
+/// Each row is checked against the column table as it is added (a row
+/// that does not fit is refused and leaves the segment unchanged); blocks
+/// close at [`TARGET_BLOCK_ROWS`] rows or [`TARGET_BLOCK_BYTES`] bytes,
+/// whichever comes first. The bytes equal what [`encode_segment`] gives for
+/// the same rows in the same blocks.
+#[derive(Debug)]
+pub struct SegmentEncoder {
+    columns: Vec<Column>,
+    out: Vec<u8>,
+    block: Vec<u8>,
+    block_rows: usize,
+    rows: usize,
+}
+
+impl SegmentEncoder {
+    /// Starts a segment of `table` at `schema_version` with `columns`.
+    pub fn new(
+        table: &str,
+        schema_version: i32,
+        columns: Vec<Column>,
+    ) -> Result<Self, EncodeError> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&SEGMENT_MAGIC);
+        put_u16(&mut out, SEGMENT_FORMAT_VERSION);
+        put_u16(&mut out, 0);
+        put_str(&mut out, table, "the segment table")?;
+        put_i32(&mut out, schema_version);
+        let count = u16::try_from(columns.len()).map_err(|_| EncodeError::TooLong {
+            what: "the segment columns",
+        })?;
+        put_u16(&mut out, count);
+        for column in &columns {
+            put_str(&mut out, &column.name, "a column name")?;
+            put_u8(&mut out, column.column_type.tag());
+            put_u8(&mut out, u8::from(column.nullable));
+        }
+        Ok(Self {
+            columns,
+            out,
+            block: Vec::new(),
+            block_rows: 0,
+            rows: 0,
+        })
+    }
+
+    /// Adds one row: its server version (at least 1) and its row-codec
+    /// bytes, which must fit the column table exactly.
+    pub fn push_row(&mut self, server_version: i64, row: &[u8]) -> Result<(), EncodeError> {
+        if server_version < 1 {
+            return Err(EncodeError::Constraint {
+                rule: LOW_SERVER_VERSION,
+            });
+        }
+        let mut reader = Reader::new(row);
+        let fits = decode_row(&mut reader, &self.columns)
+            .ok()
+            .is_some_and(|_| reader.finish("a row").is_ok());
+        if !fits {
+            return Err(EncodeError::Constraint {
+                rule: "a row does not fit the segment's column table",
+            });
+        }
+        put_i64(&mut self.block, server_version, "a row serverVersion")?;
+        self.block.extend_from_slice(row);
+        self.block_rows += 1;
+        self.rows += 1;
+        if self.block_rows >= TARGET_BLOCK_ROWS || self.block.len() >= TARGET_BLOCK_BYTES {
+            self.close_block()?;
+        }
+        Ok(())
+    }
+
+    /// Rows added so far.
+    pub fn row_count(&self) -> usize {
+        self.rows
+    }
+
+    fn close_block(&mut self) -> Result<(), EncodeError> {
+        if self.block_rows == 0 {
+            return Ok(());
+        }
+        put_len(&mut self.out, self.block_rows, "a block rowCount")?;
+        put_len(&mut self.out, self.block.len(), "a block byteLength")?;
+        self.out.extend_from_slice(&self.block);
+        self.block.clear();
+        self.block_rows = 0;
+        Ok(())
+    }
+
+    /// Closes the last block, writes the end marker and gives the bytes.
+    pub fn finish(mut self) -> Result<Vec<u8>, EncodeError> {
+        self.close_block()?;
+        put_len(&mut self.out, 0, "the segment end marker")?;
+        Ok(self.out)
+    }
+}

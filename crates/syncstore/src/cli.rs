@@ -57,6 +57,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Run one sync round (push and pull) from a JSON-lines request.
     Sync(SyncArgs),
+    /// Serve the sync protocol (SSP2) over HTTP until SIGTERM or SIGINT.
+    Serve(ServeArgs),
     /// Every error code this command can print, with its message.
     Errors(ErrorsArgs),
     /// Decode an SSP2 message or SSG2 segment file: render it or re-encode it.
@@ -419,6 +421,33 @@ pub struct SyncArgs {
     /// decoded JSON objects.
     #[arg(long)]
     pub raw_bytes: bool,
+}
+
+/// `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Schema file; the database must already be at its version.
+    #[arg(long, value_name = "FILE")]
+    pub schema: PathBuf,
+
+    /// Address to listen on, `HOST:PORT` (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: String,
+
+    /// The bearer tokens: a JSON object `{"<token>": {"partition": "p",
+    /// "actor": "a", "allow": {"<scope key>": ["v1", "*"]}}}`.
+    #[arg(long, value_name = "FILE")]
+    pub tokens: PathBuf,
+
+    /// Declare a backfill checkpoint `PARTITION:NAME` as this process
+    /// (repeatable).
+    #[arg(long = "declare", value_name = "P:NAME", value_parser = parse_declaration)]
+    pub declare: Vec<Declaration>,
+
+    /// Sync rounds and segment downloads running at once (default 8: no
+    /// more than the smallest built-in connection pool).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_rounds: u16,
 }
 
 /// An `--allow KEY=V1,V2` value.

@@ -37,11 +37,13 @@ pub enum CliCode {
     /// The database does not enforce the writer fence: its fence trigger
     /// is missing, disabled or runs something else (`details.cause`).
     FenceNotEnforced,
+    /// The `serve --tokens` file could not be read or is malformed.
+    TokensFile,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -54,6 +56,7 @@ impl CliCode {
         Self::Io,
         Self::DeclarationMissing,
         Self::FenceNotEnforced,
+        Self::TokensFile,
     ];
 
     /// The stable code string.
@@ -71,6 +74,7 @@ impl CliCode {
             Self::Io => "sync.cli.io",
             Self::DeclarationMissing => "sync.cli.declaration_missing",
             Self::FenceNotEnforced => "sync.cli.fence_not_enforced",
+            Self::TokensFile => "sync.cli.tokens_file",
         }
     }
 
@@ -95,6 +99,7 @@ impl CliCode {
                 "a requested checkpoint declaration does not exist after the migration"
             }
             Self::FenceNotEnforced => "the database does not enforce the writer fence",
+            Self::TokensFile => "the tokens file could not be read",
         }
     }
 }

@@ -42,6 +42,15 @@ fn main() -> ExitCode {
     if let Command::Ssp2(command) = &cli.command {
         return ssp2_exit(commands::ssp2::run(command), format);
     }
+    if let Command::Serve(args) = &cli.command {
+        return match commands::serve::run(cli.db.as_deref(), args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                output::print_error(&error, format);
+                ExitCode::from(2)
+            }
+        };
+    }
     if let Command::Sync(args) = &cli.command {
         return sync_exit(commands::sync::run(cli.db.as_deref(), args), format);
     }

@@ -24,7 +24,9 @@ pub mod category {
 /// One catalog entry: `(code, category, retryable, recommendedAction, HTTP status)`.
 type Entry = (&'static str, &'static str, bool, &'static str, u16);
 
-/// The codes the engine produces or passes through, with their metadata.
+/// The codes the engine produces or passes through, and those its
+/// transports answer with (`sync.not_found`, `sync.segment_expired` of a
+/// segment download), with their metadata.
 const CATALOG: &[Entry] = &[
     (
         "sync.auth_required",
@@ -90,6 +92,8 @@ const CATALOG: &[Entry] = &[
         400,
     ),
     ("sync.row_missing", "not-found", false, "forceResync", 404),
+    ("sync.not_found", "not-found", false, "forceResync", 404),
+    ("sync.segment_expired", "not-found", true, "retryLater", 404),
     (
         "sync.version_conflict",
         "conflict",

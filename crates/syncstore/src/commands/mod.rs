@@ -9,6 +9,7 @@ mod errors;
 mod migrate;
 mod prune;
 mod rows;
+pub mod serve;
 pub mod ssp2;
 mod status;
 pub mod sync;
@@ -54,5 +55,6 @@ pub fn run(cli: &Cli, format: Format) -> CliResult<Report> {
         // Streams JSON lines and has its own exit statuses: `main` runs it.
         Command::Sync(_) => unreachable!("`sync` is dispatched by main"),
         Command::Ssp2(_) => unreachable!("`ssp2` is dispatched by main"),
+        Command::Serve(_) => unreachable!("`serve` is dispatched by main"),
     }
 }

@@ -80,8 +80,31 @@ fn start(
     db: Option<&str>,
     args: &SyncArgs,
 ) -> Result<(Engine, Arc<sync_core::CompiledSchema>), CliError> {
+    let resolver = Arc::new(AllowedScopes::from_args(args));
+    let (engine, schema, _) = open_engine(db, &args.schema, &args.declare, resolver)?;
+    Ok((engine, schema))
+}
+
+/// The engine of a server process, its schema and its storage.
+pub(crate) type OpenedEngine = (
+    Engine,
+    Arc<sync_core::CompiledSchema>,
+    Arc<dyn sync_core::ServerStorage>,
+);
+
+/// What a server process does at startup, shared by `sync` and `serve`:
+/// opens the database, checks it is at the schema file's version
+/// (`sync.cli.schema_mismatch` otherwise; nothing is migrated), ensures
+/// the schema with the `--declare`d checkpoints and builds the engine
+/// over `resolver`.
+pub(crate) fn open_engine(
+    db: Option<&str>,
+    schema_file: &std::path::Path,
+    declare: &[crate::cli::Declaration],
+    resolver: Arc<dyn ScopeResolver>,
+) -> Result<OpenedEngine, CliError> {
     let database = DatabaseUrl::resolve(db)?.open()?;
-    let schema = Arc::new(load_schema_file(&args.schema)?);
+    let schema = Arc::new(load_schema_file(schema_file)?);
     let storage = database.shared_storage();
     let stored = storage.read_schema_marker()?.map(|m| m.schema_version);
     if stored != Some(i64::from(schema.version)) {
@@ -92,8 +115,7 @@ fn start(
             )
             .detail("schema", schema.version));
     }
-    let declarations: Vec<CheckpointDeclaration> = args
-        .declare
+    let declarations: Vec<CheckpointDeclaration> = declare
         .iter()
         .map(|d| CheckpointDeclaration::new(&d.partition, &d.name, schema.version))
         .collect();
@@ -101,10 +123,10 @@ fn start(
         &schema,
         &EnsureOptions::with_declarations(declarations.clone()),
     )?;
-    let mut config = EngineConfig::new(Arc::new(AllowedScopes::from_args(args)));
+    let mut config = EngineConfig::new(resolver);
     config.declarations = declarations;
-    let engine = Engine::new(storage, schema.clone(), config).map_err(internal)?;
-    Ok((engine, schema))
+    let engine = Engine::new(storage.clone(), schema.clone(), config).map_err(internal)?;
+    Ok((engine, schema, storage))
 }
 
 /// Prints a request-level refusal as its `ERROR` frame.
@@ -122,7 +144,7 @@ fn write_refusal(item: ResponseItem) -> SyncEnd {
 
 /// An engine failure without a wire code, keeping the storage code when
 /// there is one.
-fn internal(error: EngineError) -> CliError {
+pub(crate) fn internal(error: EngineError) -> CliError {
     match error {
         EngineError::Internal { source } => match source.downcast::<sync_core::Error>() {
             Ok(storage) => CliError::from(*storage),

@@ -1,0 +1,139 @@
+//! The bounded channel between a round on the blocking pool and the HTTP
+//! response body.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::Frame;
+use sync_wire::WireFailure;
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+
+/// What the round hands to the response.
+#[derive(Debug)]
+pub(crate) enum Piece {
+    /// Response bytes.
+    Data(Bytes),
+    /// The round was refused before any byte: answer with this instead.
+    Failure(WireFailure),
+    /// The response broke off; the body ends with an error so the client
+    /// sees a cut connection, not a clean end.
+    Abort,
+}
+
+/// The blocking side: an [`io::Write`] gathering bytes into chunks and
+/// handing each to the channel, waiting at most `timeout` for room.
+pub(crate) struct ChannelWriter {
+    tx: mpsc::Sender<Piece>,
+    buf: Vec<u8>,
+    chunk_bytes: usize,
+    timeout: Duration,
+    runtime: Handle,
+}
+
+impl ChannelWriter {
+    pub(crate) fn new(
+        tx: mpsc::Sender<Piece>,
+        chunk_bytes: usize,
+        timeout: Duration,
+        runtime: Handle,
+    ) -> Self {
+        Self {
+            tx,
+            buf: Vec::with_capacity(chunk_bytes.min(1 << 20)),
+            chunk_bytes: chunk_bytes.max(1),
+            timeout,
+            runtime,
+        }
+    }
+
+    fn send(&self, piece: Piece) -> io::Result<()> {
+        let sent = self
+            .runtime
+            .block_on(tokio::time::timeout(self.timeout, self.tx.send(piece)));
+        match sent {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the client went away",
+            )),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            )),
+        }
+    }
+
+    fn send_buffered(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::take(&mut self.buf));
+        self.send(Piece::Data(chunk))
+    }
+
+    /// Hands a refusal to the response (nothing was written).
+    pub(crate) fn refuse(&self, failure: WireFailure) {
+        // The receiver may already be gone; nothing is left to tell then.
+        let _ = self.send(Piece::Failure(failure));
+    }
+
+    /// Marks the response as broken off.
+    pub(crate) fn abort(&self) {
+        let _ = self.tx.try_send(Piece::Abort);
+    }
+}
+
+impl io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= self.chunk_bytes {
+            self.send_buffered()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send_buffered()
+    }
+}
+
+/// The async side: the response body, fed by the channel.
+pub(crate) struct ResponseStream {
+    first: Option<Bytes>,
+    rx: mpsc::Receiver<Piece>,
+}
+
+impl ResponseStream {
+    pub(crate) fn new(first: Bytes, rx: mpsc::Receiver<Piece>) -> Self {
+        Self {
+            first: Some(first),
+            rx,
+        }
+    }
+}
+
+impl http_body::Body for ResponseStream {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Piece::Data(bytes))) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+            Poll::Ready(Some(Piece::Failure(_) | Piece::Abort)) => Poll::Ready(Some(Err(
+                io::Error::other("the round's response broke off"),
+            ))),
+            Poll::Ready(None) => Poll::Ready(None),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `serve`: the sync protocol (SSP2) over HTTP, the operator's and the
+//! tester's door for real clients.
+//!
+//! `POST /sync` and `GET /segments/{id}` at the root of `--listen`;
+//! callers are identified by `Authorization: Bearer <token>` from the
+//! `--tokens` file, whose `allow` is each actor's allowed scopes. The
+//! database must already be at the schema file's version. Prints one line
+//! `listening on http://HOST:PORT` once connections are accepted; SIGTERM
+//! or SIGINT stops accepting, lets the rounds in flight finish, and exits 0.
+
+mod tokens;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use http::request::Parts;
+use sync_engine::RequestContext;
+use sync_http::{HttpConfig, SyncState};
+use sync_wire::{StorageSegmentStore, WireConfig, WireFailure, WireService};
+
+use crate::cli::ServeArgs;
+use crate::error::{CliCode, CliError};
+
+pub use tokens::Tokens;
+
+/// `Authorization: Bearer <token>` looked up in the tokens file.
+struct BearerTokens(Arc<Tokens>);
+
+impl sync_http::Authenticator for BearerTokens {
+    fn authenticate(&self, parts: &Parts) -> Result<RequestContext, WireFailure> {
+        let token = parts
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let grant = token
+            .and_then(|t| self.0.grant(t))
+            .ok_or_else(WireFailure::auth_required)?;
+        Ok(RequestContext::new(&grant.partition, &grant.actor))
+    }
+}
+
+fn io_error(what: &str, error: &std::io::Error) -> CliError {
+    CliError::new(CliCode::Io)
+        .detail("path", what)
+        .detail("reason", error.kind().to_string())
+}
+
+/// Runs `serve` until a stop signal; `Ok` after a graceful stop.
+pub fn run(db: Option<&str>, args: &ServeArgs) -> Result<(), CliError> {
+    let tokens = Arc::new(Tokens::load(&args.tokens)?);
+    let (engine, _, storage) = crate::commands::sync::open_engine(
+        db,
+        &args.schema,
+        &args.declare,
+        tokens.clone() as Arc<dyn sync_engine::ScopeResolver>,
+    )?;
+    let wire = WireConfig {
+        segment_store: StorageSegmentStore::of(storage)
+            .map(|s| Arc::new(s) as Arc<dyn sync_core::segments::SegmentStore>),
+        ..WireConfig::default()
+    };
+    let service = Arc::new(WireService::new(Arc::new(engine), wire));
+    let http_config = HttpConfig {
+        max_concurrent_rounds: usize::from(args.max_rounds),
+        ..HttpConfig::default()
+    };
+    let state = SyncState::new(service, Arc::new(BearerTokens(tokens)), http_config);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| io_error("runtime", &e))?;
+    // The storage is dropped outside the runtime: a dialect's synchronous
+    // client may own a runtime of its own, which cannot be dropped from
+    // inside another.
+    let result = runtime.block_on(serve(args, state.clone()));
+    drop(runtime);
+    drop(state);
+    result
+}
+
+async fn serve(args: &ServeArgs, state: SyncState) -> Result<(), CliError> {
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| io_error(&args.listen, &e))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| io_error(&args.listen, &e))?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "listening on http://{address}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| io_error("-", &e))?;
+    drop(stdout);
+    tracing::info!(%address, "serving");
+    axum::serve(listener, sync_http::router(state))
+        .with_graceful_shutdown(stop_signal())
+        .await
+        .map_err(|e| io_error(&args.listen, &e))
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn stop_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            () = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+    tracing::info!("stopping: finishing the rounds in flight");
+}
