@@ -1346,3 +1346,112 @@ proptest! {
         prop_assert_eq!(ours, theirs, "{} vector, mutation {} at {}", kind, how, i);
     }
 }
+
+/// Response grammars at the edges of the SPEC's rules, written by the
+/// reference's encoder (which checks no cross-frame rule): both decoders
+/// must accept or refuse each alike.
+#[test]
+fn grammar_edge_cases_are_judged_alike() {
+    use theirs::model::{OpResult, PushResultDetail, PushStatus};
+    use theirs::primitives::RawJson;
+    let header = TF::RespHeader {
+        required_schema_version: None,
+        latest_schema_version: Some(1),
+        log_epoch: Some("e".into()),
+        reset_required: Some(false),
+    };
+    let result = |status: PushStatus, commit_seq: Option<i64>| TF::PushResult {
+        client_commit_id: "c1".into(),
+        status,
+        commit_seq,
+        results: vec![OpResult::Error {
+            op_index: 0,
+            code: "sync.forbidden".into(),
+            message: "no".into(),
+            retryable: false,
+        }],
+    };
+    let details = |commit: &str, op_index: i32| TF::PushResultDetails {
+        client_commit_id: commit.into(),
+        entries: vec![PushResultDetail {
+            op_index,
+            details: RawJson(r#"{"reason":"too-long"}"#.into()),
+        }],
+    };
+    let lease = TF::Lease {
+        lease_id: "l".into(),
+        expires_at_ms: 1,
+    };
+    let cases: Vec<(&str, Vec<TF>)> = vec![
+        (
+            "details after a rejected result, on its error",
+            vec![
+                header.clone(),
+                result(PushStatus::Rejected, None),
+                details("c1", 0),
+            ],
+        ),
+        (
+            "details after an applied result",
+            vec![
+                header.clone(),
+                result(PushStatus::Applied, Some(1)),
+                details("c1", 0),
+            ],
+        ),
+        (
+            "details naming another commit",
+            vec![
+                header.clone(),
+                result(PushStatus::Rejected, None),
+                details("c2", 0),
+            ],
+        ),
+        (
+            "details naming an operation without an error",
+            vec![
+                header.clone(),
+                result(PushStatus::Rejected, None),
+                details("c1", 3),
+            ],
+        ),
+        (
+            "details twice",
+            vec![
+                header.clone(),
+                result(PushStatus::Rejected, None),
+                details("c1", 0),
+                details("c1", 0),
+            ],
+        ),
+        (
+            "two leases",
+            vec![header.clone(), lease.clone(), lease.clone()],
+        ),
+    ];
+    let mut disagreements = Vec::new();
+    for (what, frames) in cases {
+        let bytes = theirs::encode_message(&TMessage {
+            wire_version: 2,
+            msg_kind: TKind::Response,
+            frames,
+        });
+        let (ours, theirs) = (ours_on("response", &bytes), theirs_on("response", &bytes));
+        let verdict = |o: &Outcome| match o {
+            Outcome::Rendered(_) => "accepts".to_owned(),
+            Outcome::Refused(code) => format!("refuses ({code})"),
+        };
+        if verdict(&ours) != verdict(&theirs) {
+            disagreements.push(format!(
+                "{what}: ours {}, the reference {}",
+                verdict(&ours),
+                verdict(&theirs)
+            ));
+        }
+    }
+    assert!(
+        disagreements.is_empty(),
+        "the codecs judge these responses differently:\n{}",
+        disagreements.join("\n")
+    );
+}
