@@ -10,12 +10,31 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     /// Crates that hold no dialect code (`docs/decisions.md`).
-    const SHARED_CRATES: [&str; 5] = [
+    const SHARED_CRATES: [&str; 7] = [
         "sync-core",
         "sync-schema",
         "sync-backfill",
         "sync-engine",
         "sync-conformance",
+        "sync-wire",
+        "sync-http",
+    ];
+
+    /// Crates that stay synchronous and know no HTTP (`docs/architecture.md`):
+    /// only `sync-http` runs on an async runtime.
+    const SYNCHRONOUS_CRATES: [&str; 4] = ["sync-core", "sync-engine", "sync-ssp2", "sync-wire"];
+
+    /// Dependencies that bring HTTP or an async runtime.
+    const ASYNC_OR_HTTP: [&str; 9] = [
+        "axum",
+        "tokio",
+        "hyper",
+        "tower",
+        "http",
+        "futures",
+        "async-",
+        "reqwest",
+        "sync-http",
     ];
 
     /// Built-in dialect names and crates, compared ASCII case-insensitively.
@@ -101,6 +120,37 @@ mod tests {
              property or a registry entry instead):\n{}",
             found.join("\n")
         );
+    }
+
+    /// The `[dependencies]` and `[features]` of a crate's manifest (what
+    /// ships; dev-dependencies are left out).
+    fn shipped_manifest(krate: &str) -> String {
+        let manifest = std::fs::read_to_string(
+            workspace_root()
+                .join("crates")
+                .join(krate)
+                .join("Cargo.toml"),
+        )
+        .unwrap_or_default();
+        assert!(!manifest.is_empty(), "no manifest for {krate}");
+        manifest
+            .split("\n[")
+            .filter(|section| !section.starts_with("dev-dependencies"))
+            .collect::<Vec<_>>()
+            .join("\n[")
+    }
+
+    #[test]
+    fn the_engine_codec_and_wire_depend_on_no_http_or_async_crate() {
+        for krate in SYNCHRONOUS_CRATES {
+            let shipped = shipped_manifest(krate);
+            for word in ASYNC_OR_HTTP {
+                assert!(
+                    !shipped.lines().any(|l| l.trim_start().starts_with(word)),
+                    "{krate} depends on {word}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub(crate) enum Piece {
     /// The response broke off; the body ends with an error so the client
     /// sees a cut connection, not a clean end.
     Abort,
+    /// The response is complete. A channel closed without it (the round
+    /// gave up while the channel was full) is a broken-off response too.
+    End,
 }
 
 /// The blocking side: an [`io::Write`] gathering bytes into chunks and
@@ -81,9 +84,15 @@ impl ChannelWriter {
         let _ = self.send(Piece::Failure(failure));
     }
 
-    /// Marks the response as broken off.
+    /// Marks the response as broken off (when the channel has room; a
+    /// channel closed without [`Piece::End`] reads as broken off anyway).
     pub(crate) fn abort(&self) {
         let _ = self.tx.try_send(Piece::Abort);
+    }
+
+    /// Marks the response as complete.
+    pub(crate) fn end(&self) -> io::Result<()> {
+        self.send(Piece::End)
     }
 }
 
@@ -105,6 +114,7 @@ impl io::Write for ChannelWriter {
 pub(crate) struct ResponseStream {
     first: Option<Bytes>,
     rx: mpsc::Receiver<Piece>,
+    ended: bool,
 }
 
 impl ResponseStream {
@@ -112,6 +122,7 @@ impl ResponseStream {
         Self {
             first: Some(first),
             rx,
+            ended: false,
         }
     }
 }
@@ -120,6 +131,10 @@ impl http_body::Body for ResponseStream {
     type Data = Bytes;
     type Error = io::Error;
 
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.first.is_none()
+    }
+
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -127,13 +142,23 @@ impl http_body::Body for ResponseStream {
         if let Some(first) = self.first.take() {
             return Poll::Ready(Some(Ok(Frame::data(first))));
         }
+        if self.ended {
+            return Poll::Ready(None);
+        }
         match self.rx.poll_recv(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Piece::Data(bytes))) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
-            Poll::Ready(Some(Piece::Failure(_) | Piece::Abort)) => Poll::Ready(Some(Err(
-                io::Error::other("the round's response broke off"),
-            ))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Piece::End)) => {
+                self.ended = true;
+                self.rx.close();
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Piece::Failure(_) | Piece::Abort) | None) => {
+                self.ended = true;
+                Poll::Ready(Some(Err(io::Error::other(
+                    "the round's response broke off",
+                ))))
+            }
         }
     }
 }

@@ -74,7 +74,11 @@ pub(crate) async fn post_sync(State(state): State<SyncState>, request: Request) 
         let _entered = span.enter();
         tracing::debug!(partition = %ctx.partition, actor = %ctx.actor_id, bytes = bytes.len(), "sync round");
         match service.sync(&ctx, &bytes, &mut writer) {
-            Ok(()) => {}
+            Ok(()) => {
+                if let Err(error) = writer.end() {
+                    tracing::warn!(%error, "response end not delivered");
+                }
+            }
             Err(RoundError::Refused(refusal)) => {
                 tracing::debug!(
                     code = refusal.code(),
@@ -101,7 +105,7 @@ pub(crate) async fn post_sync(State(state): State<SyncState>, request: Request) 
             response
         }
         Some(Piece::Failure(refusal)) => failure(&refusal),
-        Some(Piece::Abort) | None => {
+        Some(Piece::Abort | Piece::End) | None => {
             let mut response = failure(&sync_wire::WireFailure::from_wire_error(
                 &sync_engine::WireError::new("sync.internal", "internal server error"),
             ));
