@@ -125,7 +125,7 @@ fn request() -> impl Strategy<Value = Request> {
         version(),
         non_empty_text(),
         1i32..=i32::MAX,
-        proptest::option::of(text()),
+        proptest::option::of(non_empty_text()),
         vec(push_commit(), 0..3),
         proptest::option::of((
             (any::<i32>(), any::<i32>(), any::<i32>(), 0u8..16),
@@ -400,7 +400,7 @@ fn response() -> impl Strategy<Value = Response> {
     let header = (
         proptest::option::of(any::<i32>()),
         proptest::option::of(any::<i32>()),
-        text(),
+        non_empty_text(),
         any::<bool>(),
     );
     let error = (
@@ -424,7 +424,7 @@ fn response() -> impl Strategy<Value = Response> {
     (
         version(),
         header,
-        proptest::option::of((text(), safe_i64())),
+        proptest::option::of((non_empty_text(), safe_i64())),
         vec(push_result(), 0..3),
         vec(section(), 0..3),
         proptest::option::of(error),
