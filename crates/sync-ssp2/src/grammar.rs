@@ -4,7 +4,9 @@
 //! to write exactly when it is legal to read.
 //!
 //! Unknown frames are transparent to the ordering rules, except that one
-//! can be neither the first frame nor follow `ERROR`.
+//! can be neither the first frame nor follow `ERROR`, and that one after
+//! `RESP_HEADER` closes the place of `LEASE` (§1.6: immediately after the
+//! header).
 
 use crate::frames::types::*;
 
@@ -141,6 +143,7 @@ impl ResponseGrammar {
         } else if !self.header {
             Err(RESP_FIRST)
         } else {
+            self.lease_allowed = false;
             Ok(())
         }
     }

@@ -105,16 +105,19 @@ fn subscription() -> impl Strategy<Value = Subscription> {
         )
 }
 
-/// Inserts unknown frames at positions after the first frame.
+/// Inserts unknown frames at positions from `first_allowed` (at least 1:
+/// never before the header) to `last_allowed`.
 fn with_unknowns<F: Clone + std::fmt::Debug>(
     frames: Vec<F>,
     unknowns: Vec<(usize, UnknownFrame)>,
     wrap: fn(UnknownFrame) -> F,
+    first_allowed: usize,
     last_allowed: usize,
 ) -> Vec<F> {
     let mut frames = frames;
     for (pos, frame) in unknowns {
-        let at = 1 + pos % last_allowed.min(frames.len()).max(1);
+        let span = (last_allowed.min(frames.len()) + 1).saturating_sub(first_allowed);
+        let at = first_allowed + pos % span.max(1);
         frames.insert(at.min(frames.len()), wrap(frame));
     }
     frames
@@ -161,7 +164,7 @@ fn request() -> impl Strategy<Value = Request> {
                 let len = request.frames.len();
                 Request {
                     wire_version: version,
-                    frames: with_unknowns(request.frames, unknowns, RequestFrame::Unknown, len),
+                    frames: with_unknowns(request.frames, unknowns, RequestFrame::Unknown, 1, len),
                 }
             },
         )
@@ -440,6 +443,7 @@ fn response() -> impl Strategy<Value = Response> {
                         reset_required: reset,
                     }),
                 })];
+                let has_lease = lease.is_some();
                 if let Some((lease_id, expires_at_ms)) = lease {
                     frames.push(ResponseFrame::Lease(Lease {
                         lease_id,
@@ -448,9 +452,12 @@ fn response() -> impl Strategy<Value = Response> {
                 }
                 frames.extend(pushes.into_iter().flatten());
                 frames.extend(sections.into_iter().flatten());
-                // Unknown frames anywhere strictly between the header and ERROR.
+                // Unknown frames anywhere strictly between the header (or
+                // the LEASE right after it) and ERROR.
+                let first = if has_lease { 2 } else { 1 };
                 let len = frames.len();
-                let mut frames = with_unknowns(frames, unknowns, ResponseFrame::Unknown, len);
+                let mut frames =
+                    with_unknowns(frames, unknowns, ResponseFrame::Unknown, first, len);
                 if let Some(error) = error {
                     frames.push(ResponseFrame::Error(error));
                 }
