@@ -260,21 +260,33 @@ fn push_result() -> impl Strategy<Value = Vec<ResponseFrame>> {
         safe_i64().prop_map(|commit_seq| PushStatus::Cached { commit_seq }),
         Just(PushStatus::Rejected),
     ];
-    let details = proptest::option::of(vec((0i32..100, details_json()), 1..3));
+    // Details entries pick among the result's error records (§6.3.1).
+    let details = proptest::option::of(vec((any::<prop::sample::Index>(), details_json()), 1..3));
     (text(), status, vec((any::<i32>(), kind), 0..3), details).prop_map(
         |(id, status, results, details)| {
+            let results: Vec<OpResult> = results
+                .into_iter()
+                .map(|(op_index, kind)| OpResult { op_index, kind })
+                .collect();
+            let error_ops: Vec<i32> = results
+                .iter()
+                .filter(|r| matches!(r.kind, OpResultKind::Error { .. }))
+                .map(|r| r.op_index)
+                .collect();
+            let completable =
+                status == PushStatus::Rejected && !id.is_empty() && !error_ops.is_empty();
             let mut frames = vec![ResponseFrame::PushResult(PushResult {
                 client_commit_id: id.clone(),
                 status,
-                results: results
-                    .into_iter()
-                    .map(|(op_index, kind)| OpResult { op_index, kind })
-                    .collect(),
+                results,
             })];
-            if let Some(entries) = details {
+            if let Some(entries) = details.filter(|_| completable) {
                 let mut seen = Vec::new();
                 let entries: Vec<DetailEntry> = entries
                     .into_iter()
+                    .map(|(pick, details_json)| {
+                        (error_ops[pick.index(error_ops.len())], details_json)
+                    })
                     .filter(|(i, _)| {
                         if seen.contains(i) {
                             false
@@ -287,11 +299,14 @@ fn push_result() -> impl Strategy<Value = Vec<ResponseFrame>> {
                         op_index,
                         details_json,
                     })
+                    .filter(|e| e.op_index >= 0)
                     .collect();
-                frames.push(ResponseFrame::PushResultDetails(PushResultDetails {
-                    client_commit_id: id,
-                    entries,
-                }));
+                if !entries.is_empty() {
+                    frames.push(ResponseFrame::PushResultDetails(PushResultDetails {
+                        client_commit_id: id,
+                        entries,
+                    }));
+                }
             }
             frames
         },
