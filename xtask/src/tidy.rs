@@ -1,7 +1,9 @@
 //! Tidy checks run by `cargo xtask test` (like rust-analyzer's tidy tests):
 //! the shared crates never name a dialect, so every dialect-specific
 //! decision goes through `SqlDialect`, the harness properties or the
-//! binaries' dialect registries.
+//! binaries' dialect registries; and the reference implementation's
+//! published crates, test oracles of `interop/`, never become a
+//! dependency of the main workspace.
 
 #[cfg(test)]
 mod tests {
@@ -183,6 +185,82 @@ mod tests {
             [
                 "f.rs:2: let d = Dialect::Sqlite;",
                 "f.rs:4: if name == \"postgres\" {}"
+            ]
+        );
+    }
+
+    /// The prefix of the reference implementation's published crates.
+    const ORACLE_PREFIX: &str = "syncular-";
+
+    /// Every `Cargo.toml` under `dir`, skipping build output, the
+    /// repository's metadata and the `interop/` workspace (whose whole
+    /// point is to depend on the oracles).
+    fn manifests(dir: &Path, root: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                let skipped = ["target", ".git", "interop"]
+                    .iter()
+                    .any(|name| path == root.join(name))
+                    || path.file_name().is_some_and(|n| n == "target");
+                if !skipped {
+                    manifests(&path, root, out);
+                }
+            } else if path.file_name().is_some_and(|n| n == "Cargo.toml") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// `file:line: text` of every non-comment line naming an oracle crate.
+    fn oracle_mentions(file: &str, text: &str) -> Vec<String> {
+        text.lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim_start().starts_with('#'))
+            .filter(|(_, line)| line.to_ascii_lowercase().contains(ORACLE_PREFIX))
+            .map(|(n, line)| format!("{file}:{}: {}", n + 1, line.trim()))
+            .collect()
+    }
+
+    #[test]
+    fn no_manifest_of_the_workspace_names_a_published_oracle() {
+        let root = workspace_root();
+        let mut files = Vec::new();
+        manifests(&root, &root, &mut files);
+        assert!(
+            files.len() > SHARED_CRATES.len(),
+            "too few manifests found under {}",
+            root.display()
+        );
+        let mut found = Vec::new();
+        for path in files.iter().chain([&root.join("Cargo.lock")]) {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let shown = path
+                .strip_prefix(&root)
+                .unwrap_or(path)
+                .display()
+                .to_string();
+            found.extend(oracle_mentions(&shown, &text));
+        }
+        assert!(
+            found.is_empty(),
+            "the reference's published crates are test oracles of interop/ only; \
+             the main workspace names them:\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_oracle_scan_flags_dependencies_and_spares_comments() {
+        let text = "# syncular-client is an oracle\n[dev-dependencies]\nsyncular-ssp2 = \"=0.15.48\"\nssp2 = { package = \"syncular-ssp2\", version = \"1\" }\nsync-ssp2 = { path = \"../sync-ssp2\" }";
+        assert_eq!(
+            oracle_mentions("Cargo.toml", text),
+            [
+                "Cargo.toml:3: syncular-ssp2 = \"=0.15.48\"",
+                "Cargo.toml:4: ssp2 = { package = \"syncular-ssp2\", version = \"1\" }"
             ]
         );
     }

@@ -2,7 +2,7 @@
 //! segment, for tooling and the golden vectors. Never parsed back in
 //! production paths.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map, Number, Value};
 
 use crate::base64;
 use crate::canonical_json::js_number;
@@ -316,10 +316,20 @@ fn unknown(f: &UnknownFrame) -> Value {
 
 /// A float as JavaScript's JSON would carry it: shortest digits, and
 /// `null` for NaN and the infinities (§11.1 rule 10).
+///
+/// The JavaScript text decides the kind of number (an integer when it has
+/// no fraction and no exponent, as `3` for `3.0`); a fractional one keeps
+/// `f` itself, bit for bit, rather than what a parse of the text gives
+/// back (serde_json's default float parser can land one ULP away).
 fn float(f: f64) -> Value {
-    js_number(f)
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(Value::Null)
+    let Some(text) = js_number(f) else {
+        return Value::Null;
+    };
+    match serde_json::from_str::<Number>(&text) {
+        Ok(n) if n.is_f64() => Number::from_f64(f).map_or(Value::Null, Value::Number),
+        Ok(n) => Value::Number(n),
+        Err(_) => Value::Null,
+    }
 }
 
 fn column_value(v: &ColumnValue) -> Value {

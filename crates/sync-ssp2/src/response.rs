@@ -145,6 +145,9 @@ fn decode_frame(
         _ => ResponseFrame::Error(ErrorFrame::decode(&mut r)?),
     };
     r.finish("a frame record")?;
+    grammar
+        .contents(&frame)
+        .map_err(|rule| DecodeError::Grammar { rule })?;
     Ok(frame)
 }
 

@@ -74,7 +74,9 @@ impl<W: Write> ResponseWriter<W> {
         let mut grammar = self.grammar.clone();
         let checked = match frame {
             ResponseFrame::Unknown(_) => grammar.unknown(),
-            known => grammar.frame(known.frame_type()),
+            known => grammar
+                .frame(known.frame_type())
+                .and_then(|()| grammar.contents(known)),
         };
         checked.map_err(|rule| EncodeError::Grammar { rule })?;
         self.payload.clear();

@@ -165,6 +165,51 @@ fn unknown_frames_cannot_open_a_message_or_follow_error() {
     ));
 }
 
+/// A LEASE payload: leaseId "l", expiresAtMs 9.
+fn lease_payload() -> Vec<u8> {
+    let mut p = vec![1, 0, 0, 0, b'l'];
+    p.extend_from_slice(&9i64.to_le_bytes());
+    p
+}
+
+#[test]
+fn lease_comes_immediately_after_the_header_with_no_unknown_frame_between() {
+    let mut between = header_bytes(1, 2);
+    frame(&mut between, 0x10, &EMPTY_RESP_HEADER);
+    frame(&mut between, 0x30, &[1, 2, 3]);
+    frame(&mut between, 0x19, &lease_payload());
+    end(&mut between);
+    let err = decode_response(&between).unwrap_err();
+    assert!(matches!(err, DecodeError::Grammar { .. }), "{err:?}");
+    assert_eq!(err.code(), "sync.invalid_request");
+
+    let mut after = header_bytes(1, 2);
+    frame(&mut after, 0x10, &EMPTY_RESP_HEADER);
+    frame(&mut after, 0x19, &lease_payload());
+    frame(&mut after, 0x30, &[1, 2, 3]);
+    end(&mut after);
+    assert_eq!(decode_response(&after).unwrap().frames.len(), 3);
+
+    let mut writer = ResponseWriter::new(Vec::new(), WireVersion::V1).unwrap();
+    writer
+        .write_frame(&ResponseFrame::RespHeader(RespHeader::default()))
+        .unwrap();
+    writer
+        .write_frame(&ResponseFrame::Unknown(UnknownFrame {
+            frame_type: 0x30,
+            payload: vec![1, 2, 3],
+        }))
+        .unwrap();
+    let lease = ResponseFrame::Lease(Lease {
+        lease_id: "l".into(),
+        expires_at_ms: 9,
+    });
+    assert!(matches!(
+        writer.write_frame(&lease),
+        Err(WriteError::Encode(EncodeError::Grammar { .. }))
+    ));
+}
+
 #[test]
 fn wire_version_3_is_refused_before_any_frame() {
     // A version-3 envelope followed by bytes that are no frame at all.

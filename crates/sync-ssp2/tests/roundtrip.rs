@@ -105,16 +105,19 @@ fn subscription() -> impl Strategy<Value = Subscription> {
         )
 }
 
-/// Inserts unknown frames at positions after the first frame.
+/// Inserts unknown frames at positions from `first_allowed` (at least 1:
+/// never before the header) to `last_allowed`.
 fn with_unknowns<F: Clone + std::fmt::Debug>(
     frames: Vec<F>,
     unknowns: Vec<(usize, UnknownFrame)>,
     wrap: fn(UnknownFrame) -> F,
+    first_allowed: usize,
     last_allowed: usize,
 ) -> Vec<F> {
     let mut frames = frames;
     for (pos, frame) in unknowns {
-        let at = 1 + pos % last_allowed.min(frames.len()).max(1);
+        let span = (last_allowed.min(frames.len()) + 1).saturating_sub(first_allowed);
+        let at = first_allowed + pos % span.max(1);
         frames.insert(at.min(frames.len()), wrap(frame));
     }
     frames
@@ -125,7 +128,7 @@ fn request() -> impl Strategy<Value = Request> {
         version(),
         non_empty_text(),
         1i32..=i32::MAX,
-        proptest::option::of(text()),
+        proptest::option::of(non_empty_text()),
         vec(push_commit(), 0..3),
         proptest::option::of((
             (any::<i32>(), any::<i32>(), any::<i32>(), 0u8..16),
@@ -161,7 +164,7 @@ fn request() -> impl Strategy<Value = Request> {
                 let len = request.frames.len();
                 Request {
                     wire_version: version,
-                    frames: with_unknowns(request.frames, unknowns, RequestFrame::Unknown, len),
+                    frames: with_unknowns(request.frames, unknowns, RequestFrame::Unknown, 1, len),
                 }
             },
         )
@@ -257,21 +260,33 @@ fn push_result() -> impl Strategy<Value = Vec<ResponseFrame>> {
         safe_i64().prop_map(|commit_seq| PushStatus::Cached { commit_seq }),
         Just(PushStatus::Rejected),
     ];
-    let details = proptest::option::of(vec((0i32..100, details_json()), 1..3));
+    // Details entries pick among the result's error records (§6.3.1).
+    let details = proptest::option::of(vec((any::<prop::sample::Index>(), details_json()), 1..3));
     (text(), status, vec((any::<i32>(), kind), 0..3), details).prop_map(
         |(id, status, results, details)| {
+            let results: Vec<OpResult> = results
+                .into_iter()
+                .map(|(op_index, kind)| OpResult { op_index, kind })
+                .collect();
+            let error_ops: Vec<i32> = results
+                .iter()
+                .filter(|r| matches!(r.kind, OpResultKind::Error { .. }))
+                .map(|r| r.op_index)
+                .collect();
+            let completable =
+                status == PushStatus::Rejected && !id.is_empty() && !error_ops.is_empty();
             let mut frames = vec![ResponseFrame::PushResult(PushResult {
                 client_commit_id: id.clone(),
                 status,
-                results: results
-                    .into_iter()
-                    .map(|(op_index, kind)| OpResult { op_index, kind })
-                    .collect(),
+                results,
             })];
-            if let Some(entries) = details {
+            if let Some(entries) = details.filter(|_| completable) {
                 let mut seen = Vec::new();
                 let entries: Vec<DetailEntry> = entries
                     .into_iter()
+                    .map(|(pick, details_json)| {
+                        (error_ops[pick.index(error_ops.len())], details_json)
+                    })
                     .filter(|(i, _)| {
                         if seen.contains(i) {
                             false
@@ -284,11 +299,14 @@ fn push_result() -> impl Strategy<Value = Vec<ResponseFrame>> {
                         op_index,
                         details_json,
                     })
+                    .filter(|e| e.op_index >= 0)
                     .collect();
-                frames.push(ResponseFrame::PushResultDetails(PushResultDetails {
-                    client_commit_id: id,
-                    entries,
-                }));
+                if !entries.is_empty() {
+                    frames.push(ResponseFrame::PushResultDetails(PushResultDetails {
+                        client_commit_id: id,
+                        entries,
+                    }));
+                }
             }
             frames
         },
@@ -400,7 +418,7 @@ fn response() -> impl Strategy<Value = Response> {
     let header = (
         proptest::option::of(any::<i32>()),
         proptest::option::of(any::<i32>()),
-        text(),
+        non_empty_text(),
         any::<bool>(),
     );
     let error = (
@@ -424,7 +442,7 @@ fn response() -> impl Strategy<Value = Response> {
     (
         version(),
         header,
-        proptest::option::of((text(), safe_i64())),
+        proptest::option::of((non_empty_text(), safe_i64())),
         vec(push_result(), 0..3),
         vec(section(), 0..3),
         proptest::option::of(error),
@@ -440,6 +458,7 @@ fn response() -> impl Strategy<Value = Response> {
                         reset_required: reset,
                     }),
                 })];
+                let has_lease = lease.is_some();
                 if let Some((lease_id, expires_at_ms)) = lease {
                     frames.push(ResponseFrame::Lease(Lease {
                         lease_id,
@@ -448,9 +467,12 @@ fn response() -> impl Strategy<Value = Response> {
                 }
                 frames.extend(pushes.into_iter().flatten());
                 frames.extend(sections.into_iter().flatten());
-                // Unknown frames anywhere strictly between the header and ERROR.
+                // Unknown frames anywhere strictly between the header (or
+                // the LEASE right after it) and ERROR.
+                let first = if has_lease { 2 } else { 1 };
                 let len = frames.len();
-                let mut frames = with_unknowns(frames, unknowns, ResponseFrame::Unknown, len);
+                let mut frames =
+                    with_unknowns(frames, unknowns, ResponseFrame::Unknown, first, len);
                 if let Some(error) = error {
                     frames.push(ResponseFrame::Error(error));
                 }

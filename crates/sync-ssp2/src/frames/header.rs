@@ -12,13 +12,15 @@ pub struct ReqHeader {
     /// The client's generated schema version; at least 1.
     pub schema_version: i32,
     /// Wire version 2 only: the partition log epoch the client last
-    /// accepted; `None` asks for epoch acquisition. Must be `None` in a
-    /// version 1 message.
+    /// accepted, never empty; `None` asks for epoch acquisition. Must be
+    /// `None` in a version 1 message.
     pub log_epoch: Option<String>,
 }
 
 const EMPTY_CLIENT_ID: &str = "REQ_HEADER.clientId must not be empty";
 const LOW_SCHEMA_VERSION: &str = "REQ_HEADER.schemaVersion must be at least 1";
+const EMPTY_REQ_EPOCH: &str = "REQ_HEADER.logEpoch must not be empty when present";
+const EMPTY_RESP_EPOCH: &str = "RESP_HEADER.logEpoch must not be empty";
 
 impl ReqHeader {
     pub(crate) fn decode(r: &mut Reader<'_>, version: WireVersion) -> Result<Self, DecodeError> {
@@ -38,6 +40,11 @@ impl ReqHeader {
             WireVersion::V1 => None,
             WireVersion::V2 => r.opt("REQ_HEADER.logEpoch", |r| r.str("REQ_HEADER.logEpoch"))?,
         };
+        if log_epoch.as_deref() == Some("") {
+            return Err(DecodeError::Constraint {
+                rule: EMPTY_REQ_EPOCH,
+            });
+        }
         Ok(Self {
             client_id,
             schema_version,
@@ -58,6 +65,11 @@ impl ReqHeader {
         if self.schema_version < 1 {
             return Err(EncodeError::Constraint {
                 rule: LOW_SCHEMA_VERSION,
+            });
+        }
+        if self.log_epoch.as_deref() == Some("") {
+            return Err(EncodeError::Constraint {
+                rule: EMPTY_REQ_EPOCH,
             });
         }
         put_str(out, &self.client_id, "REQ_HEADER.clientId")?;
@@ -88,7 +100,7 @@ pub struct RespHeader {
 /// The wire version 2 part of `RESP_HEADER`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseEpoch {
-    /// The current partition log identity.
+    /// The current partition log identity; never empty.
     pub log_epoch: String,
     /// Whether the client must run the log reset before its next round.
     pub reset_required: bool,
@@ -104,10 +116,18 @@ impl RespHeader {
         })?;
         let epoch = match version {
             WireVersion::V1 => None,
-            WireVersion::V2 => Some(ResponseEpoch {
-                log_epoch: r.str("RESP_HEADER.logEpoch")?,
-                reset_required: r.bool("RESP_HEADER.resetRequired")?,
-            }),
+            WireVersion::V2 => {
+                let log_epoch = r.str("RESP_HEADER.logEpoch")?;
+                if log_epoch.is_empty() {
+                    return Err(DecodeError::Constraint {
+                        rule: EMPTY_RESP_EPOCH,
+                    });
+                }
+                Some(ResponseEpoch {
+                    log_epoch,
+                    reset_required: r.bool("RESP_HEADER.resetRequired")?,
+                })
+            }
         };
         Ok(Self {
             required_schema_version,
@@ -131,6 +151,11 @@ impl RespHeader {
         })?;
         match (version, &self.epoch) {
             (WireVersion::V1, None) => Ok(()),
+            (WireVersion::V2, Some(epoch)) if epoch.log_epoch.is_empty() => {
+                Err(EncodeError::Constraint {
+                    rule: EMPTY_RESP_EPOCH,
+                })
+            }
             (WireVersion::V2, Some(epoch)) => {
                 put_str(out, &epoch.log_epoch, "RESP_HEADER.logEpoch")?;
                 put_bool(out, epoch.reset_required);

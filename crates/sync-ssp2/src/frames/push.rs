@@ -334,10 +334,12 @@ impl OpResult {
 }
 
 /// Recovery metadata for a rejected push result (§6.3.1); it immediately
-/// follows the `PUSH_RESULT` it completes.
+/// follows the rejected `PUSH_RESULT` it completes, names the same commit,
+/// and has entries for that result's `error` records only (checked on
+/// decode and on encode).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushResultDetails {
-    /// The id of the rejected commit it completes.
+    /// The id of the rejected commit it completes; never empty.
     pub client_commit_id: String,
     /// At least one entry, one per error operation at most.
     pub entries: Vec<DetailEntry>,
@@ -355,6 +357,9 @@ pub struct DetailEntry {
 
 impl PushResultDetails {
     fn check(&self) -> Result<(), &'static str> {
+        if self.client_commit_id.is_empty() {
+            return Err("PUSH_RESULT_DETAILS.clientCommitId must not be empty");
+        }
         if self.entries.is_empty() {
             return Err("PUSH_RESULT_DETAILS.entries must not be empty");
         }

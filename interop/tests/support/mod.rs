@@ -1,0 +1,14 @@
+//! The harness of the scenario tests: databases, the `syncstore` binary,
+//! the server process, the reference client and raw HTTP.
+#![allow(dead_code)]
+
+pub mod binary;
+pub mod client;
+pub mod db;
+pub mod http;
+pub mod schema;
+pub mod server;
+
+pub use client::Client;
+pub use db::Dialect;
+pub use server::Server;
