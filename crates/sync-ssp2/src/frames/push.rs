@@ -363,15 +363,20 @@ impl PushResultDetails {
         if self.entries.is_empty() {
             return Err("PUSH_RESULT_DETAILS.entries must not be empty");
         }
+        // Uniqueness by sort and compare: a crafted frame of many entries
+        // costs O(n log n), never O(n²).
         let mut seen: Vec<i32> = Vec::with_capacity(self.entries.len());
         for entry in &self.entries {
             if entry.op_index < 0 {
                 return Err("PUSH_RESULT_DETAILS opIndex must not be negative");
             }
-            if seen.contains(&entry.op_index) {
-                return Err("PUSH_RESULT_DETAILS opIndex values must be unique");
-            }
             seen.push(entry.op_index);
+        }
+        seen.sort_unstable();
+        if seen.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err("PUSH_RESULT_DETAILS opIndex values must be unique");
+        }
+        for entry in &self.entries {
             super::details::check_details_json(&entry.details_json)?;
         }
         Ok(())
