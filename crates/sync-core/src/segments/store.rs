@@ -9,7 +9,7 @@ use crate::segments::types::{NewSegment, SegmentBuildKey, SegmentFetch, SegmentM
 pub const DEFAULT_MAX_SEGMENT_BYTES: usize = 64 * 1024 * 1024;
 /// Default lifetime of a segment: 24 hours, in ms.
 pub const DEFAULT_SEGMENT_TTL_MS: i64 = 24 * 60 * 60 * 1000;
-/// Most segments one [`SegmentStore::delete_expired`] call deletes.
+/// Most segments one [`SegmentStore::delete_expired_segments`] call deletes.
 pub const MAX_SEGMENT_PRUNE_BATCH: u32 = 10_000;
 
 /// The limits a store enforces on every put.
