@@ -157,6 +157,17 @@ impl WireService {
     }
 }
 
+impl WireService {
+    /// Deletes segments whose expiry has passed by this service's clock, at
+    /// most `limit` (1..=10 000) in one call; returns how many went. A
+    /// host calls it periodically (`syncstore serve` every ten minutes), so
+    /// that expired segments do not accumulate in the store.
+    pub fn prune_expired_segments(&self, limit: u32) -> Result<u64, sync_core::Error> {
+        self.store
+            .delete_expired_segments(self.config.clock.now_ms(), limit)
+    }
+}
+
 /// The in-band `ERROR` of a failure answered after the stream started.
 fn in_band(failure: &WireFailure) -> WireError {
     let text = |key: &str| {

@@ -276,3 +276,21 @@ fn an_equal_map_of_another_table_never_opens_a_segment() {
         (403, "sync.forbidden".into())
     );
 }
+
+#[test]
+fn expired_segments_are_pruned_by_the_service_clock() {
+    let fixture = seeded(1024);
+    let reference = the_ref(&fixture.ok("alice", bootstrap("phone-a", "l1", 0b10)).frames);
+    let id = reference.segment_id.as_str();
+    let l1 = Some(r#"{"list_id":["l1"]}"#);
+    // Live: nothing to prune, the segment still downloads.
+    assert_eq!(fixture.service.prune_expired_segments(100).unwrap(), 0);
+    assert!(download(&fixture, "alice", "acme", id, l1, None).is_ok());
+    // A day and an hour later it has expired and the prune deletes it.
+    fixture.clock.advance(25 * 3_600_000);
+    assert_eq!(fixture.service.prune_expired_segments(100).unwrap(), 1);
+    assert_eq!(
+        refused(download(&fixture, "alice", "acme", id, l1, None)),
+        (404, "sync.not_found".into())
+    );
+}

@@ -100,10 +100,39 @@ async fn serve(args: &ServeArgs, state: SyncState) -> Result<(), CliError> {
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
     });
-    axum::serve(listener, sync_http::router(state))
+    let pruner = tokio::spawn(prune_segments(state.service().clone()));
+    let served = axum::serve(listener, sync_http::router(state))
         .with_graceful_shutdown(stop_signal())
         .await
-        .map_err(|e| io_error(&args.listen, &e))
+        .map_err(|e| io_error(&args.listen, &e));
+    pruner.abort();
+    served
+}
+
+/// How often expired bootstrap segments are deleted, and how many at most
+/// in one call.
+const SEGMENT_PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+const SEGMENT_PRUNE_LIMIT: u32 = 1_000;
+
+/// Deletes expired segments every ten minutes for as long as it runs, on
+/// the blocking pool (the store is synchronous); a failure is logged and
+/// retried at the next tick.
+async fn prune_segments(service: Arc<WireService>) {
+    let mut ticks = tokio::time::interval(SEGMENT_PRUNE_EVERY);
+    loop {
+        ticks.tick().await;
+        let service = service.clone();
+        match tokio::task::spawn_blocking(move || {
+            service.prune_expired_segments(SEGMENT_PRUNE_LIMIT)
+        })
+        .await
+        {
+            Ok(Ok(0)) => {}
+            Ok(Ok(deleted)) => tracing::info!(deleted, "expired segments deleted"),
+            Ok(Err(error)) => tracing::warn!(%error, "deleting expired segments failed"),
+            Err(error) => tracing::warn!(%error, "the segment prune task failed"),
+        }
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.
