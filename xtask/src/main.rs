@@ -44,6 +44,9 @@ enum Command {
     /// Internal: one backfill measurement in its own process (peak memory).
     #[command(hide = true)]
     BenchChild(bench::child::ChildArgs),
+    /// Internal: W12's server in its own process (peak memory).
+    #[command(hide = true)]
+    BenchServe(bench::w12_serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args).map(|()| 0),
         Command::Mutants(args) => mutants::run(&args).map(|()| 0),
         Command::BenchChild(args) => bench::child::run(&args).map(|()| 0),
+        Command::BenchServe(args) => bench::w12_serve::run(&args).map(|()| 0),
         Command::Conformance(args) => {
             conformance::ensure_selected(&args).and_then(|()| conformance::run(&args))
         }

@@ -72,8 +72,8 @@ pub use frames::{
 pub use request::{decode_request, encode_request, Request, RequestFrame};
 pub use response::{decode_response, encode_response, Response, ResponseFrame};
 pub use segment::{
-    decode_segment, encode_segment, Column, ColumnType, ColumnValue, RowsSegment, SegmentEncoder,
-    SegmentRow,
+    decode_segment, encode_segment, Column, ColumnType, ColumnValue, EncodedSegment, RowsSegment,
+    SegmentEncoder, SegmentRow,
 };
 pub use sha256::{segment_id, sha256, to_hex};
 pub use values::{

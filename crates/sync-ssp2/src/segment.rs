@@ -372,10 +372,45 @@ impl SegmentEncoder {
         Ok(())
     }
 
-    /// Closes the last block, writes the end marker and gives the bytes.
-    pub fn finish(mut self) -> Result<Vec<u8>, EncodeError> {
+    /// Closes the last block, writes the end marker and gives the segment.
+    pub fn finish(mut self) -> Result<EncodedSegment, EncodeError> {
         self.close_block()?;
         put_len(&mut self.out, 0, "the segment end marker")?;
-        Ok(self.out)
+        Ok(EncodedSegment { bytes: self.out })
+    }
+}
+
+/// The bytes of a rows segment that a [`SegmentEncoder`] built: valid by
+/// construction (every row was checked as it was added), so it becomes a
+/// [`SegmentInline`](crate::SegmentInline) without being decoded again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedSegment {
+    bytes: Vec<u8>,
+}
+
+impl EncodedSegment {
+    /// The segment's bytes (what `segmentId` hashes).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Never true: a segment holds at least its header and end marker.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Gives back the bytes.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    /// The segment for inline delivery.
+    pub fn into_inline(self) -> crate::SegmentInline {
+        crate::SegmentInline::from_valid(self.bytes)
     }
 }

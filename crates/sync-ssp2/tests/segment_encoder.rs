@@ -77,8 +77,12 @@ fn encoder_bytes_equal_encode_segment_in_target_blocks() {
         ],
     })
     .unwrap();
-    assert_eq!(bytes, expected);
-    assert_eq!(decode_segment(&bytes).unwrap().blocks.len(), 2);
+    assert_eq!(bytes.as_bytes(), expected);
+    assert_eq!(decode_segment(bytes.as_bytes()).unwrap().blocks.len(), 2);
+    // Inline without a second decode, the same bytes and the same rows.
+    let inline = bytes.into_inline();
+    assert_eq!(inline.as_bytes(), expected);
+    assert_eq!(inline.segment().unwrap().blocks.concat(), rows);
 }
 
 #[test]
@@ -87,7 +91,7 @@ fn an_empty_encoder_gives_a_segment_without_blocks() {
         .unwrap()
         .finish()
         .unwrap();
-    assert!(decode_segment(&bytes).unwrap().blocks.is_empty());
+    assert!(decode_segment(bytes.as_bytes()).unwrap().blocks.is_empty());
 }
 
 #[test]

@@ -7,7 +7,8 @@ use sync_core::segments::{NewSegment, SegmentBuildKey, SegmentMediaType, Segment
 use sync_core::{CompiledSchema, CompiledTable};
 use sync_engine::BootstrapPage;
 use sync_ssp2::{
-    Accept, Column, ColumnType, MediaType, ResponseFrame, SegmentEncoder, SegmentInline, SegmentRef,
+    Accept, Column, ColumnType, EncodedSegment, MediaType, ResponseFrame, SegmentEncoder,
+    SegmentRef,
 };
 
 /// Why a page could not become a segment frame.
@@ -60,7 +61,7 @@ pub(crate) fn columns(table: &CompiledTable) -> Vec<Column> {
 pub(crate) fn encode_page(
     schema: &CompiledSchema,
     page: &BootstrapPage,
-) -> Result<Vec<u8>, SegmentFailure> {
+) -> Result<EncodedSegment, SegmentFailure> {
     let table = schema
         .table(&page.table)
         .ok_or_else(|| SegmentFailure::Encode("unknown_table".to_owned()))?;
@@ -104,20 +105,18 @@ impl Delivery<'_> {
         }
         let bytes = encode_page(self.schema, page)?;
         if inline_ok && (bytes.len() <= self.inline_limit || !ref_ok) {
-            let inline = SegmentInline::from_bytes(bytes)
-                .map_err(|e| SegmentFailure::Encode(e.to_string()))?;
-            return Ok(ResponseFrame::SegmentInline(inline));
+            return Ok(ResponseFrame::SegmentInline(bytes.into_inline()));
         }
         if let Some(reused) = self.reusable(&key, page)? {
             return Ok(reused);
         }
         let segment = NewSegment {
-            segment_id: sync_ssp2::sha256::segment_id(&bytes),
+            segment_id: sync_ssp2::sha256::segment_id(bytes.as_bytes()),
             partition: self.partition.to_owned(),
             key,
             next_row_cursor: page.next_row_cursor.clone(),
             row_count: i64::try_from(page.rows.len()).unwrap_or(i64::MAX),
-            bytes,
+            bytes: bytes.into_bytes(),
             created_at_ms: self.now_ms,
             expires_at_ms: self.now_ms.saturating_add(self.ttl_ms),
         };

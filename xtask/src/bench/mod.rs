@@ -23,6 +23,8 @@ mod report;
 mod round_trips;
 mod w10_concurrent;
 mod w11_http_push;
+mod w12_http_bootstrap;
+pub mod w12_serve;
 mod w1_push;
 mod w2_push10;
 mod w3_growth;
@@ -80,7 +82,7 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W11,W1P,NORMAL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W11,W12,W1P,NORMAL,CONC,RT;
     /// W1P is W1 through the push prelude against W1 through the single calls;
     /// W3G is the W3 growth of scan pages with the table size).
     #[arg(long, value_delimiter = ',')]
@@ -309,9 +311,17 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
         if only.has("W9") {
             out.extend(w9_engine_pull::run(&fixture, scale)?);
         }
-    } else if only.has("W9") {
+        if only.has("W12") {
+            out.extend(w12_http_bootstrap::run(&fixture, scale)?);
+        }
+    } else if only.has("W9") || only.has("W12") {
         let fixture = w1_push::build_fixture(env, scale)?;
-        out.extend(w9_engine_pull::run(&fixture, scale)?);
+        if only.has("W9") {
+            out.extend(w9_engine_pull::run(&fixture, scale)?);
+        }
+        if only.has("W12") {
+            out.extend(w12_http_bootstrap::run(&fixture, scale)?);
+        }
     }
     if only.has("W1P") {
         out.extend(w1_push::run_prelude(env, scale)?);

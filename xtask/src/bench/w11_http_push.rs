@@ -65,7 +65,7 @@ fn encode(request: &SyncRequest) -> Result<Vec<u8>> {
 }
 
 /// `Authorization: Bearer <actor>` in the bench partition.
-fn authenticate(parts: &http::request::Parts) -> Result<RequestContext, WireFailure> {
+pub(super) fn authenticate(parts: &http::request::Parts) -> Result<RequestContext, WireFailure> {
     let actor = parts
         .headers
         .get(http::header::AUTHORIZATION)

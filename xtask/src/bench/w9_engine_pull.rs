@@ -31,9 +31,9 @@ const CLIENT: &str = "w9-client";
 
 /// What a sequence of rounds returned.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Read {
-    commits: u64,
-    rows: u64,
+pub(super) struct Read {
+    pub commits: u64,
+    pub rows: u64,
 }
 
 /// Incremental rounds from cursor 0 until the cursor reaches `through`.
@@ -66,7 +66,12 @@ fn pull_engine(engine: &Engine, epoch: &str, through: i64, page: i32) -> Result<
 }
 
 /// Bootstrap rounds of `pages` pages each until the bootstrap state is gone.
-fn bootstrap_engine(engine: &Engine, epoch: &str, page: i32, pages: i32) -> Result<Read> {
+pub(super) fn bootstrap_engine(
+    engine: &Engine,
+    epoch: &str,
+    page: i32,
+    pages: i32,
+) -> Result<Read> {
     let mut read = Read::default();
     let mut state = None;
     loop {

@@ -150,6 +150,12 @@ impl SegmentInline {
         Ok(Self { bytes })
     }
 
+    /// Bytes already known to be a valid rows segment (an
+    /// [`EncodedSegment`](crate::segment::EncodedSegment)).
+    pub(crate) fn from_valid(bytes: Vec<u8>) -> Self {
+        Self { bytes }
+    }
+
     /// Encodes `segment` for inline delivery.
     pub fn from_segment(segment: &RowsSegment) -> Result<Self, EncodeError> {
         Ok(Self {
