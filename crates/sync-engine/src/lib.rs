@@ -83,6 +83,7 @@ mod hooks;
 mod outcome;
 mod pull;
 mod push;
+mod realtime;
 mod round;
 mod scopes;
 mod sink;
@@ -110,6 +111,7 @@ pub use hooks::validators::{
     ValidateOperation, ValidationFailure,
 };
 pub use outcome::{AppliedCommit, RoundOutcome};
+pub use realtime::{Delta, RealtimeStart, Registration};
 pub use scopes::{effective_scopes, write_authorized, Resolved};
 pub use sink::{Sink, SinkError};
 pub use sync_core::{Clock, ManualClock, RejectionDetails, RetentionPolicy, SystemClock};

@@ -30,6 +30,7 @@ mod auth;
 mod body;
 mod config;
 mod download;
+mod realtime;
 mod responses;
 mod routes;
 mod state;

@@ -19,6 +19,7 @@ pub fn router(state: SyncState) -> Router {
     Router::new()
         .route("/sync", post(crate::sync_route::post_sync))
         .route("/segments/{id}", get(crate::download::get_segment))
+        .route("/realtime", get(crate::realtime::get_realtime))
         .layer(RequestDecompressionLayer::new().gzip(true))
         .layer(CompressionLayer::new().gzip(true))
         .layer(TraceLayer::new_for_http())

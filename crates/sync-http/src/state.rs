@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use sync_wire::realtime::RealtimeHub;
 use sync_wire::WireService;
 use tokio::sync::Semaphore;
 
@@ -16,6 +17,7 @@ pub struct SyncState {
     pub(crate) auth: Arc<dyn Authenticator>,
     pub(crate) config: Arc<HttpConfig>,
     pub(crate) slots: Arc<Semaphore>,
+    pub(crate) realtime: Option<Arc<RealtimeHub>>,
 }
 
 impl std::fmt::Debug for SyncState {
@@ -41,7 +43,21 @@ impl SyncState {
             auth,
             config: Arc::new(config),
             slots,
+            realtime: None,
         }
+    }
+
+    /// Serves `GET /realtime` (SSP2 §8) through `hub`, and fans out the
+    /// commits of every `POST /sync` round to its connections. The hub
+    /// must serve the same [`WireService`].
+    pub fn with_realtime(mut self, hub: Arc<RealtimeHub>) -> Self {
+        self.realtime = Some(hub);
+        self
+    }
+
+    /// The realtime hub, when realtime is served.
+    pub fn realtime(&self) -> Option<&Arc<RealtimeHub>> {
+        self.realtime.as_ref()
     }
 
     /// The wire service.

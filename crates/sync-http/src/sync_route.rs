@@ -68,15 +68,22 @@ pub(crate) async fn post_sync(State(state): State<SyncState>, request: Request) 
         tokio::runtime::Handle::current(),
     );
     let service = state.service.clone();
+    let realtime = state.realtime.clone();
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _slot = permit;
         let _entered = span.enter();
         tracing::debug!(partition = %ctx.partition, actor = %ctx.actor_id, bytes = bytes.len(), "sync round");
         match service.sync(&ctx, &bytes, &mut writer) {
-            Ok(()) => {
+            Ok(outcome) => {
                 if let Err(error) = writer.end() {
                     tracing::warn!(%error, "response end not delivered");
+                }
+                let through = outcome.applied.iter().map(|c| c.commit_seq).max();
+                if let (Some(hub), Some(through)) = (realtime, through) {
+                    if let Err(refusal) = hub.notify(&ctx.partition, through) {
+                        tracing::warn!(code = refusal.code(), "realtime fanout failed");
+                    }
                 }
             }
             Err(RoundError::Refused(refusal)) => {

@@ -111,6 +111,42 @@ pub fn peek_envelope(bytes: &[u8]) -> Result<EnvelopeHeader, DecodeError> {
     Ok(EnvelopeHeader { wire_version, kind })
 }
 
+/// Where the first message of a byte stream ends (§1.2: the envelope is
+/// self-delimiting): `Ok(Some(n))` once its `END` frame is in `bytes`
+/// (the message is `bytes[..n]`; anything after it is not part of it),
+/// `Ok(None)` while more bytes are needed. `Err` as soon as the 8-byte
+/// envelope header is in and is not valid; frames are only walked by
+/// their lengths, never decoded or allocated.
+///
+/// A realtime socket round (§8.7) arrives in chunks: this says when the
+/// request is whole.
+pub fn message_length(bytes: &[u8]) -> Result<Option<usize>, DecodeError> {
+    if bytes.len() < HEADER_LEN {
+        return Ok(None);
+    }
+    peek_envelope(bytes)?;
+    let mut at = HEADER_LEN;
+    loop {
+        let Some(head) = bytes.get(at..at + 5) else {
+            return Ok(None);
+        };
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let end = (at + 5).checked_add(len).ok_or(DecodeError::Truncated {
+            what: "a frame payload",
+        })?;
+        if head[0] == crate::frames::types::END {
+            if len != 0 {
+                return Err(DecodeError::EndWithPayload);
+            }
+            return Ok(Some(end));
+        }
+        if end > bytes.len() {
+            return Ok(None);
+        }
+        at = end;
+    }
+}
+
 /// Checks the envelope is of `expected` kind; returns its version and a
 /// reader over the frames.
 pub(crate) fn open(

@@ -60,7 +60,8 @@ mod values;
 mod writer;
 
 pub use envelope::{
-    peek_envelope, EnvelopeHeader, MessageKind, WireVersion, SUPPORTED_WIRE_VERSIONS,
+    message_length, peek_envelope, EnvelopeHeader, MessageKind, WireVersion,
+    SUPPORTED_WIRE_VERSIONS,
 };
 pub use error::{DecodeError, EncodeError, WriteError};
 pub use frames::{

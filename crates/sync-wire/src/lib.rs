@@ -57,6 +57,7 @@ mod config;
 mod download;
 mod failure;
 mod frames;
+pub mod realtime;
 mod request;
 mod round_error;
 mod segments;

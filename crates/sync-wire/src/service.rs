@@ -6,7 +6,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use sync_core::segments::{MemoryLimits, MemorySegmentStore, SegmentStore};
-use sync_engine::{Engine, EngineError, RequestContext, WireError};
+use sync_engine::{Engine, EngineError, RequestContext, RoundOutcome, WireError};
 use sync_ssp2::{Accept, WireVersion};
 
 use crate::config::WireConfig;
@@ -92,18 +92,30 @@ impl WireService {
     /// Runs one sync round for `ctx` on the SSP2 request `body`, writing
     /// the response into `out` frame by frame as the engine produces it.
     ///
-    /// `Err(Refused)` when nothing was written (a decode error, a
-    /// request-level error of the round, an internal failure before the
-    /// first item). A failure after the first item is written in band
-    /// (`ERROR`, `END`) and the call returns `Ok`; when `out` itself fails,
+    /// `Ok` with the round's outcome (its applied commits, for realtime
+    /// fanout) when the response was written whole; a failure after the
+    /// first item is written in band (`ERROR`, `END`) and also returns `Ok`
+    /// (with an empty outcome). `Err(Refused)` when nothing was written (a
+    /// decode error, a request-level error of the round, an internal
+    /// failure before the first item); when `out` itself fails,
     /// `Err(Aborted)`.
     pub fn sync<W: Write>(
         &self,
         ctx: &RequestContext,
         body: &[u8],
         out: W,
-    ) -> Result<(), RoundError> {
+    ) -> Result<RoundOutcome, RoundError> {
         let request = decode_sync_request(body).map_err(RoundError::Refused)?;
+        self.run(ctx, &request, out)
+    }
+
+    /// One decoded round, as [`WireService::sync`] runs it.
+    pub(crate) fn run<W: Write>(
+        &self,
+        ctx: &RequestContext,
+        request: &sync_engine::SyncRequest,
+        out: W,
+    ) -> Result<RoundOutcome, RoundError> {
         let version = if request.wire_version == 1 {
             WireVersion::V1
         } else {
@@ -123,11 +135,11 @@ impl WireService {
             now_ms: self.config.clock.now_ms(),
         };
         let mut sink = FrameSink::new(out, version, delivery);
-        let result = self.engine.handle(ctx, &request, &mut sink);
+        let result = self.engine.handle(ctx, request, &mut sink);
         match result {
-            Ok(_) => Ok(()),
+            Ok(outcome) => Ok(outcome),
             Err(error) if !sink.started() => Err(RoundError::Refused(round_failure(&error))),
-            Err(EngineError::Sink(_)) if sink.ended_in_band() => Ok(()),
+            Err(EngineError::Sink(_)) if sink.ended_in_band() => Ok(RoundOutcome::default()),
             Err(EngineError::Sink(failure)) => Err(RoundError::Aborted {
                 reason: failure.reason,
             }),
@@ -135,6 +147,7 @@ impl WireService {
                 let failure = round_failure(&error);
                 let wire = in_band(&failure);
                 sink.close_with_error(&wire)
+                    .map(|()| RoundOutcome::default())
                     .map_err(|e| RoundError::Aborted { reason: e.reason })
             }
         }

@@ -478,6 +478,23 @@ pub struct ServeArgs {
     /// more than the smallest built-in connection pool).
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_rounds: u16,
+
+    /// Realtime sockets this process holds at most (`GET /realtime`).
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub realtime_max_sockets: u32,
+
+    /// Realtime sockets per actor and partition.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub realtime_max_sockets_per_actor: u32,
+
+    /// Deltas a socket is sent without an ack before it gets a
+    /// `catchup-required` wake-up instead.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub realtime_max_unacked: u32,
+
+    /// Seconds between realtime heartbeats.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub realtime_heartbeat_secs: u64,
 }
 
 /// An `--allow KEY=V1,V2` value.

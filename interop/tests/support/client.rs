@@ -4,14 +4,20 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use serde_json::{json, Map, Value};
-use syncular_client::native_transport::HostTransport;
+use syncular_client::native_transport::{HostTransport, Inbound};
 use syncular_client::{
     ClientLimits, Mutation, SegmentRequest, SyncClient, SyncOutcome, SyncReport, Transport,
     TransportError,
 };
 
 use super::server::Server;
+
+/// How long a realtime frame may take to arrive.
+const REALTIME_WAIT: Duration = Duration::from_secs(20);
 
 /// The client's HTTP transport, with a fault switch and a segment log.
 pub struct Wire {
@@ -21,10 +27,15 @@ pub struct Wire {
     pub drop_next_response: bool,
     /// Every segment download the client asked for, in order.
     pub segments: Vec<SegmentRequest>,
+    /// Rounds sent over `POST /sync`.
+    pub http_rounds: usize,
+    /// Rounds sent over the realtime socket (§8.7).
+    pub socket_rounds: usize,
 }
 
 impl Transport for Wire {
     fn sync(&mut self, request: &[u8]) -> Result<Vec<u8>, TransportError> {
+        self.http_rounds += 1;
         let response = self.inner.sync(request);
         if std::mem::take(&mut self.drop_next_response) {
             return Err(TransportError::new(
@@ -36,6 +47,7 @@ impl Transport for Wire {
     }
 
     fn realtime_sync(&mut self, request: &[u8]) -> Result<Vec<u8>, TransportError> {
+        self.socket_rounds += 1;
         self.inner.realtime_sync(request)
     }
 
@@ -48,6 +60,10 @@ impl Transport for Wire {
         self.inner.realtime_connect()
     }
 
+    fn realtime_connect_for_client(&mut self, client_id: &str) -> Result<(), TransportError> {
+        self.inner.realtime_connect_for_client(client_id)
+    }
+
     fn realtime_send(&mut self, text: &str) -> Result<(), TransportError> {
         self.inner.realtime_send(text)
     }
@@ -57,12 +73,21 @@ impl Transport for Wire {
     }
 }
 
-/// The reference's HTTP transport for `server` with a bearer token.
-fn transport(server: &Server, token: &str) -> HostTransport {
-    HostTransport::from_config(&json!({
-        "baseUrl": server.base_url,
-        "headers": {"Authorization": format!("Bearer {token}")},
-    }))
+/// The reference's HTTP transport for `server` with a bearer token; its
+/// realtime reader signals `inbound` after each frame it buffers.
+fn transport(server: &Server, token: &str, inbound: mpsc::Sender<()>) -> HostTransport {
+    let inbound = Mutex::new(inbound);
+    HostTransport::from_config_with_notify(
+        &json!({
+            "baseUrl": server.base_url,
+            "headers": {"Authorization": format!("Bearer {token}")},
+        }),
+        Some(Arc::new(move || {
+            if let Ok(tx) = inbound.lock() {
+                let _ = tx.send(());
+            }
+        })),
+    )
     .unwrap_or_else(|e| panic!("the reference transport refused its config: {e}"))
 }
 
@@ -72,6 +97,9 @@ pub struct Client {
     pub sync: SyncClient,
     /// Its transport.
     pub wire: Wire,
+    /// Signalled by the transport's realtime reader after each frame.
+    inbound: mpsc::Receiver<()>,
+    inbound_tx: mpsc::Sender<()>,
 }
 
 /// A row as the client holds it: `(version, list_id, title)`.
@@ -94,19 +122,81 @@ impl Client {
     ) -> Self {
         let sync = SyncClient::new(client_id.to_owned(), schema, limits)
             .unwrap_or_else(|e| panic!("the reference client refused to start: {e}"));
+        let (inbound_tx, inbound) = mpsc::channel();
         Self {
             sync,
             wire: Wire {
-                inner: transport(server, token),
+                inner: transport(server, token, inbound_tx.clone()),
                 drop_next_response: false,
                 segments: Vec::new(),
+                http_rounds: 0,
+                socket_rounds: 0,
             },
+            inbound,
+            inbound_tx,
         }
     }
 
     /// Points the client at `server` (restarted on another port) with `token`.
     pub fn reconnect(&mut self, server: &Server, token: &str) {
-        self.wire.inner = transport(server, token);
+        self.wire.inner = transport(server, token, self.inbound_tx.clone());
+    }
+
+    /// Connects the realtime socket (`GET /realtime?clientId=…`); later
+    /// rounds of [`Client::round`] ride it (§8.7).
+    pub fn connect_realtime(&mut self) {
+        self.sync
+            .connect_realtime(&mut self.wire)
+            .unwrap_or_else(|e| panic!("connect_realtime: {e}"));
+    }
+
+    /// Hands every buffered realtime frame to the client, as a host's event
+    /// loop does; returns how many there were.
+    pub fn apply_inbound(&mut self) -> usize {
+        let frames = self.wire.inner.take_inbound();
+        let count = frames.len();
+        for frame in frames {
+            match frame {
+                Inbound::Text(text) => self.sync.on_realtime_text(&text),
+                Inbound::Binary(bytes) => self.sync.on_realtime_binary(&mut self.wire, &bytes),
+            }
+        }
+        count
+    }
+
+    /// Applies realtime frames as they arrive until `done` holds; fails the
+    /// test when it does not within `REALTIME_WAIT`.
+    pub fn pump_until(&mut self, what: &str, done: impl Fn(&Client) -> bool) {
+        let deadline = Instant::now() + REALTIME_WAIT;
+        loop {
+            self.apply_inbound();
+            if done(self) {
+                return;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.inbound.recv_timeout(left) {
+                Ok(()) => {}
+                Err(_) => panic!("no realtime frame brought {what} within {REALTIME_WAIT:?}"),
+            }
+        }
+    }
+
+    /// Discards the realtime frames buffered so far (a host that never got
+    /// them); returns how many.
+    pub fn discard_inbound(&mut self) -> usize {
+        self.wire.inner.take_inbound().len()
+    }
+
+    /// Waits for the next realtime frame (without applying it).
+    pub fn wait_inbound(&mut self, what: &str) {
+        if self.inbound.recv_timeout(REALTIME_WAIT).is_err() {
+            panic!("no realtime frame ({what}) within {REALTIME_WAIT:?}");
+        }
+    }
+
+    /// Whether the client wants a round (a wake-up, `hello.requiresSync`).
+    pub fn sync_needed(&self) -> bool {
+        self.sync.sync_needed()
     }
 
     /// Subscribes `id` to the todos of `lists`.

@@ -27,12 +27,18 @@ pub struct Server {
     schema_file: PathBuf,
     tokens_file: PathBuf,
     log_file: PathBuf,
+    extra_args: Vec<String>,
 }
 
 impl Server {
     /// Migrates a fresh database of `dialect` to `schema` and serves it
     /// with `tokens` (the `--tokens` file's JSON).
     pub fn start(dialect: Dialect, schema: &Value, tokens: &Value) -> Self {
+        Self::start_with(dialect, schema, tokens, &[])
+    }
+
+    /// As [`Server::start`], with more `serve` arguments.
+    pub fn start_with(dialect: Dialect, schema: &Value, tokens: &Value, args: &[&str]) -> Self {
         let db = Db::new(dialect);
         let files = tempfile::tempdir().expect("a temporary directory");
         let schema_file = files.path().join("schema.json");
@@ -46,6 +52,7 @@ impl Server {
             schema_file,
             tokens_file,
             log_file,
+            extra_args: args.iter().map(|a| (*a).to_owned()).collect(),
         };
         server.migrate(schema);
         server.write_tokens(tokens);
@@ -94,6 +101,7 @@ impl Server {
             .args(["--listen", "127.0.0.1:0"])
             .arg("--tokens")
             .arg(&self.tokens_file)
+            .args(&self.extra_args)
             .env_remove("SYNCSTORE_DATABASE_URL")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use sync_engine::RequestContext;
 use sync_http::{HttpConfig, SyncState};
+use sync_wire::realtime::{RealtimeConfig, RealtimeHub};
 use sync_wire::{StorageSegmentStore, WireConfig, WireFailure, WireService};
 
 use crate::cli::ServeArgs;
@@ -66,7 +67,16 @@ pub fn run(db: Option<&str>, args: &ServeArgs) -> Result<(), CliError> {
         max_concurrent_rounds: usize::from(args.max_rounds),
         ..HttpConfig::default()
     };
-    let state = SyncState::new(service, Arc::new(BearerTokens(tokens)), http_config);
+    let realtime = RealtimeConfig {
+        max_connections: args.realtime_max_sockets as usize,
+        max_connections_per_actor: args.realtime_max_sockets_per_actor as usize,
+        max_unacked_deltas: args.realtime_max_unacked,
+        heartbeat_interval: std::time::Duration::from_secs(args.realtime_heartbeat_secs),
+        ..RealtimeConfig::default()
+    };
+    let hub = Arc::new(RealtimeHub::new(service.clone(), realtime));
+    let state =
+        SyncState::new(service, Arc::new(BearerTokens(tokens)), http_config).with_realtime(hub);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,0 +1,416 @@
+//! The realtime hub (SSP2 §8.1–§8.3, §8.7) without a socket: registration
+//! from the client record, deltas only for matching commits and effective
+//! scopes, suppression and wake-ups, acks, queue and size limits, and the
+//! socket round's client-id binding.
+
+mod fixture;
+
+use std::sync::{Arc, Mutex};
+
+use fixture::{bootstrap, header, Fixture};
+use sync_engine::RequestContext;
+use sync_ssp2::realtime::{parse_control_message, ControlMessage, WakeReason};
+use sync_ssp2::{PushCommit, PushOp, PushOperation, Request, ResponseFrame, WireVersion};
+use sync_wire::realtime::{Outbox, Outgoing, RealtimeConfig, RealtimeHub};
+use sync_wire::RoundError;
+
+/// A queue of `capacity` messages that records what it was handed.
+struct Queue {
+    capacity: usize,
+    sent: Mutex<Vec<Outgoing>>,
+    owed: Mutex<u32>,
+}
+
+impl Queue {
+    fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(Self {
+            capacity,
+            sent: Mutex::new(Vec::new()),
+            owed: Mutex::new(0),
+        })
+    }
+
+    fn take(&self) -> Vec<Outgoing> {
+        std::mem::take(&mut self.sent.lock().unwrap())
+    }
+
+    fn owed(&self) -> u32 {
+        *self.owed.lock().unwrap()
+    }
+}
+
+impl Outbox for Queue {
+    fn try_send(&self, message: Outgoing) -> bool {
+        let mut sent = self.sent.lock().unwrap();
+        if sent.len() >= self.capacity {
+            return false;
+        }
+        sent.push(message);
+        true
+    }
+
+    fn owe_wake(&self) {
+        *self.owed.lock().unwrap() += 1;
+    }
+}
+
+fn ctx(actor: &str) -> RequestContext {
+    RequestContext::new("acme", actor)
+}
+
+/// Pushes one todo as `actor` (client `pusher`) in its own commit.
+fn push(f: &Fixture, actor: &str, id: &str, list: &str) -> i64 {
+    let response = f.ok(
+        actor,
+        Request::from_parts(
+            WireVersion::V1,
+            header("pusher"),
+            vec![PushCommit {
+                client_commit_id: format!("c-{id}"),
+                operations: vec![PushOperation {
+                    table: "todos".into(),
+                    row_id: id.into(),
+                    base_version: None,
+                    op: PushOp::Upsert {
+                        payload: f.todo(id, list, "x"),
+                    },
+                }],
+            }],
+            None,
+        ),
+    );
+    response
+        .frames
+        .iter()
+        .find_map(|frame| match frame {
+            ResponseFrame::PushResult(r) => match r.status {
+                sync_ssp2::PushStatus::Applied { commit_seq } => Some(commit_seq),
+                _ => None,
+            },
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("not applied: {:?}", response.frames))
+}
+
+fn hub(f: &Fixture, config: RealtimeConfig) -> RealtimeHub {
+    RealtimeHub::new(f.service.clone(), config)
+}
+
+/// The writer allowed everywhere, bob on `l1`; bob's client `bob-1` has
+/// pulled `todos` of `l1`.
+fn setup() -> Fixture {
+    let f = Fixture::new(256 * 1024);
+    f.allow("writer", "list_id", &["*"]);
+    f.allow("bob", "list_id", &["l1"]);
+    push(&f, "writer", "t0", "l1");
+    f.ok("bob", bootstrap("bob-1", "l1", 1));
+    f
+}
+
+fn hello(message: &Outgoing) -> sync_ssp2::realtime::Hello {
+    match message {
+        Outgoing::Text(text) => match parse_control_message(text).unwrap() {
+            ControlMessage::Hello(hello) => hello,
+            other => panic!("not a hello: {other:?}"),
+        },
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+fn wake(message: &Outgoing) -> WakeReason {
+    match message {
+        Outgoing::Text(text) => match parse_control_message(text).unwrap() {
+            ControlMessage::Wake(wake) => wake.reason,
+            other => panic!("not a wake-up: {other:?}"),
+        },
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+/// The commit seqs and section ends of a delta.
+fn delta(message: &Outgoing) -> (Vec<i64>, Vec<i64>) {
+    let Outgoing::Delta(bytes) = message else {
+        panic!("not a delta: {message:?}");
+    };
+    let response = sync_ssp2::decode_response(bytes).unwrap();
+    let mut commits = Vec::new();
+    let mut ends = Vec::new();
+    for frame in response.frames {
+        match frame {
+            ResponseFrame::Commit(c) => commits.push(c.commit_seq),
+            ResponseFrame::SubEnd(e) => ends.push(e.next_cursor),
+            _ => {}
+        }
+    }
+    (commits, ends)
+}
+
+#[test]
+fn a_client_that_never_pulled_gets_requires_sync_and_no_deltas() {
+    let f = setup();
+    let hub = hub(&f, RealtimeConfig::default());
+    let queue = Queue::new(16);
+    let (connection, hello) = hub.connect(&ctx("bob"), "bob-new", queue.clone()).unwrap();
+    assert!(hello.requires_sync);
+    assert!(connection.registered().is_empty());
+    let seq = push(&f, "writer", "t1", "l1");
+    hub.notify("acme", seq).unwrap();
+    let sent = queue.take();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(self::hello(&sent[0]).requires_sync);
+}
+
+#[test]
+fn matching_commits_become_deltas_and_others_are_not_sent() {
+    let f = setup();
+    let hub = hub(&f, RealtimeConfig::default());
+    let queue = Queue::new(16);
+    let (connection, hello) = hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    assert!(!hello.requires_sync, "{hello:?}");
+    assert_eq!(connection.registered(), vec!["todos".to_owned()]);
+    assert_eq!(self::hello(&queue.take()[0]).cursor, hello.latest_cursor);
+
+    let other = push(&f, "writer", "t-other", "l2");
+    hub.notify("acme", other).unwrap();
+    assert!(queue.take().is_empty(), "a commit of l2 reached bob");
+
+    let seq = push(&f, "writer", "t1", "l1");
+    let report = hub.notify("acme", seq).unwrap();
+    assert_eq!(report.deltas, 1);
+    let sent = queue.take();
+    assert_eq!(delta(&sent[0]), (vec![seq], vec![seq]));
+    // Notifying the same seq again sends nothing.
+    hub.notify("acme", seq).unwrap();
+    assert!(queue.take().is_empty());
+}
+
+#[test]
+fn a_client_behind_at_connect_gets_wake_ups_until_its_ack_covers_them() {
+    let f = setup();
+    let behind = push(&f, "writer", "t1", "l1");
+    let hub = hub(&f, RealtimeConfig::default());
+    let queue = Queue::new(16);
+    let (connection, hello) = hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    assert!(hello.requires_sync);
+    assert_eq!(hello.latest_cursor, behind);
+    queue.take();
+
+    let seq = push(&f, "writer", "t2", "l1");
+    hub.notify("acme", seq).unwrap();
+    let sent = queue.take();
+    assert_eq!(wake(&sent[0]), WakeReason::CatchupRequired);
+    assert!(connection.suppressed());
+
+    // An ack below what was observed keeps the suppression.
+    hub.ack(&connection, behind).unwrap();
+    assert!(connection.suppressed());
+    hub.ack(&connection, seq).unwrap();
+    assert!(!connection.suppressed());
+    let next = push(&f, "writer", "t3", "l1");
+    hub.notify("acme", next).unwrap();
+    assert_eq!(delta(&queue.take()[0]), (vec![next], vec![next]));
+}
+
+#[test]
+fn unacked_deltas_a_full_queue_and_large_deltas_fall_back_to_wake_ups() {
+    let f = setup();
+    let config = RealtimeConfig {
+        max_unacked_deltas: 1,
+        ..RealtimeConfig::default()
+    };
+    let hub = hub(&f, config);
+    let queue = Queue::new(16);
+    let (connection, _) = hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    queue.take();
+    let first = push(&f, "writer", "t1", "l1");
+    hub.notify("acme", first).unwrap();
+    let second = push(&f, "writer", "t2", "l1");
+    hub.notify("acme", second).unwrap();
+    let sent = queue.take();
+    assert_eq!(delta(&sent[0]).0, vec![first]);
+    assert_eq!(wake(&sent[1]), WakeReason::CatchupRequired);
+    hub.ack(&connection, second).unwrap();
+
+    // A full queue: the wake-up is owed, and deltas wait for an ack.
+    let full = Queue::new(1);
+    let (slow, _) = hub.connect(&ctx("bob"), "bob-1", full.clone()).unwrap();
+    let third = push(&f, "writer", "t3", "l1");
+    hub.notify("acme", third).unwrap();
+    assert_eq!(full.owed(), 1);
+    assert!(slow.suppressed());
+
+    // Too many changes for one delta: delta-too-large.
+    let small = hub_with_max_changes(&f, 0);
+    let queue = Queue::new(16);
+    small.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    queue.take();
+    let fourth = push(&f, "writer", "t4", "l1");
+    small.notify("acme", fourth).unwrap();
+    assert_eq!(wake(&queue.take()[0]), WakeReason::DeltaTooLarge);
+}
+
+fn hub_with_max_changes(f: &Fixture, max: i64) -> RealtimeHub {
+    hub(
+        f,
+        RealtimeConfig {
+            max_delta_changes: max,
+            ..RealtimeConfig::default()
+        },
+    )
+}
+
+#[test]
+fn another_actors_client_id_is_refused() {
+    let f = setup();
+    f.allow("mallory", "list_id", &["l1"]);
+    let hub = hub(&f, RealtimeConfig::default());
+    let refusal = hub
+        .connect(&ctx("mallory"), "bob-1", Queue::new(4))
+        .unwrap_err();
+    assert_eq!(refusal.code(), "sync.invalid_client_id");
+    assert_eq!(hub.open_connections(), 0);
+}
+
+#[test]
+fn a_socket_round_is_bound_to_the_connections_client_and_re_registers() {
+    let f = setup();
+    let hub = hub(&f, RealtimeConfig::default());
+    let queue = Queue::new(16);
+    let (connection, hello) = hub.connect(&ctx("bob"), "bob-2", queue.clone()).unwrap();
+    assert!(hello.requires_sync);
+
+    let foreign = sync_ssp2::encode_request(&bootstrap("bob-1", "l1", 1)).unwrap();
+    let refused = f
+        .service
+        .socket_round(&ctx("bob"), "bob-2", &foreign, Vec::new())
+        .unwrap_err();
+    let RoundError::Refused(refusal) = refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(refusal.code(), "sync.invalid_client_id");
+    let stream =
+        sync_wire::realtime::refusal_stream(&refusal, 2, &connection.epoch_and_version().0);
+    let response = sync_ssp2::decode_response(&stream).unwrap();
+    assert!(
+        matches!(&response.frames[1], ResponseFrame::Error(e) if e.code == "sync.invalid_client_id")
+    );
+
+    // The connection's own round registers its subscriptions at round end.
+    hub.round_started(&connection);
+    let own = sync_ssp2::encode_request(&bootstrap("bob-2", "l1", 1)).unwrap();
+    let round = f
+        .service
+        .socket_round(&ctx("bob"), "bob-2", &own, Vec::new())
+        .unwrap();
+    assert_eq!(round.pulled, Some(1));
+    hub.round_finished(&connection, round.pulled).unwrap();
+    assert_eq!(connection.registered(), vec!["todos".to_owned()]);
+    // Deltas wait for the post-round ack.
+    let latest = f
+        .service
+        .engine()
+        .storage()
+        .get_max_commit_seq("acme")
+        .unwrap();
+    hub.ack(&connection, latest).unwrap();
+    queue.take();
+    let seq = push(&f, "writer", "t9", "l1");
+    hub.notify("acme", seq).unwrap();
+    assert_eq!(delta(&queue.take()[0]).0, vec![seq]);
+}
+
+fn presence(message: &Outgoing) -> ControlMessage {
+    match message {
+        Outgoing::Text(text) => parse_control_message(text).unwrap(),
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+fn publish(key: &str, doc: Option<serde_json::Value>) -> sync_ssp2::realtime::PresencePublish {
+    sync_ssp2::realtime::PresencePublish {
+        scope_key: key.into(),
+        doc: doc.map(|d| d.as_object().unwrap().clone()),
+    }
+}
+
+#[test]
+fn presence_reaches_scope_mates_only_and_leaves_on_disconnect() {
+    use sync_ssp2::realtime::{PresenceErrorCode, PresenceKind};
+    use sync_wire::realtime::PublishOutcome;
+    let f = setup();
+    f.allow("carol", "list_id", &["l2"]);
+    f.ok("bob", bootstrap("bob-2", "l1", 1));
+    f.ok("carol", bootstrap("carol-1", "l2", 1));
+    let hub = hub(&f, RealtimeConfig::default());
+    let (a, b, c) = (Queue::new(16), Queue::new(16), Queue::new(16));
+    let (bob1, _) = hub.connect(&ctx("bob"), "bob-1", a.clone()).unwrap();
+    let (bob2, _) = hub.connect(&ctx("bob"), "bob-2", b.clone()).unwrap();
+    let (carol, _) = hub.connect(&ctx("carol"), "carol-1", c.clone()).unwrap();
+    for q in [&a, &b, &c] {
+        q.take();
+    }
+
+    let doc = serde_json::json!({"cursor": 3});
+    assert_eq!(
+        hub.publish_presence(&bob1, publish("list:l1", Some(doc.clone())))
+            .unwrap(),
+        PublishOutcome::Accepted
+    );
+    let seen = b.take();
+    match presence(&seen[0]) {
+        ControlMessage::PresenceFanout(p) => {
+            assert_eq!(
+                (p.kind, p.client_id.as_str()),
+                (PresenceKind::Join, "bob-1")
+            );
+            assert_eq!(serde_json::Value::Object(p.doc.unwrap()), doc);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(a.take().is_empty(), "the publisher gets no echo");
+    assert!(c.take().is_empty(), "a connection without list:l1 saw it");
+
+    hub.publish_presence(
+        &bob1,
+        publish("list:l1", Some(serde_json::json!({"cursor": 4}))),
+    )
+    .unwrap();
+    assert!(
+        matches!(presence(&b.take()[0]), ControlMessage::PresenceFanout(p) if p.kind == PresenceKind::Update)
+    );
+
+    // Carol may not publish on list:l1, nor bob on list:l2.
+    assert_eq!(
+        hub.publish_presence(&carol, publish("list:l1", Some(doc.clone())))
+            .unwrap(),
+        PublishOutcome::Forbidden
+    );
+    assert!(
+        matches!(presence(&c.take()[0]), ControlMessage::PresenceError(e) if e.error == PresenceErrorCode::Forbidden)
+    );
+    assert!(b.take().is_empty());
+
+    // Over the size cap: refused to the publisher, nothing fanned out.
+    let big = serde_json::json!({"x": "y".repeat(20_000)});
+    assert_eq!(
+        hub.publish_presence(&bob2, publish("list:l1", Some(big)))
+            .unwrap(),
+        PublishOutcome::TooLarge
+    );
+    assert!(
+        matches!(presence(&b.take()[0]), ControlMessage::PresenceError(e) if e.error == PresenceErrorCode::TooLarge)
+    );
+    assert!(a.take().is_empty());
+
+    // A late joiner gets the snapshot; a disconnect is a leave.
+    let late = Queue::new(16);
+    hub.connect(&ctx("bob"), "bob-1", late.clone()).unwrap();
+    let burst = late.take();
+    assert!(
+        matches!(presence(&burst[1]), ControlMessage::PresenceFanout(p) if p.kind == PresenceKind::Join && p.client_id == "bob-1")
+    );
+    hub.disconnect(&bob1);
+    assert!(
+        matches!(presence(&b.take()[0]), ControlMessage::PresenceFanout(p) if p.kind == PresenceKind::Leave && p.doc.is_none())
+    );
+}
