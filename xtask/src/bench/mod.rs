@@ -24,6 +24,7 @@ mod round_trips;
 mod w10_concurrent;
 mod w11_http_push;
 mod w12_http_bootstrap;
+mod w13_realtime;
 pub mod w12_serve;
 mod w1_push;
 mod w2_push10;
@@ -82,7 +83,7 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W11,W12,W1P,NORMAL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W11,W12,W13,W1P,NORMAL,CONC,RT;
     /// W1P is W1 through the push prelude against W1 through the single calls;
     /// W3G is the W3 growth of scan pages with the table size).
     #[arg(long, value_delimiter = ',')]
@@ -340,6 +341,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
     }
     if only.has("W11") {
         out.extend(w11_http_push::run(env, scale)?);
+    }
+    if only.has("W13") {
+        out.extend(w13_realtime::run(env, scale)?);
     }
     if only.has("W10") {
         out.extend(w10_concurrent::run(env, scale)?);

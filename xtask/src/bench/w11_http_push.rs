@@ -28,7 +28,7 @@ use super::w8_engine_push;
 use super::{progress, Scale};
 
 /// The SSP2 bytes of a push-only request.
-fn encode(request: &SyncRequest) -> Result<Vec<u8>> {
+pub(super) fn encode(request: &SyncRequest) -> Result<Vec<u8>> {
     let commits = request
         .pushes
         .iter()
