@@ -393,7 +393,19 @@ fn next_cursor(frames: &[ResponseFrame]) -> i64 {
 
 fn an_instance_serves_its_own_sync_route_and_reads_back(db: Db) {
     let server = Server::start(&db, &[]);
-    let first = server.instance(create_body("acme"));
+    let created = server.ok("POST", "/test/instances", Some(create_body("acme")));
+    assert_eq!(created["partition"], "acme");
+    assert_eq!(created["nowMs"], 1_700_000_000_000_i64);
+    assert_eq!(
+        created["capabilities"],
+        json!([
+            "backup-restore",
+            "idempotency-fault",
+            "validators",
+            "commit-validators"
+        ])
+    );
+    let first = created["path"].as_str().expect("a path").to_owned();
     let second = server.instance(create_body("acme"));
     assert_ne!(first, second);
     server.set_scopes(&first, "writer", &["*"]);

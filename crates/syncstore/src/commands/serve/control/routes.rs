@@ -23,6 +23,15 @@ use super::registry::Control;
 use super::validators::{parse_commit_rule, parse_row_rules};
 use crate::error::{CliCode, CliError, CliResult};
 
+/// The optional server capabilities every instance has, in the names of
+/// the reference's conformance harness.
+pub const CAPABILITIES: [&str; 4] = [
+    "backup-restore",
+    "idempotency-fault",
+    "validators",
+    "commit-validators",
+];
+
 /// The largest control request body read (schemas are a few KiB).
 pub const MAX_CONTROL_BODY_BYTES: usize = 1 << 20;
 
@@ -146,6 +155,7 @@ async fn create(State(control): State<Shared>, request: Request) -> Response {
                 "path": format!("/test/instances/{id}"),
                 "partition": instance.partition(),
                 "nowMs": instance.now_ms(),
+                "capabilities": CAPABILITIES,
             }),
         ))
     }
