@@ -41,6 +41,7 @@ on_both!(
     the_idempotency_fault_answers_one_retryable_cache_miss,
     a_restore_brings_back_the_backup_under_a_new_epoch,
     closing_frees_the_instance,
+    limits_and_segment_expiry_follow_the_instance,
     bad_control_requests_are_refused_with_stable_codes,
 );
 
@@ -679,6 +680,91 @@ fn a_restore_brings_back_the_backup_under_a_new_epoch(db: Db) {
     );
     assert_eq!(result(&frames).0, PushStatus::Applied { commit_seq: 2 });
     assert_eq!(server.row_ids(&i), ["before", "offline"]);
+}
+
+fn limits_and_segment_expiry_follow_the_instance(db: Db) {
+    let server = Server::start(&db, &[]);
+    let mut body = create_body("acme");
+    body["limits"] = json!({"maxOperationsPerRequest": 2, "inlineSegmentMaxBytes": 0,
+                            "segmentTtlMs": 60_000});
+    let i = server.instance(body);
+    server.set_scopes(&i, "writer", &["*"]);
+    server.set_scopes(&i, "alice", &["p1"]);
+
+    // Three operations in one request are over this instance's limit.
+    let three = push(
+        "c1",
+        (1..=3)
+            .map(|n| upsert(&format!("t{n}"), "p1", "x", "open"))
+            .collect(),
+    );
+    let epoch = epoch_of(&server.sync(&i, "writer", pull_nothing("writer")));
+    let mut three = three;
+    if let Some(RequestFrame::ReqHeader(h)) = three.frames.first_mut() {
+        h.log_epoch = Some(epoch);
+    }
+    let encoded = sync_ssp2::encode_request(&three).expect("encodes");
+    let answer = server.call(
+        "POST",
+        &format!("{i}/sync"),
+        &[
+            ("Content-Type", "application/vnd.syncular.sync.v2"),
+            ("Authorization", "Bearer writer"),
+        ],
+        &encoded,
+    );
+    let refusal: Value = serde_json::from_slice(&answer.body).expect("a JSON refusal");
+    assert_eq!(
+        (answer.status, refusal["code"].clone()),
+        (400, json!("sync.too_many_operations"))
+    );
+    server.sync(
+        &i,
+        "writer",
+        push("c2", vec![upsert("t1", "p1", "x", "open")]),
+    );
+
+    // An inline limit of 0 sends the bootstrap page by reference, served
+    // by the instance's own segment route until the virtual clock passes
+    // the instance's TTL.
+    let frames = server.sync(&i, "alice", pull("phone", None, -1));
+    let segment = frames
+        .iter()
+        .find_map(|f| match f {
+            ResponseFrame::SegmentRef(r) => Some(r.segment_id.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("expected a SEGMENT_REF in {frames:?}"));
+    let download = || {
+        server.call(
+            "GET",
+            &format!("{i}/segments/{segment}"),
+            &[
+                ("Authorization", "Bearer alice"),
+                ("X-Syncular-Scopes", r#"{"project_id":["p1"]}"#),
+            ],
+            b"",
+        )
+    };
+    let answer = download();
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    assert_eq!(sync_ssp2::sha256::segment_id(&answer.body), segment);
+    server.ok(
+        "POST",
+        &format!("{i}/control/clock/advance"),
+        Some(json!({"ms": 60_001})),
+    );
+    let answer = download();
+    let refusal: Value = serde_json::from_slice(&answer.body).expect("a JSON refusal");
+    assert_eq!(
+        (answer.status, refusal["code"].clone()),
+        (404, json!("sync.segment_expired"))
+    );
 }
 
 fn closing_frees_the_instance(db: Db) {

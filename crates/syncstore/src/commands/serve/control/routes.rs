@@ -196,6 +196,9 @@ async fn forward(
         Ok(uri) => *request.uri_mut() = uri,
         Err(_) => return respond(Err(invalid("path", "unparsable"))),
     }
+    // The instance's router matches the path anew: the parameters this
+    // route captured must not reach its extractors.
+    *request.extensions_mut() = axum::http::Extensions::new();
     match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
