@@ -42,6 +42,7 @@ on_both!(
     a_restore_brings_back_the_backup_under_a_new_epoch,
     closing_frees_the_instance,
     limits_and_segment_expiry_follow_the_instance,
+    sigterm_frees_every_instance,
     bad_control_requests_are_refused_with_stable_codes,
 );
 
@@ -90,10 +91,16 @@ struct Server {
 
 impl Server {
     fn start(db: &Db, extra: &[&str]) -> Self {
+        Self::start_in(db, extra, &std::env::temp_dir())
+    }
+
+    /// A server whose temporary directory is `tmp`.
+    fn start_in(db: &Db, extra: &[&str], tmp: &std::path::Path) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_syncstore"))
             .args(["--db", &db.url(), "serve", "--test-control"])
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
+            .env("TMPDIR", tmp)
             .env_remove("SYNCSTORE_DATABASE_URL")
             .env_remove("SYNCSTORE_LOG")
             .stdin(Stdio::null())
@@ -789,6 +796,50 @@ fn closing_frees_the_instance(db: Db) {
     }
     // The slot is free again.
     server.instance(create_body("acme"));
+}
+
+fn sigterm_frees_every_instance(db: Db) {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let mut server = Server::start_in(&db, &[], tmp.path());
+    for _ in 0..2 {
+        let i = server.instance(create_body("acme"));
+        server.ok("POST", &format!("{i}/control/backup"), None);
+    }
+    let stored = match &db {
+        Db::Postgres { .. } => instance_schemas(&server),
+        Db::Sqlite { .. } => files_under(tmp.path()),
+    };
+    assert_eq!(stored, 4, "two instances and two backups");
+    let killed = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = server.child.wait().expect("serve exits");
+    assert_eq!(status.code(), Some(0));
+    match &db {
+        Db::Postgres { .. } => assert_eq!(instance_schemas(&server), 0),
+        Db::Sqlite { .. } => {
+            let left: Vec<_> = std::fs::read_dir(tmp.path())
+                .expect("read the temporary directory")
+                .collect();
+            assert!(left.is_empty(), "{left:?}");
+        }
+    }
+}
+
+/// SQLite database files (not their `-wal`/`-shm`) anywhere under `dir`.
+fn files_under(dir: &std::path::Path) -> i64 {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).expect("read a directory").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            count += files_under(&path);
+        } else if path.extension().is_some_and(|e| e == "db") {
+            count += 1;
+        }
+    }
+    count
 }
 
 /// Schemas of the instances of `server` (its process id is in their
