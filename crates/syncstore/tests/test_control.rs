@@ -687,6 +687,12 @@ fn a_restore_brings_back_the_backup_under_a_new_epoch(db: Db) {
     );
     assert_eq!(result(&frames).0, PushStatus::Applied { commit_seq: 2 });
     assert_eq!(server.row_ids(&i), ["before", "offline"]);
+
+    // The backup stays: a second restore at the same virtual time brings
+    // it back again, under yet another epoch.
+    let again = server.ok("POST", &format!("{i}/control/restore"), None);
+    assert_ne!(again["logEpoch"], json!(new_epoch));
+    assert_eq!(server.row_ids(&i), ["before"]);
 }
 
 fn limits_and_segment_expiry_follow_the_instance(db: Db) {

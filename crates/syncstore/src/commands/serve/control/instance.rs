@@ -49,6 +49,7 @@ pub(crate) struct Instance {
     area: Arc<ScratchArea>,
     live: RwLock<Option<Live>>,
     backup: Mutex<Option<ScratchDb>>,
+    restores: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Instance {
@@ -78,6 +79,7 @@ impl Instance {
             area,
             live: RwLock::new(None),
             backup: Mutex::new(None),
+            restores: std::sync::atomic::AtomicU64::new(0),
         };
         let db = instance.area.fresh();
         match instance.serve(db.clone()) {
@@ -298,8 +300,9 @@ impl Instance {
 
     /// Serves a copy of the captured backup from now on (the backup stays
     /// for another restore), with the partition's log epoch rotated to
-    /// `restored-<now>`: every client cursor of the old epoch is reset.
-    /// Returns the new epoch.
+    /// `restored-<now>-<n>` (the `n`th restore of the instance, so two
+    /// restores at one virtual time still differ): every client of an
+    /// earlier epoch is reset. Returns the new epoch.
     pub(crate) fn restore_backup(&self) -> CliResult<String> {
         let backup = self
             .backup
@@ -316,7 +319,11 @@ impl Instance {
             }
         };
         let now = self.clock.now_ms();
-        let epoch = format!("restored-{now}");
+        let n = self
+            .restores
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        let epoch = format!("restored-{now}-{n}");
         live.storage
             .rotate_partition_log_epoch(&self.partition, &epoch, now)?;
         let old = self
