@@ -57,10 +57,11 @@ impl Transport for Wire {
     }
 }
 
-/// The reference's HTTP transport for `server` with a bearer token.
-fn transport(server: &Server, token: &str) -> HostTransport {
+/// The reference's HTTP transport for the server at `base_url` with a
+/// bearer token.
+fn transport(base_url: &str, token: &str) -> HostTransport {
     HostTransport::from_config(&json!({
-        "baseUrl": server.base_url,
+        "baseUrl": base_url,
         "headers": {"Authorization": format!("Bearer {token}")},
     }))
     .unwrap_or_else(|e| panic!("the reference transport refused its config: {e}"))
@@ -92,12 +93,23 @@ impl Client {
         schema: &Value,
         limits: ClientLimits,
     ) -> Self {
+        Self::at(&server.base_url, client_id, token, schema, limits)
+    }
+
+    /// A client of the server at `base_url` (a test instance's, say).
+    pub fn at(
+        base_url: &str,
+        client_id: &str,
+        token: &str,
+        schema: &Value,
+        limits: ClientLimits,
+    ) -> Self {
         let sync = SyncClient::new(client_id.to_owned(), schema, limits)
             .unwrap_or_else(|e| panic!("the reference client refused to start: {e}"));
         Self {
             sync,
             wire: Wire {
-                inner: transport(server, token),
+                inner: transport(base_url, token),
                 drop_next_response: false,
                 segments: Vec::new(),
             },
@@ -106,7 +118,7 @@ impl Client {
 
     /// Points the client at `server` (restarted on another port) with `token`.
     pub fn reconnect(&mut self, server: &Server, token: &str) {
-        self.wire.inner = transport(server, token);
+        self.wire.inner = transport(&server.base_url, token);
     }
 
     /// Subscribes `id` to the todos of `lists`.
