@@ -372,6 +372,23 @@ fn error_code(kinds: &[OpResultKind]) -> Option<(String, bool)> {
     })
 }
 
+/// The `PUSH_RESULT_DETAILS` entries of a round: operation index and
+/// details.
+fn details(frames: &[ResponseFrame]) -> Vec<(i32, Value)> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            ResponseFrame::PushResultDetails(d) => Some(d),
+            _ => None,
+        })
+        .flat_map(|d| &d.entries)
+        .map(|e| {
+            let details = serde_json::from_str(&e.details_json).expect("details are JSON");
+            (e.op_index, details)
+        })
+        .collect()
+}
+
 fn section_status(frames: &[ResponseFrame]) -> SubStatus {
     frames
         .iter()
@@ -545,6 +562,14 @@ fn validators_reject_what_their_rules_say(db: Db) {
         error_code(&result(&frames).1),
         Some(("app.too_long".to_owned(), false))
     );
+    assert_eq!(
+        details(&frames),
+        [(
+            0,
+            json!({"fieldPaths": ["title"], "reason": "max_length_exceeded",
+                   "requiredAction": "edit_fields"})
+        )]
+    );
     let frames = server.sync(
         &i,
         "writer",
@@ -592,11 +617,25 @@ fn validators_reject_what_their_rules_say(db: Db) {
     let frames = server.sync(
         &i,
         "writer",
-        push("c5", vec![upsert("t2", "p1", "a long title", "parent")]),
+        push(
+            "c5",
+            vec![
+                upsert("t0", "p1", "x", "open"),
+                upsert("t2", "p1", "x", "parent"),
+            ],
+        ),
     );
     assert_eq!(
         error_code(&result(&frames).1),
         Some(("app.needs_child".to_owned(), false))
+    );
+    assert_eq!(
+        details(&frames),
+        [(
+            1,
+            json!({"fieldPaths": ["status"], "reason": "missing_sibling_operation",
+                   "requiredAction": "repair_aggregate"})
+        )]
     );
     let frames = server.sync(
         &i,
