@@ -126,8 +126,13 @@ async fn blocking<T: Send + 'static>(
 async fn json_body(request: Request) -> CliResult<Value> {
     let bytes = axum::body::to_bytes(request.into_body(), MAX_CONTROL_BODY_BYTES)
         .await
-        .map_err(|_| {
-            CliError::new(CliCode::RequestTooLarge).detail("max_bytes", MAX_CONTROL_BODY_BYTES)
+        .map_err(|error| {
+            let error = error.into_inner();
+            if error.is::<http_body_util::LengthLimitError>() {
+                CliError::new(CliCode::RequestTooLarge).detail("max_bytes", MAX_CONTROL_BODY_BYTES)
+            } else {
+                invalid("body", "unreadable")
+            }
         })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
