@@ -235,8 +235,16 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// SIGTERM: the server frees its instances' files and schemas on the
+    /// way out (SIGKILL would leave them).
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let stopped = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !stopped {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }

@@ -113,8 +113,16 @@ impl ControlServer {
 }
 
 impl Drop for ControlServer {
+    /// SIGTERM: the server frees its instances' files and schemas on the
+    /// way out (SIGKILL would leave them).
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let stopped = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !stopped {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
