@@ -828,15 +828,18 @@ fn limits_and_segment_expiry_follow_the_instance(db: Db) {
 }
 
 fn closing_frees_the_instance(db: Db) {
-    let server = Server::start(&db, &["--max-instances", "1"]);
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let server = Server::start_in(&db, &["--max-instances", "1"], tmp.path());
+    let stored = |server: &Server| match &db {
+        Db::Postgres { .. } => instance_schemas(server),
+        Db::Sqlite { .. } => files_under(tmp.path()),
+    };
     let i = server.instance(create_body("acme"));
     server.ok("POST", &format!("{i}/control/backup"), None);
     let (status, body) = server.control("POST", "/test/instances", Some(create_body("acme")));
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["code"], "sync.cli.control_instance_limit");
-    if let Db::Postgres { .. } = &db {
-        assert_eq!(instance_schemas(&server), 2, "the instance and its backup");
-    }
+    assert_eq!(stored(&server), 2, "the instance and its backup");
 
     server.ok("DELETE", &i, None);
     let (status, body) = server.control("GET", &format!("{i}/control/seqs"), None);
@@ -844,9 +847,7 @@ fn closing_frees_the_instance(db: Db) {
     assert_eq!(body["error"]["code"], "sync.cli.control_unknown_instance");
     let (status, _) = server.control("DELETE", &i, None);
     assert_eq!(status, 404);
-    if let Db::Postgres { .. } = &db {
-        assert_eq!(instance_schemas(&server), 0, "the schemas are dropped");
-    }
+    assert_eq!(stored(&server), 0, "the files or schemas are removed");
     // The slot is free again.
     server.instance(create_body("acme"));
 }
