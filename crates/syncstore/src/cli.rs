@@ -488,7 +488,7 @@ pub struct ServeArgs {
     pub test_control: bool,
 
     /// Test control instances open at once (with `--test-control`).
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "test_control", value_parser = clap::value_parser!(u16).range(1..))]
     pub max_instances: u16,
 
     /// Declare a backfill checkpoint `PARTITION:NAME` as this process
