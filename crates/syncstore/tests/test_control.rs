@@ -43,6 +43,7 @@ on_both!(
     closing_frees_the_instance,
     limits_and_segment_expiry_follow_the_instance,
     sigterm_frees_every_instance,
+    the_served_database_and_the_control_routes_share_a_server,
     bad_control_requests_are_refused_with_stable_codes,
 );
 
@@ -850,6 +851,36 @@ fn closing_frees_the_instance(db: Db) {
     assert_eq!(stored(&server), 0, "the files or schemas are removed");
     // The slot is free again.
     server.instance(create_body("acme"));
+}
+
+fn the_served_database_and_the_control_routes_share_a_server(db: Db) {
+    let dir = db.scratch();
+    let schema = common::write_file(&dir, "schema.json", &common::todos_schema(1, false, ""));
+    let tokens = common::write_file(
+        &dir,
+        "tokens.json",
+        r#"{"t": {"partition": "acme", "actor": "a", "allow": {"list_id": ["*"]}}}"#,
+    );
+    db.json(&["migrate", "--schema", &schema]);
+    let server = Server::start(&db, &["--schema", &schema, "--tokens", &tokens]);
+    let body = sync_ssp2::encode_request(&pull_nothing("c")).expect("encodes");
+    let served = |token: &str| {
+        server
+            .call(
+                "POST",
+                "/sync",
+                &[
+                    ("Content-Type", "application/vnd.syncular.sync.v2"),
+                    ("Authorization", &format!("Bearer {token}")),
+                ],
+                &body,
+            )
+            .status
+    };
+    assert_eq!(served("t"), 200);
+    assert_eq!(served("a"), 401, "an actor id is no token of the database");
+    let i = server.instance(create_body("acme"));
+    assert_eq!(server.seqs(&i), (0, 0));
 }
 
 fn sigterm_frees_every_instance(db: Db) {
