@@ -456,9 +456,15 @@ pub struct SyncArgs {
 /// `serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Schema file; the database must already be at its version.
-    #[arg(long, value_name = "FILE")]
-    pub schema: PathBuf,
+    /// Schema file; the database must already be at its version. Optional
+    /// with `--test-control` (then the database itself is not served).
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "test_control",
+        requires = "tokens"
+    )]
+    pub schema: Option<PathBuf>,
 
     /// Address to listen on, `HOST:PORT` (port 0 picks a free port).
     #[arg(long, value_name = "ADDR")]
@@ -466,8 +472,24 @@ pub struct ServeArgs {
 
     /// The bearer tokens: a JSON object `{"<token>": {"partition": "p",
     /// "actor": "a", "allow": {"<scope key>": ["v1", "*"]}}}`.
-    #[arg(long, value_name = "FILE")]
-    pub tokens: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "test_control",
+        requires = "schema"
+    )]
+    pub tokens: Option<PathBuf>,
+
+    /// Also serve the test control routes under `/test/instances`:
+    /// isolated instances with a virtual clock, scope and fault switches,
+    /// each in a fresh storage of `--db`'s dialect. Refused unless
+    /// `--listen` is a loopback address.
+    #[arg(long)]
+    pub test_control: bool,
+
+    /// Test control instances open at once (with `--test-control`).
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "test_control", value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_instances: u16,
 
     /// Declare a backfill checkpoint `PARTITION:NAME` as this process
     /// (repeatable).

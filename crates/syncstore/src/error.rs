@@ -53,11 +53,23 @@ pub enum CliCode {
     RequestTooLarge,
     /// The `serve --tokens` file could not be read or is malformed.
     TokensFile,
+    /// `serve --test-control` was asked to listen on a non-loopback address.
+    ControlNotLoopback,
+    /// A test control request is malformed (`details.reason`, `details.field`).
+    ControlInvalidRequest,
+    /// A test control request names no open instance.
+    ControlUnknownInstance,
+    /// The test control server already holds `--max-instances` instances.
+    ControlInstanceLimit,
+    /// A test control restore was asked before any backup was captured.
+    ControlNoBackup,
+    /// A test control request asks for a feature this server does not serve.
+    ControlUnsupported,
 }
 
 impl CliCode {
     /// Every CLI code, in documentation order.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 24] = [
         Self::InvalidUrl,
         Self::Unreachable,
         Self::SchemaFile,
@@ -76,6 +88,12 @@ impl CliCode {
         Self::RowIdentityChanged,
         Self::RequestTooLarge,
         Self::TokensFile,
+        Self::ControlNotLoopback,
+        Self::ControlInvalidRequest,
+        Self::ControlUnknownInstance,
+        Self::ControlInstanceLimit,
+        Self::ControlNoBackup,
+        Self::ControlUnsupported,
     ];
 
     /// The stable code string.
@@ -99,6 +117,12 @@ impl CliCode {
             Self::RowIdentityChanged => "sync.cli.row_identity_changed",
             Self::RequestTooLarge => "sync.cli.request_too_large",
             Self::TokensFile => "sync.cli.tokens_file",
+            Self::ControlNotLoopback => "sync.cli.control_not_loopback",
+            Self::ControlInvalidRequest => "sync.cli.control_invalid_request",
+            Self::ControlUnknownInstance => "sync.cli.control_unknown_instance",
+            Self::ControlInstanceLimit => "sync.cli.control_instance_limit",
+            Self::ControlNoBackup => "sync.cli.control_no_backup",
+            Self::ControlUnsupported => "sync.cli.control_unsupported",
         }
     }
 
@@ -137,6 +161,12 @@ impl CliCode {
             }
             Self::RequestTooLarge => "the request or one of its lines exceeds its size limit",
             Self::TokensFile => "the tokens file could not be read",
+            Self::ControlNotLoopback => "--test-control listens only on a loopback address",
+            Self::ControlInvalidRequest => "the test control request is malformed",
+            Self::ControlUnknownInstance => "no open test instance has this id",
+            Self::ControlInstanceLimit => "the test control server holds its maximum of instances",
+            Self::ControlNoBackup => "no backup was captured on this test instance",
+            Self::ControlUnsupported => "the test control request asks for a feature not served",
         }
     }
 }

@@ -19,6 +19,7 @@ mod progress;
 mod projectors;
 mod retiring;
 mod row_identity;
+mod scratch;
 mod secrets;
 mod stored;
 mod url;

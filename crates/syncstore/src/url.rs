@@ -420,7 +420,7 @@ fn open_postgres(url: &str, schema: Option<&str>) -> CliResult<PostgresStorage> 
 }
 
 /// `CREATE SCHEMA IF NOT EXISTS` on a probe connection.
-fn create_schema(url: &str, schema: &str) -> CliResult<()> {
+pub(crate) fn create_schema(url: &str, schema: &str) -> CliResult<()> {
     let config: postgres::Config = url
         .parse()
         .map_err(|_| CliError::new(CliCode::InvalidUrl).detail("reason", "unparsable"))?;
@@ -462,7 +462,7 @@ fn created_concurrently(error: &postgres::Error) -> bool {
 /// `sync.cli.unreachable`: the driver's innermost words in `reason` (the
 /// password masked), and for a coded storage error its code in
 /// `storage_code` plus its details (e.g. `cause`).
-fn unreachable(error: &(dyn std::error::Error + 'static)) -> CliError {
+pub(crate) fn unreachable(error: &(dyn std::error::Error + 'static)) -> CliError {
     let mut cli = CliError::new(CliCode::Unreachable).detail("reason", root_cause(error));
     if let Some(coded) = error.downcast_ref::<sync_core::Error>() {
         cli = cli.detail("storage_code", coded.code().as_str());

@@ -73,13 +73,14 @@ impl Transport for Wire {
     }
 }
 
-/// The reference's HTTP transport for `server` with a bearer token; its
-/// realtime reader signals `inbound` after each frame it buffers.
-fn transport(server: &Server, token: &str, inbound: mpsc::Sender<()>) -> HostTransport {
+/// The reference's HTTP transport for the server at `base_url` with a
+/// bearer token; its realtime reader signals `inbound` after each frame it
+/// buffers.
+fn transport(base_url: &str, token: &str, inbound: mpsc::Sender<()>) -> HostTransport {
     let inbound = Mutex::new(inbound);
     HostTransport::from_config_with_notify(
         &json!({
-            "baseUrl": server.base_url,
+            "baseUrl": base_url,
             "headers": {"Authorization": format!("Bearer {token}")},
         }),
         Some(Arc::new(move || {
@@ -120,13 +121,24 @@ impl Client {
         schema: &Value,
         limits: ClientLimits,
     ) -> Self {
+        Self::at(&server.base_url, client_id, token, schema, limits)
+    }
+
+    /// A client of the server at `base_url` (a test instance's, say).
+    pub fn at(
+        base_url: &str,
+        client_id: &str,
+        token: &str,
+        schema: &Value,
+        limits: ClientLimits,
+    ) -> Self {
         let sync = SyncClient::new(client_id.to_owned(), schema, limits)
             .unwrap_or_else(|e| panic!("the reference client refused to start: {e}"));
         let (inbound_tx, inbound) = mpsc::channel();
         Self {
             sync,
             wire: Wire {
-                inner: transport(server, token, inbound_tx.clone()),
+                inner: transport(base_url, token, inbound_tx.clone()),
                 drop_next_response: false,
                 segments: Vec::new(),
                 http_rounds: 0,
@@ -139,7 +151,7 @@ impl Client {
 
     /// Points the client at `server` (restarted on another port) with `token`.
     pub fn reconnect(&mut self, server: &Server, token: &str) {
-        self.wire.inner = transport(server, token, self.inbound_tx.clone());
+        self.wire.inner = transport(&server.base_url, token, self.inbound_tx.clone());
     }
 
     /// Connects the realtime socket (`GET /realtime?clientId=…`); later

@@ -1,9 +1,10 @@
 //! The harness of the scenario tests: databases, the `syncstore` binary,
 //! the server process, the reference client and raw HTTP.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod binary;
 pub mod client;
+pub mod control;
 pub mod db;
 pub mod http;
 pub mod schema;

@@ -191,16 +191,14 @@ fn register(served: &Served, count: usize) -> Result<()> {
     Ok(())
 }
 
-type Socket = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn connect(served: &Served, i: usize) -> Result<(Socket, bool)> {
     let mut request = format!("{}?clientId={}", served.ws, client(i)).into_client_request()?;
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {}", actor(i)).parse()?,
-    );
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {}", actor(i)).parse()?);
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await?;
     let hello = match socket.next().await {
         Some(Ok(Message::Text(text))) => text,
@@ -252,7 +250,10 @@ async fn push(http: &HttpClient, served: &Served, k: usize) -> Result<()> {
     let status = response.status();
     let bytes = response.into_body().collect().await?.to_bytes();
     if status != http::StatusCode::OK {
-        bail!("W13 push: HTTP {status}: {}", String::from_utf8_lossy(&bytes));
+        bail!(
+            "W13 push: HTTP {status}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
     }
     Ok(())
 }
@@ -275,7 +276,10 @@ async fn fanout(env: &Env, sockets: usize, pushes: usize) -> Result<(Vec<f64>, f
     }
     let per_socket_kb = (rss_kb()?.saturating_sub(before)) as f64 / sockets as f64;
     if served.hub.open_connections() != sockets {
-        bail!("W13: {} of {sockets} sockets open", served.hub.open_connections());
+        bail!(
+            "W13: {} of {sockets} sockets open",
+            served.hub.open_connections()
+        );
     }
     let (tx, mut arrivals) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
@@ -378,7 +382,11 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let counts: &[usize] = if scale.quick { &[1, 10, 100] } else { &[1, 100, 1000] };
+    let counts: &[usize] = if scale.quick {
+        &[1, 10, 100]
+    } else {
+        &[1, 100, 1000]
+    };
     let pushes = if scale.quick { 5 } else { 20 };
     let mut out = Vec::new();
     let mut per_socket = Vec::new();

@@ -7,7 +7,13 @@
 //! database must already be at the schema file's version. Prints one line
 //! `listening on http://HOST:PORT` once connections are accepted; SIGTERM
 //! or SIGINT stops accepting, lets the rounds in flight finish, and exits 0.
+//!
+//! `--test-control` adds the test control routes under `/test/instances`
+//! ([`control`]); `--schema` and `--tokens` are then optional (without
+//! them the database itself is not served). It is refused unless the bound
+//! address is a loopback address.
 
+mod control;
 mod tokens;
 
 use std::io::Write;
@@ -50,10 +56,45 @@ fn io_error(what: &str, error: &std::io::Error) -> CliError {
 
 /// Runs `serve` until a stop signal; `Ok` after a graceful stop.
 pub fn run(db: Option<&str>, args: &ServeArgs) -> Result<(), CliError> {
-    let tokens = Arc::new(Tokens::load(&args.tokens)?);
+    let state = match (&args.schema, &args.tokens) {
+        (Some(schema), Some(tokens)) => Some(served_state(db, args, schema, tokens)?),
+        _ => None,
+    };
+    let control = if args.test_control {
+        Some(Arc::new(control::Control::new(
+            db,
+            usize::from(args.max_instances),
+        )?))
+    } else {
+        None
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| io_error("runtime", &e))?;
+    // The storages are dropped outside the runtime: a dialect's synchronous
+    // client may own a runtime of its own, which cannot be dropped from
+    // inside another.
+    let result = runtime.block_on(serve(args, state.clone(), control.clone()));
+    drop(runtime);
+    drop(state);
+    if let Some(control) = control {
+        control.close_all();
+    }
+    result
+}
+
+/// The served database's routes.
+fn served_state(
+    db: Option<&str>,
+    args: &ServeArgs,
+    schema: &std::path::Path,
+    tokens: &std::path::Path,
+) -> Result<SyncState, CliError> {
+    let tokens = Arc::new(Tokens::load(tokens)?);
     let (engine, _, storage) = crate::commands::sync::open_engine(
         db,
-        &args.schema,
+        schema,
         &args.declare,
         tokens.clone() as Arc<dyn sync_engine::ScopeResolver>,
     )?;
@@ -75,28 +116,32 @@ pub fn run(db: Option<&str>, args: &ServeArgs) -> Result<(), CliError> {
         ..RealtimeConfig::default()
     };
     let hub = Arc::new(RealtimeHub::new(service.clone(), realtime));
-    let state =
-        SyncState::new(service, Arc::new(BearerTokens(tokens)), http_config).with_realtime(hub);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| io_error("runtime", &e))?;
-    // The storage is dropped outside the runtime: a dialect's synchronous
-    // client may own a runtime of its own, which cannot be dropped from
-    // inside another.
-    let result = runtime.block_on(serve(args, state.clone()));
-    drop(runtime);
-    drop(state);
-    result
+    Ok(SyncState::new(service, Arc::new(BearerTokens(tokens)), http_config).with_realtime(hub))
 }
 
-async fn serve(args: &ServeArgs, state: SyncState) -> Result<(), CliError> {
+async fn serve(
+    args: &ServeArgs,
+    state: Option<SyncState>,
+    control: Option<Arc<control::Control>>,
+) -> Result<(), CliError> {
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| io_error(&args.listen, &e))?;
     let address = listener
         .local_addr()
         .map_err(|e| io_error(&args.listen, &e))?;
+    if control.is_some() {
+        control::require_loopback(address)?;
+    }
+    let mut router = axum::Router::new();
+    let mut pruner = None;
+    if let Some(state) = state {
+        pruner = Some(tokio::spawn(prune_segments(state.service().clone())));
+        router = router.merge(sync_http::router(state));
+    }
+    if let Some(control) = control {
+        router = router.merge(control::router(control));
+    }
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on http://{address}")
         .and_then(|()| stdout.flush())
@@ -110,12 +155,13 @@ async fn serve(args: &ServeArgs, state: SyncState) -> Result<(), CliError> {
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
     });
-    let pruner = tokio::spawn(prune_segments(state.service().clone()));
-    let served = axum::serve(listener, sync_http::router(state))
+    let served = axum::serve(listener, router)
         .with_graceful_shutdown(stop_signal())
         .await
         .map_err(|e| io_error(&args.listen, &e));
-    pruner.abort();
+    if let Some(pruner) = pruner {
+        pruner.abort();
+    }
     served
 }
 

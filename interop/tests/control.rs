@@ -1,0 +1,144 @@
+//! The reference's published client against test instances of `syncstore
+//! serve --test-control`: a control operation on the instance changes
+//! what the unmodified client sees. Every scenario runs once on SQLite and
+//! once on Postgres scratch storages.
+
+mod support;
+
+use support::control::{ControlServer, Instance};
+use support::schema::todos;
+use support::{Client, Dialect};
+use syncular_client::{ClientLimits, SyncOutcome};
+
+/// One test per dialect of a scenario function.
+macro_rules! scenario {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name(super::Dialect::Sqlite)
+            }
+            #[test]
+            fn postgres() {
+                super::$name(super::Dialect::Postgres)
+            }
+        }
+    };
+}
+
+/// The instances' virtual start.
+const NOW: i64 = 1_700_000_000_000;
+
+/// A client of `instance` acting as `actor` (the bearer token names it).
+fn client(instance: &Instance, client_id: &str, actor: &str) -> Client {
+    Client::at(
+        &instance.base_url,
+        client_id,
+        actor,
+        &todos(1),
+        ClientLimits::default(),
+    )
+}
+
+fn ids(client: &Client) -> Vec<String> {
+    client.todos().into_keys().collect()
+}
+
+scenario!(a_prune_past_the_cursor_resets_and_rebootstraps);
+fn a_prune_past_the_cursor_resets_and_rebootstraps(dialect: Dialect) {
+    let server = ControlServer::start(dialect);
+    let instance = server.instance(&todos(1), NOW);
+    instance.allow("admin", &["*"]);
+    instance.allow("alice", &["l1"]);
+    let mut admin = client(&instance, "admin-desk", "admin");
+    let mut alice = client(&instance, "alice-phone", "alice");
+    alice.subscribe("mine", &["l1"]);
+    admin.upsert_many(&[("t1", "l1", "milk"), ("t2", "l1", "eggs")], None);
+    admin.sync_until_idle();
+    alice.sync_until_idle();
+    assert_eq!(ids(&alice), ["t1", "t2"]);
+
+    // The log moves on while alice is away, then everything is pruned an
+    // hour later on the instance's clock.
+    admin.delete("t1");
+    admin.upsert("t2", "l1", "oat eggs", Some(1));
+    admin.upsert("t3", "l1", "bread", None);
+    admin.sync_until_idle();
+    let max = instance.max_commit_seq();
+    instance.advance_clock(3_600_000);
+    assert_eq!(instance.prune_everything(), max);
+
+    match alice.round() {
+        SyncOutcome::Ok(report) => {
+            assert!(report.resets.contains(&"mine".to_owned()), "{report:?}")
+        }
+        SyncOutcome::Failed {
+            error_code,
+            message,
+        } => panic!("{error_code}: {message}"),
+    }
+    alice.sync_until_idle();
+    assert_eq!(ids(&alice), ["t2", "t3"], "stale t1 did not survive");
+    assert_eq!(alice.todos()["t2"].2, "oat eggs");
+}
+
+scenario!(a_restore_resets_the_client_and_replays_its_outbox_once);
+fn a_restore_resets_the_client_and_replays_its_outbox_once(dialect: Dialect) {
+    let server = ControlServer::start(dialect);
+    let instance = server.instance(&todos(1), NOW);
+    instance.allow("admin", &["*"]);
+    instance.allow("alice", &["l1"]);
+    let mut admin = client(&instance, "admin-desk", "admin");
+    let mut alice = client(&instance, "alice-phone", "alice");
+    admin.upsert("before", "l1", "in backup", None);
+    admin.sync_until_idle();
+    alice.subscribe("mine", &["l1"]);
+    alice.sync_until_idle();
+
+    instance.capture_backup();
+    admin.upsert("lost", "l1", "after backup", None);
+    admin.sync_until_idle();
+    alice.sync_until_idle();
+    assert_eq!(ids(&alice), ["before", "lost"]);
+    alice.upsert("offline", "l1", "preserved outbox", None);
+
+    instance.restore_backup();
+    match alice.round() {
+        SyncOutcome::Ok(report) => {
+            assert!(report.resets.contains(&"mine".to_owned()), "{report:?}")
+        }
+        SyncOutcome::Failed {
+            error_code,
+            message,
+        } => panic!("{error_code}: {message}"),
+    }
+    alice.sync_until_idle();
+    assert_eq!(ids(&alice), ["before", "offline"]);
+    assert_eq!(instance.row_ids(), ["before", "offline"]);
+}
+
+scenario!(an_idempotency_cache_miss_keeps_the_commit_queued);
+fn an_idempotency_cache_miss_keeps_the_commit_queued(dialect: Dialect) {
+    let server = ControlServer::start(dialect);
+    let instance = server.instance(&todos(1), NOW);
+    instance.allow("alice", &["l1"]);
+    let mut alice = client(&instance, "alice-phone", "alice");
+    alice.subscribe("mine", &["l1"]);
+    alice.sync_until_idle();
+    let commit = alice.upsert("t1", "l1", "later", None);
+
+    instance.fail_next_idempotency_lookup();
+    match alice.round() {
+        SyncOutcome::Ok(report) => assert_eq!(report.retryable, vec![commit.clone()], "{report:?}"),
+        SyncOutcome::Failed {
+            error_code,
+            message,
+        } => panic!("{error_code}: {message}"),
+    }
+    assert_eq!(instance.max_commit_seq(), 0, "nothing applied");
+
+    let retry = alice.sync_until_idle();
+    assert!(retry.applied.contains(&commit), "{retry:?}");
+    assert_eq!(instance.row_ids(), ["t1"]);
+    assert_eq!(ids(&alice), ["t1"]);
+}
