@@ -46,3 +46,10 @@ pub fn stress_rounds() -> usize {
 pub fn fuzz_execs() -> u64 {
     count("SYNCSTORE_FUZZ_EXECS", 20_000)
 }
+
+/// Rounds of the realtime fault run per dialect
+/// (`SYNCSTORE_REALTIME_ROUNDS`, default 3): clients with dropped sockets
+/// and restarted servers, checked for lost changes.
+pub fn realtime_rounds() -> u64 {
+    count("SYNCSTORE_REALTIME_ROUNDS", 3)
+}

@@ -14,7 +14,8 @@
 //! `SYNCSTORE_KILL_BACKEND_ROUNDS` (Postgres backends terminated under
 //! load) and `SYNCSTORE_RESTART_ROUNDS` (Postgres server restarts under
 //! load, on a throwaway local cluster; the test prints why when it cannot
-//! run). A variable already set in the environment wins over the soak
+//! run) and `SYNCSTORE_REALTIME_ROUNDS` (realtime clients with dropped
+//! sockets and restarted servers). A variable already set in the environment wins over the soak
 //! default.
 
 use std::io::{BufRead, BufReader};
@@ -49,6 +50,7 @@ const BUDGETS: &[(&str, &str)] = &[
     ("SYNCSTORE_FUZZ_EXECS", "200000"),
     ("SYNCSTORE_KILL_BACKEND_ROUNDS", "6"),
     ("SYNCSTORE_RESTART_ROUNDS", "2"),
+    ("SYNCSTORE_REALTIME_ROUNDS", "12"),
 ];
 
 /// Output lines that carry figures.
@@ -62,6 +64,7 @@ const FIGURE_PREFIXES: &[&str] = &[
     "isolation",
     "killed-backends",
     "server-restart",
+    "realtime",
 ];
 
 /// Runs passes until the time is up; fails on the first failing pass.

@@ -24,6 +24,9 @@ use crate::body::{ChannelWriter, Piece};
 use crate::responses::failure;
 use crate::state::SyncState;
 
+/// Bytes read from a socket at a time.
+const SOCKET_READ_BUFFER: usize = 4 * 1024;
+
 /// Channel tag of a delta (server → client).
 const TAG_DELTA: u8 = 0x00;
 /// Channel tag of a socket round's chunk (both directions).
@@ -33,6 +36,7 @@ const TAG_ROUND: u8 = 0x01;
 struct SocketOutbox {
     tx: mpsc::Sender<Outgoing>,
     owed: AtomicBool,
+    closed: AtomicBool,
     wake: Notify,
 }
 
@@ -43,6 +47,11 @@ impl Outbox for SocketOutbox {
 
     fn owe_wake(&self) {
         self.owed.store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
         self.wake.notify_one();
     }
 }
@@ -110,6 +119,7 @@ pub(crate) async fn get_realtime(State(state): State<SyncState>, request: Reques
     let outbox = Arc::new(SocketOutbox {
         tx,
         owed: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
         wake: Notify::new(),
     });
     let connecting = {
@@ -125,7 +135,12 @@ pub(crate) async fn get_realtime(State(state): State<SyncState>, request: Reques
         Err(_) => return failure(&invalid("internal")),
     };
     let on_failure = (hub.clone(), connection.clone());
+    // Small buffers: an idle socket holds little (§8: memory per idle
+    // socket is a first-class bound); every message is written at once.
     upgrade
+        .read_buffer_size(SOCKET_READ_BUFFER)
+        .write_buffer_size(0)
+        .max_write_buffer_size(hub.config().max_message_bytes.saturating_mul(4))
         .max_message_size(hub.config().max_request_bytes.saturating_add(1))
         .on_failed_upgrade(move |_| on_failure.0.disconnect(&on_failure.1))
         .on_upgrade(move |socket| async move {
@@ -195,6 +210,9 @@ impl Session {
                     send(&mut socket, tagged(TAG_DELTA, &bytes)).await
                 }
                 Event::Round(piece) => self.round_piece(&mut socket, piece, &mut round).await,
+                Event::Owed if self.outbox.closed.load(Ordering::Acquire) => {
+                    Err(Close::Violation("server_shutdown"))
+                }
                 Event::Owed => {
                     if self.outbox.owed.swap(false, Ordering::AcqRel) {
                         let latest = self.hub.fanned_through(&self.connection.ctx().partition);

@@ -52,6 +52,10 @@ impl Outbox for Queue {
     fn owe_wake(&self) {
         *self.owed.lock().unwrap() += 1;
     }
+
+    fn close(&self) {
+        self.sent.lock().unwrap().clear();
+    }
 }
 
 fn ctx(actor: &str) -> RequestContext {

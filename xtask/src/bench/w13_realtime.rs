@@ -199,7 +199,11 @@ async fn connect(served: &Served, i: usize) -> Result<(Socket, bool)> {
     request
         .headers_mut()
         .insert("authorization", format!("Bearer {}", actor(i)).parse()?);
-    let (mut socket, _) = tokio_tungstenite::connect_async(request).await?;
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(0);
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async_with_config(request, Some(config), true).await?;
     let hello = match socket.next().await {
         Some(Ok(Message::Text(text))) => text,
         other => bail!("no hello: {other:?}"),

@@ -40,6 +40,9 @@ pub trait Outbox: Send + Sync {
     /// The queue was full: once it has room again, the transport sends a
     /// `catchup-required` wake-up (built with [`wake_text`]).
     fn owe_wake(&self);
+    /// The server lets go of the connection (shutdown): the transport
+    /// closes the socket; the client reconnects and catches up.
+    fn close(&self);
 }
 
 /// The text of a wake-up (§8.3).
@@ -349,6 +352,20 @@ impl RealtimeHub {
         state.connections.retain(|c| !Arc::ptr_eq(c, connection));
         if state.connections.len() < before {
             self.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes every connection (a server shutting down): each socket is
+    /// closed by its transport and forgotten here; presence is dropped.
+    pub fn close_all(&self) {
+        let fanouts: Vec<_> = lock(&self.partitions).values().cloned().collect();
+        for fanout in fanouts {
+            let mut state = lock(&fanout);
+            for connection in state.connections.drain(..) {
+                connection.outbox.close();
+                self.open.fetch_sub(1, Ordering::Relaxed);
+            }
+            state.presence = super::presence::Registry::default();
         }
     }
 

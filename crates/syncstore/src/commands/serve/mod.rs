@@ -135,6 +135,7 @@ async fn serve(
     }
     let mut router = axum::Router::new();
     let mut pruner = None;
+    let hub = state.as_ref().and_then(|s| s.realtime().cloned());
     if let Some(state) = state {
         pruner = Some(tokio::spawn(prune_segments(state.service().clone())));
         router = router.merge(sync_http::router(state));
@@ -155,8 +156,17 @@ async fn serve(
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
     });
+    // On a stop signal the realtime sockets are closed too (an upgraded
+    // connection is not one the graceful shutdown waits for): their clients
+    // reconnect, to this server's successor, and catch up.
+    let stopping = async move {
+        stop_signal().await;
+        if let Some(hub) = hub {
+            hub.close_all();
+        }
+    };
     let served = axum::serve(listener, router)
-        .with_graceful_shutdown(stop_signal())
+        .with_graceful_shutdown(stopping)
         .await
         .map_err(|e| io_error(&args.listen, &e));
     if let Some(pruner) = pruner {
