@@ -60,6 +60,7 @@ mod checkpoints;
 mod clients;
 mod clock;
 pub mod codec;
+mod commit_feed;
 mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
@@ -92,6 +93,7 @@ pub use checkpoints::{
 };
 pub use clients::{ClientCursorInfo, ClientRecord, ClientSubscription, PartitionRegistryEntry};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use commit_feed::{CommitFeed, CommitListener, CommitNotice, FeedEvent};
 pub use error::{Error, ErrorCode, Result, UnknownErrorCode, CAUSE_DETAIL};
 pub use fence::{effective_fence, writer_fence_allows, FenceTriggerState, TriggerDifference};
 pub use gate::{

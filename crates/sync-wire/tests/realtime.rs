@@ -19,6 +19,7 @@ struct Queue {
     capacity: usize,
     sent: Mutex<Vec<Outgoing>>,
     owed: Mutex<u32>,
+    arrived: std::sync::Condvar,
 }
 
 impl Queue {
@@ -27,6 +28,7 @@ impl Queue {
             capacity,
             sent: Mutex::new(Vec::new()),
             owed: Mutex::new(0),
+            arrived: std::sync::Condvar::new(),
         })
     }
 
@@ -37,6 +39,17 @@ impl Queue {
     fn owed(&self) -> u32 {
         *self.owed.lock().unwrap()
     }
+
+    /// Waits (at most 10 s) until a message is queued, then takes all.
+    fn wait(&self) -> Vec<Outgoing> {
+        let sent = self.sent.lock().unwrap();
+        let (mut sent, _) = self
+            .arrived
+            .wait_timeout_while(sent, std::time::Duration::from_secs(10), |s| s.is_empty())
+            .unwrap();
+        assert!(!sent.is_empty(), "nothing arrived within 10 s");
+        std::mem::take(&mut *sent)
+    }
 }
 
 impl Outbox for Queue {
@@ -46,6 +59,7 @@ impl Outbox for Queue {
             return false;
         }
         sent.push(message);
+        self.arrived.notify_all();
         true
     }
 
@@ -417,4 +431,63 @@ fn presence_reaches_scope_mates_only_and_leaves_on_disconnect() {
     assert!(
         matches!(presence(&b.take()[0]), ControlMessage::PresenceFanout(p) if p.kind == PresenceKind::Leave && p.doc.is_none())
     );
+}
+
+/// A commit feed the test drives: each listener takes the events sent
+/// after it was opened.
+struct Feed {
+    events: Mutex<Option<std::sync::mpsc::Receiver<sync_core::FeedEvent>>>,
+}
+
+struct Listener(std::sync::mpsc::Receiver<sync_core::FeedEvent>);
+
+impl sync_core::CommitListener for Listener {
+    fn next(&mut self, wait: std::time::Duration) -> sync_core::FeedEvent {
+        self.0
+            .recv_timeout(wait)
+            .unwrap_or(sync_core::FeedEvent::Idle)
+    }
+}
+
+impl sync_core::CommitFeed for Feed {
+    fn listen(&self) -> sync_core::Result<Box<dyn sync_core::CommitListener>> {
+        match self.events.lock().unwrap().take() {
+            Some(rx) => Ok(Box::new(Listener(rx))),
+            None => Err(sync_core::Error::invalid_argument(
+                "feed",
+                "no more listeners",
+            )),
+        }
+    }
+}
+
+#[test]
+fn commits_announced_by_another_process_reach_this_ones_sockets_and_a_lost_feed_wakes_them() {
+    let f = setup();
+    // This process's hub hears of commits only through the feed.
+    let hub = Arc::new(hub(&f, RealtimeConfig::default()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let feed = Arc::new(Feed {
+        events: Mutex::new(Some(rx)),
+    });
+    let queue = Queue::new(16);
+    let (connection, _) = hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    queue.take();
+    let following = hub.follow(feed.clone()).unwrap();
+
+    // "Another process" commits (the same database, no notify of ours).
+    let seq = push(&f, "writer", "t1", "l1");
+    tx.send(sync_core::FeedEvent::Commit(sync_core::CommitNotice {
+        partition: "acme".into(),
+        commit_seq: seq,
+    }))
+    .unwrap();
+    assert_eq!(delta(&queue.wait()[0]).0, vec![seq]);
+    hub.ack(&connection, seq).unwrap();
+
+    // The listener is lost: every socket is woken, deltas wait for an ack.
+    tx.send(sync_core::FeedEvent::Lost).unwrap();
+    assert_eq!(wake(&queue.wait()[0]), WakeReason::CatchupRequired);
+    assert!(connection.suppressed());
+    drop(following);
 }

@@ -131,10 +131,39 @@ struct Served {
     _db: super::db::Db,
 }
 
-async fn serve(env: &Env) -> Result<Served> {
+/// The database, the engine and `count` registered clients, made outside
+/// the runtime (a Postgres client may not be used inside it).
+struct Prepared {
+    db: super::db::Db,
+    engine: Arc<sync_engine::Engine>,
+    epoch: String,
+}
+
+fn prepare(env: &Env, count: usize) -> Result<Prepared> {
     let db = env.fresh(Synchronous::Normal)?;
     let engine = Arc::new(engine::engine(db.storage(false)?)?);
     let epoch = engine::acquire_epoch(&engine, &actor(0), "w13-setup")?;
+    for i in 0..count {
+        let mut request = engine::request(&client(i), Some(&epoch));
+        request.pull = Some(sync_engine::PullHeader {
+            limit_commits: 1000,
+            limit_snapshot_rows: 1000,
+            max_snapshot_pages: 4,
+            accept: 1,
+        });
+        request.subscriptions.push(sync_engine::Subscription::new(
+            "one",
+            TABLE,
+            fixture::filter(&[list()]),
+            -1,
+        ));
+        engine::round(&engine, &actor(i), &request)?;
+    }
+    Ok(Prepared { db, engine, epoch })
+}
+
+async fn serve(prepared: Prepared) -> Result<Served> {
+    let Prepared { db, engine, epoch } = prepared;
     let service = Arc::new(WireService::new(engine.clone(), WireConfig::default()));
     let hub = Arc::new(RealtimeHub::new(
         service.clone(),
@@ -167,28 +196,6 @@ async fn serve(env: &Env) -> Result<Served> {
         engine,
         _db: db,
     })
-}
-
-/// Registers `count` clients on the one list with a pull each (through
-/// the engine, untimed).
-fn register(served: &Served, count: usize) -> Result<()> {
-    for i in 0..count {
-        let mut request = engine::request(&client(i), Some(&served.epoch));
-        request.pull = Some(sync_engine::PullHeader {
-            limit_commits: 1000,
-            limit_snapshot_rows: 1000,
-            max_snapshot_pages: 4,
-            accept: 1,
-        });
-        request.subscriptions.push(sync_engine::Subscription::new(
-            "one",
-            TABLE,
-            fixture::filter(&[list()]),
-            -1,
-        ));
-        engine::round(&served.engine, &actor(i), &request)?;
-    }
-    Ok(())
 }
 
 type Socket =
@@ -270,9 +277,12 @@ fn http_client() -> HttpClient {
 
 /// W13 at `sockets`: fanout latencies in ms and the RSS per idle socket
 /// in KiB.
-async fn fanout(env: &Env, sockets: usize, pushes: usize) -> Result<(Vec<f64>, f64, Served)> {
-    let served = serve(env).await?;
-    register(&served, sockets)?;
+async fn fanout(
+    prepared: Prepared,
+    sockets: usize,
+    pushes: usize,
+) -> Result<(Vec<f64>, f64, Served)> {
+    let served = serve(prepared).await?;
     let before = rss_kb()?;
     let mut connected = Vec::with_capacity(sockets);
     for i in 0..sockets {
@@ -311,9 +321,12 @@ async fn fanout(env: &Env, sockets: usize, pushes: usize) -> Result<(Vec<f64>, f
 }
 
 /// W14 at `sockets`: seconds until every socket caught up, errors.
-async fn storm(env: &Env, sockets: usize, missed: usize) -> Result<(f64, usize, Arc<Served>)> {
-    let served = Arc::new(serve(env).await?);
-    register(&served, sockets)?;
+async fn storm(
+    prepared: Prepared,
+    sockets: usize,
+    missed: usize,
+) -> Result<(f64, usize, Arc<Served>)> {
+    let served = Arc::new(serve(prepared).await?);
     let mut connected = Vec::with_capacity(sockets);
     for i in 0..sockets {
         connected.push(connect(&served, i).await?.0);
@@ -326,7 +339,10 @@ async fn storm(env: &Env, sockets: usize, missed: usize) -> Result<(f64, usize, 
     for k in 0..missed {
         push(&http, &served, 10_000 + k).await?;
     }
-    let latest = served.engine.storage().get_max_commit_seq(PARTITION)?;
+    let engine = served.engine.clone();
+    let latest =
+        tokio::task::spawn_blocking(move || engine.storage().get_max_commit_seq(PARTITION))
+            .await??;
     let errors = Arc::new(AtomicUsize::new(0));
     let barrier = Arc::new(Barrier::new(sockets));
     let started = Instant::now();
@@ -398,7 +414,10 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     // not be dropped inside it.
     let mut keep = Vec::new();
     for &sockets in counts {
-        let (mut latencies, kb, served) = runtime.block_on(fanout(env, sockets, pushes))?;
+        let (mut latencies, kb, served) = {
+            let prepared = prepare(env, sockets)?;
+            runtime.block_on(fanout(prepared, sockets, pushes))?
+        };
         keep.push(Arc::new(served));
         latencies.sort_by(f64::total_cmp);
         let (p50, p99) = (percentile(&latencies, 50.0), percentile(&latencies, 99.0));
@@ -436,7 +455,10 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
         ));
     }
     let sockets = counts[counts.len() - 1];
-    let (seconds, errors, served) = runtime.block_on(storm(env, sockets, 10))?;
+    let (seconds, errors, served) = {
+        let prepared = prepare(env, sockets)?;
+        runtime.block_on(storm(prepared, sockets, 10))?
+    };
     keep.push(served);
     let peak_mb = peak_rss_kb()? as f64 / 1024.0;
     progress(

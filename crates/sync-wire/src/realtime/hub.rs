@@ -487,6 +487,39 @@ impl RealtimeHub {
         Ok(report)
     }
 
+    /// Commits may have been missed (the commit feed's listener was lost):
+    /// every connection is woken with `catchup-required` and gets no delta
+    /// until its ack covers what it has seen.
+    pub fn lost_commits(&self) {
+        let fanouts: Vec<_> = lock(&self.partitions).values().cloned().collect();
+        for fanout in fanouts {
+            let state = lock(&fanout);
+            for connection in &state.connections {
+                let mut session = lock(&connection.session);
+                if !session.registrations.is_empty() {
+                    self.wake(
+                        connection,
+                        &mut session,
+                        state.last_seq,
+                        WakeReason::CatchupRequired,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Fans out whatever every known partition committed since its last
+    /// fanout (after a lost commit feed listens again).
+    pub fn catch_up_all(&self) {
+        let partitions: Vec<String> = lock(&self.partitions).keys().cloned().collect();
+        let storage = self.service.engine().storage();
+        for partition in partitions {
+            if let Ok(latest) = storage.get_max_commit_seq(&partition) {
+                let _ = self.notify(&partition, latest);
+            }
+        }
+    }
+
     /// Suppresses deltas until an ack covers `through_seq` and queues a
     /// wake-up (or owes one when the queue is full).
     fn wake(

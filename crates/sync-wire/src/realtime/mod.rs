@@ -4,11 +4,13 @@
 //! threads.
 
 mod config;
+mod follow;
 mod hub;
 mod presence;
 mod round;
 
 pub use config::RealtimeConfig;
+pub use follow::Following;
 pub use hub::{wake_text, Connection, FanoutReport, Outbox, Outgoing, RealtimeHub};
 pub use presence::PublishOutcome;
 pub use round::{refusal_stream, SocketRound};
