@@ -258,12 +258,11 @@ impl Session {
             Message::Text(text) => {
                 match parse_control_message(text.as_str()) {
                     Ok(ControlMessage::Ack { cursor }) => {
-                        let (hub, connection) = (self.hub.clone(), self.connection.clone());
-                        tokio::task::spawn_blocking(move || {
-                            if let Err(refusal) = hub.ack(&connection, cursor) {
-                                tracing::debug!(code = refusal.code(), "realtime ack refused");
-                            }
-                        });
+                        // In place: the hub only queues the cursor for its
+                        // ack writer.
+                        if let Err(refusal) = self.hub.ack(&self.connection, cursor) {
+                            tracing::debug!(code = refusal.code(), "realtime ack refused");
+                        }
                     }
                     Ok(ControlMessage::PresencePublish(publish)) => {
                         // In order and in place: presence only takes the

@@ -227,6 +227,24 @@ fn a_client_behind_at_connect_gets_wake_ups_until_its_ack_covers_them() {
     let next = push(&f, "writer", "t3", "l1");
     hub.notify("acme", next).unwrap();
     assert_eq!(delta(&queue.take()[0]), (vec![next], vec![next]));
+    hub.ack(&connection, next).unwrap();
+    assert!(
+        hub.ack(&connection, -2).is_err(),
+        "a cursor below -1 is refused"
+    );
+
+    // The ack writer persists the newest cursor (all of it by the time the
+    // hub is gone).
+    drop(connection);
+    drop(hub);
+    let record = f
+        .service
+        .engine()
+        .storage()
+        .get_client_record("acme", "bob-1")
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.cursor, next);
 }
 
 #[test]

@@ -155,6 +155,7 @@ pub struct FanoutReport {
 /// The realtime connections of a process, by partition.
 pub struct RealtimeHub {
     service: Arc<WireService>,
+    acks: super::acks::AckWriter,
     config: RealtimeConfig,
     partitions: Mutex<HashMap<String, Arc<Mutex<Fanout>>>>,
     open: AtomicUsize,
@@ -193,6 +194,7 @@ impl RealtimeHub {
     /// A hub over `service` within `config`'s limits.
     pub fn new(service: Arc<WireService>, config: RealtimeConfig) -> Self {
         Self {
+            acks: super::acks::AckWriter::start(service.clone()),
             service,
             config,
             partitions: Mutex::new(HashMap::new()),
@@ -564,15 +566,19 @@ impl RealtimeHub {
         })
     }
 
-    /// A client's ack (§8.2): persisted through the engine (actor- and
-    /// epoch-guarded, monotonic); deltas resume once it covers every
-    /// matching commit the connection observed.
+    /// A client's ack (§8.2): deltas resume once it covers every matching
+    /// commit the connection observed; the cursor is persisted through the
+    /// engine (actor- and epoch-guarded, monotonic) by the hub's ack
+    /// writer, newest per client, off this call's path.
     pub fn ack(&self, connection: &Connection, cursor: i64) -> Result<(), WireFailure> {
+        if !(-1..=sync_engine::MAX_SAFE_INTEGER).contains(&cursor) {
+            return Err(WireFailure::from_wire_error(
+                &sync_engine::WireError::invalid_request("cursor_out_of_range"),
+            ));
+        }
         let epoch = lock(&connection.session).log_epoch.clone();
-        self.service
-            .engine()
-            .acknowledge(&connection.ctx, &connection.client_id, &epoch, cursor)
-            .map_err(|e| refusal(&e))?;
+        self.acks
+            .push(&connection.ctx, &connection.client_id, &epoch, cursor);
         let mut session = lock(&connection.session);
         session.unacked = 0;
         if cursor >= session.observed {

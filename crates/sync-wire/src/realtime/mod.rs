@@ -3,6 +3,7 @@
 //! transport (`sync-http`) owns the sockets and calls in from blocking
 //! threads.
 
+mod acks;
 mod config;
 mod follow;
 mod hub;
