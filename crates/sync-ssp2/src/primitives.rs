@@ -133,6 +133,19 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A length-prefixed UTF-8 string, borrowed (no allocation).
+    pub(crate) fn str_ref(&mut self, what: &'static str) -> R<&'a str> {
+        let len = self.u32(what)?;
+        let raw = self.take_claimed(u64::from(len), what)?;
+        std::str::from_utf8(raw).map_err(|_| DecodeError::InvalidUtf8 { what })
+    }
+
+    /// A length-prefixed byte run, borrowed (no allocation).
+    pub(crate) fn bytes_ref(&mut self, what: &'static str) -> R<&'a [u8]> {
+        let len = self.u32(what)?;
+        self.take_claimed(u64::from(len), what)
+    }
+
     pub(crate) fn bytes(&mut self, what: &'static str) -> R<Vec<u8>> {
         let len = self.u32(what)?;
         Ok(self.take_claimed(u64::from(len), what)?.to_vec())

@@ -107,6 +107,64 @@ pub(crate) fn decode_row(
     Ok(values)
 }
 
+/// Checks one row as [`decode_row`] does — the same rules, in the same
+/// order, with the same errors — without building its values: strings
+/// and JSON are checked in place, nothing is allocated.
+pub(crate) fn check_row(r: &mut Reader<'_>, columns: &[Column]) -> Result<(), DecodeError> {
+    let bitmap = r.take(bitmap_len(columns.len()), "a row null bitmap")?;
+    for bit in columns.len()..bitmap.len() * 8 {
+        if bitmap[bit / 8] >> (bit % 8) & 1 == 1 {
+            return Err(DecodeError::Constraint {
+                rule: "a row null bitmap has a padding bit set",
+            });
+        }
+    }
+    for (i, column) in columns.iter().enumerate() {
+        if bitmap[i / 8] >> (i % 8) & 1 == 1 {
+            if !column.nullable {
+                return Err(DecodeError::Constraint {
+                    rule: "a row has the null bit set on a non-nullable column",
+                });
+            }
+            continue;
+        }
+        match column.column_type {
+            ColumnType::String => {
+                r.str_ref("a string column value")?;
+            }
+            ColumnType::Integer => {
+                r.i64("an integer column value")?;
+            }
+            ColumnType::Float => {
+                r.f64("a float column value")?;
+            }
+            ColumnType::Boolean => {
+                r.bool("a boolean column value")?;
+            }
+            ColumnType::Json => {
+                let what = "a json column value";
+                if !crate::json_syntax::is_json_document(r.str_ref(what)?) {
+                    return Err(DecodeError::InvalidJson { what });
+                }
+            }
+            ColumnType::Bytes => {
+                r.bytes_ref("a bytes column value")?;
+            }
+            ColumnType::BlobRef => {
+                let what = "a blob_ref column value";
+                let text = r.str_ref(what)?;
+                if !is_canonical_blob_ref(text) || !crate::json_syntax::is_json_document(text) {
+                    return Err(DecodeError::InvalidJson { what });
+                }
+            }
+            ColumnType::Crdt => {
+                r.bytes_ref("a crdt column value")?;
+            }
+        }
+    }
+    Ok(())
+}
+
 const TYPE_MISMATCH: &str = "a row value does not match its column's type";
 
 pub(crate) fn encode_row(
@@ -172,7 +230,101 @@ pub(crate) fn encode_row(
 
 #[cfg(test)]
 mod tests {
-    use super::is_canonical_blob_ref;
+    use proptest::prelude::*;
+
+    use super::{check_row, decode_row, encode_row, is_canonical_blob_ref};
+    use crate::primitives::Reader;
+    use crate::segment::{Column, ColumnType, ColumnValue};
+    use crate::values::RawJson;
+
+    fn columns() -> Vec<Column> {
+        [
+            (ColumnType::String, false),
+            (ColumnType::Integer, true),
+            (ColumnType::Json, true),
+            (ColumnType::Bytes, false),
+            (ColumnType::Boolean, true),
+            (ColumnType::Float, false),
+            (ColumnType::BlobRef, true),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (column_type, nullable))| Column {
+            name: format!("c{i}"),
+            column_type,
+            nullable,
+        })
+        .collect()
+    }
+
+    proptest! {
+        /// The allocation-free check accepts exactly what the decoder
+        /// accepts, with the same error and the same bytes consumed.
+        #[test]
+        fn check_row_agrees_with_decode_row(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+            let columns = columns();
+            let mut checked = Reader::new(&bytes);
+            let mut decoded = Reader::new(&bytes);
+            let check = check_row(&mut checked, &columns);
+            let decode = decode_row(&mut decoded, &columns).map(|_| ());
+            prop_assert_eq!(&check, &decode);
+            if check.is_ok() {
+                prop_assert_eq!(checked.remaining(), decoded.remaining());
+            }
+        }
+
+        /// The same on encoded rows, whole or with one byte changed or cut
+        /// short (where the rules actually bite).
+        #[test]
+        fn check_row_agrees_on_encoded_rows(
+            text in ".{0,12}",
+            int in proptest::option::of(-(1i64 << 53) + 1..(1i64 << 53)),
+            json in proptest::option::of(prop_oneof![
+                Just("1"), Just("{\"a\":[true,null]}"), Just("\"x\"")
+            ]),
+            bytes in proptest::collection::vec(any::<u8>(), 0..8),
+            flag in proptest::option::of(any::<bool>()),
+            float in any::<f64>(),
+            blob in any::<bool>(),
+            at in any::<usize>(),
+            xor in any::<u8>(),
+            cut in any::<bool>(),
+        ) {
+            let columns = columns();
+            let id = format!("sha256:{}", "ab".repeat(32));
+            let values = vec![
+                ColumnValue::String(text),
+                int.map_or(ColumnValue::Null, ColumnValue::Integer),
+                json.map_or(ColumnValue::Null, |j| ColumnValue::Json(RawJson::new(j).unwrap())),
+                ColumnValue::Bytes(bytes),
+                flag.map_or(ColumnValue::Null, ColumnValue::Boolean),
+                ColumnValue::Float(float),
+                if blob {
+                    ColumnValue::BlobRef(
+                        RawJson::new(format!(r#"{{"blobId":"{id}","byteLength":3}}"#)).unwrap(),
+                    )
+                } else {
+                    ColumnValue::Null
+                },
+            ];
+            let mut row = Vec::new();
+            encode_row(&mut row, &columns, &values).unwrap();
+            let at = at % row.len();
+            if cut {
+                row.truncate(at);
+            } else {
+                row[at] ^= xor;
+            }
+            let mut checked = Reader::new(&row);
+            let mut decoded = Reader::new(&row);
+            let check = check_row(&mut checked, &columns);
+            let decode = decode_row(&mut decoded, &columns).map(|_| ());
+            prop_assert_eq!(&check, &decode);
+            if check.is_ok() {
+                prop_assert_eq!(checked.remaining(), decoded.remaining());
+            }
+        }
+    }
 
     #[test]
     fn blob_ref_shape() {

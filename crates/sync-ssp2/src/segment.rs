@@ -3,7 +3,7 @@
 
 use crate::error::{DecodeError, EncodeError};
 use crate::primitives::{put_i32, put_i64, put_len, put_str, put_u16, put_u8, Reader};
-use crate::row::{decode_row, encode_row, min_row_len};
+use crate::row::{check_row, decode_row, encode_row, min_row_len};
 use crate::values::RawJson;
 
 /// The segment magic, `SSG2`.
@@ -337,9 +337,9 @@ impl SegmentEncoder {
             });
         }
         let mut reader = Reader::new(row);
-        let fits = decode_row(&mut reader, &self.columns)
+        let fits = check_row(&mut reader, &self.columns)
             .ok()
-            .is_some_and(|_| reader.finish("a row").is_ok());
+            .is_some_and(|()| reader.finish("a row").is_ok());
         if !fits {
             return Err(EncodeError::Constraint {
                 rule: "a row does not fit the segment's column table",
@@ -376,7 +376,10 @@ impl SegmentEncoder {
     pub fn finish(mut self) -> Result<EncodedSegment, EncodeError> {
         self.close_block()?;
         put_len(&mut self.out, 0, "the segment end marker")?;
-        Ok(EncodedSegment { bytes: self.out })
+        Ok(EncodedSegment {
+            bytes: self.out,
+            rows: self.rows,
+        })
     }
 }
 
@@ -386,6 +389,7 @@ impl SegmentEncoder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EncodedSegment {
     bytes: Vec<u8>,
+    rows: usize,
 }
 
 impl EncodedSegment {
@@ -397,6 +401,11 @@ impl EncodedSegment {
     /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.bytes.len()
+    }
+
+    /// Rows in the segment.
+    pub fn row_count(&self) -> usize {
+        self.rows
     }
 
     /// Never true: a segment holds at least its header and end marker.
@@ -411,6 +420,6 @@ impl EncodedSegment {
 
     /// The segment for inline delivery.
     pub fn into_inline(self) -> crate::SegmentInline {
-        crate::SegmentInline::from_valid(self.bytes)
+        crate::SegmentInline::from_valid(self.bytes, self.rows)
     }
 }

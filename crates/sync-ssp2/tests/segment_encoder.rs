@@ -80,8 +80,12 @@ fn encoder_bytes_equal_encode_segment_in_target_blocks() {
     assert_eq!(bytes.as_bytes(), expected);
     assert_eq!(decode_segment(bytes.as_bytes()).unwrap().blocks.len(), 2);
     // Inline without a second decode, the same bytes and the same rows.
+    assert_eq!(bytes.row_count(), rows.len());
     let inline = bytes.into_inline();
     assert_eq!(inline.as_bytes(), expected);
+    assert_eq!(inline.row_count(), rows.len());
+    let reread = sync_ssp2::SegmentInline::from_bytes(expected.clone()).unwrap();
+    assert_eq!(reread, inline);
     assert_eq!(inline.segment().unwrap().blocks.concat(), rows);
 }
 

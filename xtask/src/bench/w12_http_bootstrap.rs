@@ -172,7 +172,8 @@ async fn bootstrap_http(
         let mut ended = false;
         for frame in response.frames {
             match frame {
-                ResponseFrame::SegmentInline(inline) => rows += segment_rows(&inline.segment()?),
+                // Decoded (and checked) whole by `decode_response` already.
+                ResponseFrame::SegmentInline(inline) => rows += inline.row_count() as u64,
                 ResponseFrame::SegmentRef(reference) => {
                     let get =
                         http::Request::get(format!("{base}/segments/{}", reference.segment_id))

@@ -141,26 +141,33 @@ impl SegmentRef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentInline {
     bytes: Vec<u8>,
+    rows: usize,
 }
 
 impl SegmentInline {
     /// Checks `bytes` is a structurally valid rows segment and keeps them.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, DecodeError> {
-        decode_segment(&bytes)?;
-        Ok(Self { bytes })
+        let rows = decode_segment(&bytes)?.blocks.iter().map(Vec::len).sum();
+        Ok(Self { bytes, rows })
     }
 
     /// Bytes already known to be a valid rows segment (an
     /// [`EncodedSegment`](crate::segment::EncodedSegment)).
-    pub(crate) fn from_valid(bytes: Vec<u8>) -> Self {
-        Self { bytes }
+    pub(crate) fn from_valid(bytes: Vec<u8>, rows: usize) -> Self {
+        Self { bytes, rows }
     }
 
     /// Encodes `segment` for inline delivery.
     pub fn from_segment(segment: &RowsSegment) -> Result<Self, EncodeError> {
         Ok(Self {
             bytes: encode_segment(segment)?,
+            rows: segment.blocks.iter().map(Vec::len).sum(),
         })
+    }
+
+    /// Rows in the segment (known without decoding it again).
+    pub fn row_count(&self) -> usize {
+        self.rows
     }
 
     /// The segment's bytes (what `segmentId` would hash).
