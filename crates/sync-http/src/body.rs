@@ -110,18 +110,23 @@ impl io::Write for ChannelWriter {
     }
 }
 
-/// The async side: the response body, fed by the channel.
+/// The async side: the response body, fed by the channel after the chunks
+/// already taken from it.
 pub(crate) struct ResponseStream {
-    first: Option<Bytes>,
+    taken: std::collections::VecDeque<Bytes>,
     rx: mpsc::Receiver<Piece>,
+    /// The channel said the response broke off while its first chunks were
+    /// taken: the body ends with an error after them.
+    broken: bool,
     ended: bool,
 }
 
 impl ResponseStream {
-    pub(crate) fn new(first: Bytes, rx: mpsc::Receiver<Piece>) -> Self {
+    pub(crate) fn new(taken: Vec<Bytes>, rx: mpsc::Receiver<Piece>, broken: bool) -> Self {
         Self {
-            first: Some(first),
+            taken: taken.into(),
             rx,
+            broken,
             ended: false,
         }
     }
@@ -132,20 +137,25 @@ impl http_body::Body for ResponseStream {
     type Error = io::Error;
 
     fn is_end_stream(&self) -> bool {
-        self.ended && self.first.is_none()
+        self.ended && self.taken.is_empty()
     }
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        if let Some(first) = self.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(first))));
+        if let Some(chunk) = self.taken.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         if self.ended {
             return Poll::Ready(None);
         }
-        match self.rx.poll_recv(cx) {
+        let piece = if self.broken {
+            Poll::Ready(Some(Piece::Abort))
+        } else {
+            self.rx.poll_recv(cx)
+        };
+        match piece {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Piece::Data(bytes))) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
             Poll::Ready(Some(Piece::End)) => {

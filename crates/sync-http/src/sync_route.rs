@@ -102,7 +102,18 @@ pub(crate) async fn post_sync(State(state): State<SyncState>, request: Request) 
     });
     match rx.recv().await {
         Some(Piece::Data(first)) => {
-            let mut response = Response::new(Body::new(ResponseStream::new(first, rx)));
+            // A response that fits one chunk (most rounds) goes out whole,
+            // with its length: one write, no chunked framing to wait for.
+            let body = match rx.recv().await {
+                Some(Piece::End) => Body::from(first),
+                Some(Piece::Data(second)) => {
+                    Body::new(ResponseStream::new(vec![first, second], rx, false))
+                }
+                Some(Piece::Failure(_) | Piece::Abort) | None => {
+                    Body::new(ResponseStream::new(vec![first], rx, true))
+                }
+            };
+            let mut response = Response::new(body);
             let headers = response.headers_mut();
             headers.insert(
                 header::CONTENT_TYPE,

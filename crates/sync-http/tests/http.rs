@@ -282,6 +282,11 @@ async fn a_push_then_a_pull_round_over_http() {
         .iter()
         .any(|f| matches!(f, ResponseFrame::PushResult(r)
         if matches!(r.status, sync_ssp2::PushStatus::Applied { commit_seq: 1 }))));
+    // A response of one chunk goes out whole, with its length.
+    assert_eq!(
+        answer.headers["content-length"].to_str().unwrap(),
+        answer.body.len().to_string()
+    );
     let frames = round(&server, "alice", pull("l1", 1)).await.frames();
     assert_eq!(inline_row_count(&frames), 3);
     // A decode error answers 400 with the §10.1 body before any frame.
@@ -471,4 +476,13 @@ async fn a_client_that_goes_away_releases_its_round() {
         .await
         .expect("the abandoned round released its slot");
     assert_eq!(server.state.free_slots(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_of_many_chunks_streams_without_a_length() {
+    let server = seeded_for_a_large_response(HttpConfig::default()).await;
+    let answer = round(&server, "alice", pull("l1", 1)).await;
+    assert!(answer.headers.get("content-length").is_none());
+    assert!(answer.body.len() > 4 * 64 * 1024);
+    assert_eq!(inline_row_count(&answer.frames()), 4000);
 }
