@@ -6,6 +6,7 @@
 
 mod support;
 
+use serde_json::json;
 use support::control::{ControlServer, Instance};
 use support::schema::todos;
 use support::{Client, Dialect};
@@ -182,4 +183,23 @@ fn an_instance_serves_realtime_on_its_own_path(dialect: Dialect) {
     bob.pump_until("alice's t1", |c| c.todos().contains_key("t1"));
     assert_eq!(rounds(&bob), before, "the delta arrived without a round");
     assert_eq!(bob.todos(), alice.todos());
+}
+
+scenario!(a_delta_over_the_instance_cap_arrives_as_a_wake_up);
+fn a_delta_over_the_instance_cap_arrives_as_a_wake_up(dialect: Dialect) {
+    // Every delta is larger than one byte; the hello and the wake-up are
+    // control messages and still go out.
+    let server = ControlServer::start(dialect);
+    let instance = server.instance_with_limits(&todos(1), NOW, &json!({"maxDeltaBytes": 1}));
+    let (mut alice, mut bob) = synced_pair(&instance);
+    connect(&mut bob);
+    assert!(!bob.sync_needed());
+
+    alice.upsert("t1", "l1", "milk", None);
+    alice.sync_until_idle();
+    bob.pump_until("a wake-up", |c| c.sync_needed());
+    assert!(ids(&bob).is_empty(), "t1 came as a wake-up, not a delta");
+    bob.sync_until_idle();
+    assert_eq!(bob.todos(), alice.todos());
+    assert_eq!(ids(&bob), ["t1"]);
 }

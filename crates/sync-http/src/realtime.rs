@@ -16,7 +16,9 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use sync_ssp2::realtime::{parse_control_message, to_json_text, ControlMessage, WakeReason};
-use sync_wire::realtime::{refusal_stream, wake_text, Connection, Outbox, Outgoing, RealtimeHub};
+use sync_wire::realtime::{
+    refusal_stream, wake_text, Connection, Outbox, Outgoing, RealtimeConfig, RealtimeHub,
+};
 use sync_wire::{RoundError, WireFailure};
 use tokio::sync::{mpsc, Notify};
 
@@ -26,6 +28,10 @@ use crate::state::SyncState;
 
 /// Bytes read from a socket at a time.
 const SOCKET_READ_BUFFER: usize = 4 * 1024;
+
+/// The frame size a socket's write buffer is sized for at least, whatever
+/// the delta cap: the default delta cap.
+const MIN_FRAME_BOUND: usize = 1 << 20;
 
 /// Channel tag of a delta (server → client).
 const TAG_DELTA: u8 = 0x00;
@@ -89,6 +95,17 @@ fn percent_decode(value: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The most a socket's write buffer may hold: four of the largest frame it
+/// writes. Control messages and round chunks are written whatever the
+/// delta cap, so a cap below [`MIN_FRAME_BOUND`] only turns more deltas
+/// into wake-ups, never makes a `hello` unwritable.
+fn write_bound(config: &RealtimeConfig) -> usize {
+    config
+        .max_message_bytes
+        .max(MIN_FRAME_BOUND)
+        .saturating_mul(4)
+}
+
 fn invalid(reason: &str) -> WireFailure {
     WireFailure::from_wire_error(
         &sync_engine::WireError::new("sync.invalid_request", "invalid realtime request")
@@ -140,7 +157,7 @@ pub(crate) async fn get_realtime(State(state): State<SyncState>, request: Reques
     upgrade
         .read_buffer_size(SOCKET_READ_BUFFER)
         .write_buffer_size(0)
-        .max_write_buffer_size(hub.config().max_message_bytes.saturating_mul(4))
+        .max_write_buffer_size(write_bound(hub.config()))
         .max_message_size(hub.config().max_request_bytes.saturating_add(1))
         .on_failed_upgrade(move |_| on_failure.0.disconnect(&on_failure.1))
         .on_upgrade(move |socket| async move {
