@@ -173,6 +173,19 @@ pub(crate) async fn get_realtime(State(state): State<SyncState>, request: Reques
         })
 }
 
+/// The socket round in flight. Its response is sent one chunk behind:
+/// the chunk ending the stream leaves only once the round is over (§8.7:
+/// the round is complete at the response's `END`, and the client's next
+/// request may follow at once).
+struct InFlight {
+    rx: mpsc::Receiver<Piece>,
+    /// The wire version of the request (for a refusal stream).
+    version: i32,
+    /// The latest chunk, not sent until the next piece says whether it is
+    /// the last.
+    held: Option<Bytes>,
+}
+
 struct Session {
     state: SyncState,
     hub: Arc<RealtimeHub>,
@@ -205,7 +218,7 @@ impl Session {
         let mut heartbeat = tokio::time::interval(config.heartbeat_interval);
         heartbeat.tick().await;
         let mut request = Vec::new();
-        let mut round: Option<(mpsc::Receiver<Piece>, i32)> = None;
+        let mut round: Option<InFlight> = None;
         let closed = loop {
             let event = tokio::select! {
                 incoming = socket.recv() => Event::Incoming(incoming),
@@ -268,7 +281,7 @@ impl Session {
         &mut self,
         message: Message,
         request: &mut Vec<u8>,
-        round: &mut Option<(mpsc::Receiver<Piece>, i32)>,
+        round: &mut Option<InFlight>,
         max_request_bytes: usize,
     ) -> Result<(), Close> {
         match message {
@@ -328,7 +341,7 @@ impl Session {
 
     /// Runs the round on the blocking pool; its response comes back as
     /// pieces on the returned channel.
-    async fn start_round(&self, body: Vec<u8>) -> (mpsc::Receiver<Piece>, i32) {
+    async fn start_round(&self, body: Vec<u8>) -> InFlight {
         let version = sync_ssp2::peek_envelope(&body)
             .map(|h| i32::from(h.wire_version.number()))
             .unwrap_or(2);
@@ -374,24 +387,39 @@ impl Session {
                 }
             }
         });
-        (rx, version)
+        InFlight {
+            rx,
+            version,
+            held: None,
+        }
     }
 
     async fn round_piece(
         &self,
         socket: &mut WebSocket,
         piece: Option<Piece>,
-        round: &mut Option<(mpsc::Receiver<Piece>, i32)>,
+        round: &mut Option<InFlight>,
     ) -> Result<(), Close> {
         match piece {
-            Some(Piece::Data(chunk)) => send(socket, tagged(TAG_ROUND, &chunk)).await,
+            Some(Piece::Data(chunk)) => {
+                let earlier = round.as_mut().and_then(|r| r.held.replace(chunk));
+                match earlier {
+                    Some(earlier) => send(socket, tagged(TAG_ROUND, &earlier)).await,
+                    None => Ok(()),
+                }
+            }
             Some(Piece::End) => {
-                *round = None;
-                Ok(())
+                // The round is over before its last chunk leaves: the
+                // client may begin the next one as soon as it has it.
+                let last = round.take().and_then(|r| r.held);
+                match last {
+                    Some(last) => send(socket, tagged(TAG_ROUND, &last)).await,
+                    None => Ok(()),
+                }
             }
             Some(Piece::Failure(refusal)) => {
                 let (epoch, known) = self.connection.epoch_and_version();
-                let version = round.as_ref().map_or(known, |(_, v)| *v);
+                let version = round.as_ref().map_or(known, |r| r.version);
                 *round = None;
                 let stream = refusal_stream(&refusal, version, &epoch);
                 if stream.is_empty() {
@@ -405,9 +433,9 @@ impl Session {
     }
 }
 
-async fn recv_round(round: &mut Option<(mpsc::Receiver<Piece>, i32)>) -> Option<Piece> {
+async fn recv_round(round: &mut Option<InFlight>) -> Option<Piece> {
     match round {
-        Some((rx, _)) => rx.recv().await,
+        Some(r) => r.rx.recv().await,
         None => std::future::pending().await,
     }
 }
