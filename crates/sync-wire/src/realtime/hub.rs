@@ -531,21 +531,27 @@ impl RealtimeHub {
         })
     }
 
-    /// A client's ack (§8.2): persisted through the engine (actor- and
-    /// epoch-guarded, monotonic); deltas resume once it covers every
-    /// matching commit the connection observed.
+    /// A client's ack (§8.2): deltas resume once it covers every matching
+    /// commit the connection observed, before it is persisted through the
+    /// engine (actor- and epoch-guarded, monotonic), so a commit fanned out
+    /// while the cursor is written already finds the suppression lifted.
     pub fn ack(&self, connection: &Connection, cursor: i64) -> Result<(), WireFailure> {
-        let epoch = lock(&connection.session).log_epoch.clone();
+        let range = -sync_engine::MAX_SAFE_INTEGER..=sync_engine::MAX_SAFE_INTEGER;
+        let epoch = {
+            let mut session = lock(&connection.session);
+            if range.contains(&cursor) {
+                session.unacked = 0;
+                if cursor >= session.observed {
+                    session.suppressed = false;
+                }
+                session.delivered = session.delivered.max(cursor);
+            }
+            session.log_epoch.clone()
+        };
         self.service
             .engine()
             .acknowledge(&connection.ctx, &connection.client_id, &epoch, cursor)
             .map_err(|e| refusal(&e))?;
-        let mut session = lock(&connection.session);
-        session.unacked = 0;
-        if cursor >= session.observed {
-            session.suppressed = false;
-        }
-        session.delivered = session.delivered.max(cursor);
         Ok(())
     }
 
