@@ -4,7 +4,9 @@
 //! not as bytes pipelined into the one it is still finishing (which would
 //! close the socket). A pull round re-reads the client's registrations
 //! after its response is written, which is when a too-early "in flight"
-//! would be seen; many rounds in a row make that window hard to miss.
+//! would be seen; many rounds in a row make that window hard to miss. A
+//! second request sent before the first one's response has ended is
+//! pipelining, and closes the socket.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,8 +102,25 @@ fn pull(cursor: i64, epoch: Option<String>) -> Vec<u8> {
     framed
 }
 
-#[test]
-fn the_next_round_may_follow_the_end_of_the_last_at_once() {
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Bob's socket (client `bob-1`) at `address`.
+async fn connect(address: &str) -> Socket {
+    let mut request = format!("ws://{address}/realtime?clientId=bob-1")
+        .into_client_request()
+        .expect("request");
+    request
+        .headers_mut()
+        .insert("authorization", "Bearer bob".parse().expect("header"));
+    let (socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("connect");
+    socket
+}
+
+/// Runs `test` on a two-thread runtime against a fresh server.
+fn with_server<F: std::future::Future<Output = ()>>(test: impl FnOnce(String) -> F) {
     let deployment = SqliteDeployment::new();
     let storage = deployment.process();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -111,15 +130,53 @@ fn the_next_round_may_follow_the_end_of_the_last_at_once() {
         .expect("runtime");
     runtime.block_on(async move {
         let address = serve(storage).await;
-        let mut request = format!("ws://{address}/realtime?clientId=bob-1")
-            .into_client_request()
-            .expect("request");
-        request
-            .headers_mut()
-            .insert("authorization", "Bearer bob".parse().expect("header"));
-        let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        test(address).await;
+    });
+}
+
+#[test]
+fn a_request_sent_before_the_last_response_ended_closes_the_socket() {
+    with_server(|address| async move {
+        let mut socket = connect(&address).await;
+        // Both requests go out in one write, before any response byte.
+        socket
+            .feed(Message::Binary(pull(-1, None).into()))
             .await
-            .expect("connect");
+            .expect("feed");
+        socket
+            .feed(Message::Binary(pull(-1, None).into()))
+            .await
+            .expect("feed");
+        socket.flush().await.expect("flush");
+        let mut response = Vec::new();
+        let mut responses = 0;
+        loop {
+            let message = tokio::time::timeout(OWED, socket.next())
+                .await
+                .unwrap_or_else(|_| panic!("the socket stayed open for {OWED:?}"));
+            match message {
+                Some(Ok(Message::Binary(bytes))) if bytes.first() == Some(&1) => {
+                    response.extend_from_slice(&bytes[1..]);
+                    if let Some(n) = sync_ssp2::message_length(&response).expect("framed") {
+                        response.drain(..n);
+                        responses += 1;
+                    }
+                }
+                Some(Ok(Message::Text(_) | Message::Ping(_) | Message::Pong(_))) => {}
+                _ => break,
+            }
+        }
+        assert!(
+            responses < 2,
+            "the pipelined request was answered ({responses} responses)"
+        );
+    });
+}
+
+#[test]
+fn the_next_round_may_follow_the_end_of_the_last_at_once() {
+    with_server(|address| async move {
+        let mut socket = connect(&address).await;
         let mut cursor = -1;
         let mut epoch = None;
         for round in 0..ROUNDS {

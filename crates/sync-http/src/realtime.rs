@@ -220,7 +220,12 @@ impl Session {
         let mut request = Vec::new();
         let mut round: Option<InFlight> = None;
         let closed = loop {
+            // The client's messages first: bytes of a second request that
+            // have arrived while a round streams are seen before the
+            // round's next chunk is forwarded (§8.7 pipelining), whatever
+            // the round's pace.
             let event = tokio::select! {
+                biased;
                 incoming = socket.recv() => Event::Incoming(incoming),
                 out = self.rx.recv(), if round.is_none() => Event::Out(out),
                 piece = recv_round(&mut round) => Event::Round(piece),
