@@ -1,10 +1,12 @@
 //! The reference's published client against test instances of `syncstore
 //! serve --test-control`: a control operation on the instance changes
-//! what the unmodified client sees. Every scenario runs once on SQLite and
+//! what the unmodified client sees, and an instance serves realtime on
+//! its own path. Every scenario runs once on SQLite and
 //! once on Postgres scratch storages.
 
 mod support;
 
+use serde_json::json;
 use support::control::{ControlServer, Instance};
 use support::schema::todos;
 use support::{Client, Dialect};
@@ -42,6 +44,30 @@ fn client(instance: &Instance, client_id: &str, actor: &str) -> Client {
 
 fn ids(client: &Client) -> Vec<String> {
     client.todos().into_keys().collect()
+}
+
+/// Alice and bob of `instance`, both subscribed to `l1` and synced.
+fn synced_pair(instance: &Instance) -> (Client, Client) {
+    instance.allow("alice", &["l1"]);
+    instance.allow("bob", &["l1"]);
+    let mut alice = client(instance, "alice-phone", "alice");
+    let mut bob = client(instance, "bob-laptop", "bob");
+    alice.subscribe("mine", &["l1"]);
+    bob.subscribe("mine", &["l1"]);
+    alice.sync_until_idle();
+    bob.sync_until_idle();
+    (alice, bob)
+}
+
+/// Connects `client`'s socket at its instance and applies its `hello`.
+fn connect(client: &mut Client) {
+    client.connect_realtime();
+    client.wait_inbound("hello");
+    client.apply_inbound();
+}
+
+fn rounds(client: &Client) -> usize {
+    client.wire.http_rounds + client.wire.socket_rounds
 }
 
 scenario!(a_prune_past_the_cursor_resets_and_rebootstraps);
@@ -141,4 +167,39 @@ fn an_idempotency_cache_miss_keeps_the_commit_queued(dialect: Dialect) {
     assert!(retry.applied.contains(&commit), "{retry:?}");
     assert_eq!(instance.row_ids(), ["t1"]);
     assert_eq!(ids(&alice), ["t1"]);
+}
+
+scenario!(an_instance_serves_realtime_on_its_own_path);
+fn an_instance_serves_realtime_on_its_own_path(dialect: Dialect) {
+    let server = ControlServer::start(dialect);
+    let instance = server.instance(&todos(1), NOW);
+    let (mut alice, mut bob) = synced_pair(&instance);
+    connect(&mut bob);
+    assert!(!bob.sync_needed(), "a caught-up client needs no round");
+
+    alice.upsert("t1", "l1", "milk", None);
+    alice.sync_until_idle();
+    let before = rounds(&bob);
+    bob.pump_until("alice's t1", |c| c.todos().contains_key("t1"));
+    assert_eq!(rounds(&bob), before, "the delta arrived without a round");
+    assert_eq!(bob.todos(), alice.todos());
+}
+
+scenario!(a_delta_over_the_instance_cap_arrives_as_a_wake_up);
+fn a_delta_over_the_instance_cap_arrives_as_a_wake_up(dialect: Dialect) {
+    // Every delta is larger than one byte; the hello and the wake-up are
+    // control messages and still go out.
+    let server = ControlServer::start(dialect);
+    let instance = server.instance_with_limits(&todos(1), NOW, &json!({"maxDeltaBytes": 1}));
+    let (mut alice, mut bob) = synced_pair(&instance);
+    connect(&mut bob);
+    assert!(!bob.sync_needed());
+
+    alice.upsert("t1", "l1", "milk", None);
+    alice.sync_until_idle();
+    bob.pump_until("a wake-up", |c| c.sync_needed());
+    assert!(ids(&bob).is_empty(), "t1 came as a wake-up, not a delta");
+    bob.sync_until_idle();
+    assert_eq!(bob.todos(), alice.todos());
+    assert_eq!(ids(&bob), ["t1"]);
 }

@@ -16,7 +16,9 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use sync_ssp2::realtime::{parse_control_message, to_json_text, ControlMessage, WakeReason};
-use sync_wire::realtime::{refusal_stream, wake_text, Connection, Outbox, Outgoing, RealtimeHub};
+use sync_wire::realtime::{
+    refusal_stream, wake_text, Connection, Outbox, Outgoing, RealtimeConfig, RealtimeHub,
+};
 use sync_wire::{RoundError, WireFailure};
 use tokio::sync::{mpsc, Notify};
 
@@ -26,6 +28,10 @@ use crate::state::SyncState;
 
 /// Bytes read from a socket at a time.
 const SOCKET_READ_BUFFER: usize = 4 * 1024;
+
+/// The frame size a socket's write buffer is sized for at least, whatever
+/// the delta cap: the default delta cap.
+const MIN_FRAME_BOUND: usize = 1 << 20;
 
 /// Channel tag of a delta (server → client).
 const TAG_DELTA: u8 = 0x00;
@@ -89,6 +95,17 @@ fn percent_decode(value: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The most a socket's write buffer may hold: four of the largest frame it
+/// writes. Control messages and round chunks are written whatever the
+/// delta cap, so a cap below [`MIN_FRAME_BOUND`] only turns more deltas
+/// into wake-ups, never makes a `hello` unwritable.
+fn write_bound(config: &RealtimeConfig) -> usize {
+    config
+        .max_message_bytes
+        .max(MIN_FRAME_BOUND)
+        .saturating_mul(4)
+}
+
 fn invalid(reason: &str) -> WireFailure {
     WireFailure::from_wire_error(
         &sync_engine::WireError::new("sync.invalid_request", "invalid realtime request")
@@ -140,7 +157,7 @@ pub(crate) async fn get_realtime(State(state): State<SyncState>, request: Reques
     upgrade
         .read_buffer_size(SOCKET_READ_BUFFER)
         .write_buffer_size(0)
-        .max_write_buffer_size(hub.config().max_message_bytes.saturating_mul(4))
+        .max_write_buffer_size(write_bound(hub.config()))
         .max_message_size(hub.config().max_request_bytes.saturating_add(1))
         .on_failed_upgrade(move |_| on_failure.0.disconnect(&on_failure.1))
         .on_upgrade(move |socket| async move {
@@ -154,6 +171,19 @@ pub(crate) async fn get_realtime(State(state): State<SyncState>, request: Reques
             session.run(socket).await;
             hub.disconnect(&connection);
         })
+}
+
+/// The socket round in flight. Its response is sent one chunk behind:
+/// the chunk ending the stream leaves only once the round is over (§8.7:
+/// the round is complete at the response's `END`, and the client's next
+/// request may follow at once).
+struct InFlight {
+    rx: mpsc::Receiver<Piece>,
+    /// The wire version of the request (for a refusal stream).
+    version: i32,
+    /// The latest chunk, not sent until the next piece says whether it is
+    /// the last.
+    held: Option<Bytes>,
 }
 
 struct Session {
@@ -188,9 +218,14 @@ impl Session {
         let mut heartbeat = tokio::time::interval(config.heartbeat_interval);
         heartbeat.tick().await;
         let mut request = Vec::new();
-        let mut round: Option<(mpsc::Receiver<Piece>, i32)> = None;
+        let mut round: Option<InFlight> = None;
         let closed = loop {
+            // The client's messages first: bytes of a second request that
+            // have arrived while a round streams are seen before the
+            // round's next chunk is forwarded (§8.7 pipelining), whatever
+            // the round's pace.
             let event = tokio::select! {
+                biased;
                 incoming = socket.recv() => Event::Incoming(incoming),
                 out = self.rx.recv(), if round.is_none() => Event::Out(out),
                 piece = recv_round(&mut round) => Event::Round(piece),
@@ -251,7 +286,7 @@ impl Session {
         &mut self,
         message: Message,
         request: &mut Vec<u8>,
-        round: &mut Option<(mpsc::Receiver<Piece>, i32)>,
+        round: &mut Option<InFlight>,
         max_request_bytes: usize,
     ) -> Result<(), Close> {
         match message {
@@ -310,7 +345,7 @@ impl Session {
 
     /// Runs the round on the blocking pool; its response comes back as
     /// pieces on the returned channel.
-    async fn start_round(&self, body: Vec<u8>) -> (mpsc::Receiver<Piece>, i32) {
+    async fn start_round(&self, body: Vec<u8>) -> InFlight {
         let version = sync_ssp2::peek_envelope(&body)
             .map(|h| i32::from(h.wire_version.number()))
             .unwrap_or(2);
@@ -356,24 +391,39 @@ impl Session {
                 }
             }
         });
-        (rx, version)
+        InFlight {
+            rx,
+            version,
+            held: None,
+        }
     }
 
     async fn round_piece(
         &self,
         socket: &mut WebSocket,
         piece: Option<Piece>,
-        round: &mut Option<(mpsc::Receiver<Piece>, i32)>,
+        round: &mut Option<InFlight>,
     ) -> Result<(), Close> {
         match piece {
-            Some(Piece::Data(chunk)) => send(socket, tagged(TAG_ROUND, &chunk)).await,
+            Some(Piece::Data(chunk)) => {
+                let earlier = round.as_mut().and_then(|r| r.held.replace(chunk));
+                match earlier {
+                    Some(earlier) => send(socket, tagged(TAG_ROUND, &earlier)).await,
+                    None => Ok(()),
+                }
+            }
             Some(Piece::End) => {
-                *round = None;
-                Ok(())
+                // The round is over before its last chunk leaves: the
+                // client may begin the next one as soon as it has it.
+                let last = round.take().and_then(|r| r.held);
+                match last {
+                    Some(last) => send(socket, tagged(TAG_ROUND, &last)).await,
+                    None => Ok(()),
+                }
             }
             Some(Piece::Failure(refusal)) => {
                 let (epoch, known) = self.connection.epoch_and_version();
-                let version = round.as_ref().map_or(known, |(_, v)| *v);
+                let version = round.as_ref().map_or(known, |r| r.version);
                 *round = None;
                 let stream = refusal_stream(&refusal, version, &epoch);
                 if stream.is_empty() {
@@ -387,9 +437,9 @@ impl Session {
     }
 }
 
-async fn recv_round(round: &mut Option<(mpsc::Receiver<Piece>, i32)>) -> Option<Piece> {
+async fn recv_round(round: &mut Option<InFlight>) -> Option<Piece> {
     match round {
-        Some((rx, _)) => rx.recv().await,
+        Some(r) => r.rx.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -1,7 +1,7 @@
 //! The realtime hub (SSP2 §8.1–§8.3, §8.7) without a socket: registration
 //! from the client record, deltas only for matching commits and effective
 //! scopes, suppression and wake-ups, acks, queue and size limits, and the
-//! socket round's client-id binding.
+//! socket round's client-id binding and re-registration.
 
 mod fixture;
 
@@ -353,6 +353,67 @@ fn a_socket_round_is_bound_to_the_connections_client_and_re_registers() {
     let seq = push(&f, "writer", "t9", "l1");
     hub.notify("acme", seq).unwrap();
     assert_eq!(delta(&queue.take()[0]).0, vec![seq]);
+}
+
+/// Runs `request` as a socket round of `connection` (client `bob-1`),
+/// with `between` run after the round's pull and before its end.
+fn socket_round(
+    f: &Fixture,
+    hub: &RealtimeHub,
+    connection: &Arc<sync_wire::realtime::Connection>,
+    request: &Request,
+    between: impl FnOnce(),
+) {
+    hub.round_started(connection);
+    let bytes = sync_ssp2::encode_request(request).unwrap();
+    let round = f
+        .service
+        .socket_round(&ctx("bob"), "bob-1", &bytes, Vec::new())
+        .unwrap();
+    between();
+    hub.round_finished(connection, round.pulled).unwrap();
+}
+
+#[test]
+fn after_a_clean_socket_round_deltas_continue_without_waiting_for_an_ack() {
+    let f = setup();
+    let hub = hub(&f, RealtimeConfig::default());
+    let queue = Queue::new(16);
+    let (connection, hello) = hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    assert!(!hello.requires_sync);
+    socket_round(&f, &hub, &connection, &bootstrap("bob-1", "l1", 1), || {});
+    assert!(!connection.suppressed());
+    queue.take();
+
+    // The client's post-round ack has not arrived: the delta goes anyway,
+    // starting at the cursor the round persisted.
+    let seq = push(&f, "writer", "t1", "l1");
+    hub.notify("acme", seq).unwrap();
+    assert_eq!(delta(&queue.take()[0]), (vec![seq], vec![seq]));
+}
+
+#[test]
+fn a_commit_fanned_out_before_the_round_registered_it_is_a_wake_up() {
+    let f = setup();
+    f.allow("bob", "list_id", &["l1", "l2"]);
+    let hub = hub(&f, RealtimeConfig::default());
+    let queue = Queue::new(16);
+    let (connection, _) = hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    queue.take();
+
+    // The round moves bob to l2; a commit of l2 lands after its pull and is
+    // fanned out while the connection still holds l1 only.
+    let mut missed = 0;
+    socket_round(&f, &hub, &connection, &bootstrap("bob-1", "l2", 1), || {
+        missed = push(&f, "writer", "t-l2", "l2");
+        hub.notify("acme", missed).unwrap();
+    });
+    let sent = queue.take();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(wake(&sent[0]), WakeReason::CatchupRequired);
+    assert!(connection.suppressed());
+    hub.ack(&connection, missed).unwrap();
+    assert!(!connection.suppressed());
 }
 
 fn presence(message: &Outgoing) -> ControlMessage {

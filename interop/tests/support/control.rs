@@ -100,10 +100,15 @@ impl ControlServer {
 
     /// A new instance at `schema` over partition `p1`, its clock at `now_ms`.
     pub fn instance(&self, schema: &Value, now_ms: i64) -> Instance {
+        self.instance_with_limits(schema, now_ms, &json!({}))
+    }
+
+    /// As [`ControlServer::instance`], with the create request's `limits`.
+    pub fn instance_with_limits(&self, schema: &Value, now_ms: i64, limits: &Value) -> Instance {
         let created = call(
             "POST",
             &format!("{}/test/instances", self.base_url),
-            &json!({"schema": schema, "partition": "p1", "nowMs": now_ms}),
+            &json!({"schema": schema, "partition": "p1", "nowMs": now_ms, "limits": limits}),
         );
         let path = created["path"].as_str().expect("the instance's path");
         Instance {

@@ -596,8 +596,11 @@ impl RealtimeHub {
 
     /// A socket round ended. After a successful round that pulled, the
     /// connection's registrations are replaced by the subscription list the
-    /// round persisted (re-resolved now), and deltas wait for the client's
-    /// post-round ack.
+    /// round persisted (re-resolved now) and deltas continue from the
+    /// cursor the round persisted. A commit already fanned out past that
+    /// cursor under the old registrations becomes a `catchup-required`
+    /// wake-up; a connection suppressed before or during the round stays
+    /// so until an ack covers what it observed.
     pub fn round_finished(
         &self,
         connection: &Arc<Connection>,
@@ -630,8 +633,20 @@ impl RealtimeHub {
                 session.wire_version = version;
             }
             session.log_epoch = start.log_epoch;
-            session.suppressed = true;
-            session.observed = session.observed.max(start.latest_seq);
+            let pulled_through = start.cursor.unwrap_or(-1);
+            if session.suppressed {
+                session.observed = session.observed.max(start.latest_seq);
+            } else if pulled_through < state.last_seq {
+                let fanned = state.last_seq;
+                self.wake(
+                    connection,
+                    &mut session,
+                    fanned,
+                    WakeReason::CatchupRequired,
+                );
+            } else {
+                session.delivered = session.delivered.max(pulled_through);
+            }
         }
         let after = self.scope_keys(connection);
         self.presence_regrant(&mut state, connection, &before, &after);

@@ -5,18 +5,22 @@
 //! {"schema": {"version": 1, "tables": [...]},
 //!  "partition": "p1", "nowMs": 1700000000000,
 //!  "limits": {"maxOperationsPerRequest": 500, "inlineSegmentMaxBytes": 262144,
-//!             "segmentTtlMs": 86400000}}
+//!             "segmentTtlMs": 86400000, "maxDeltaBytes": 1048576,
+//!             "maxPresenceBytes": 8192}}
 //! ```
 //!
 //! The schema is the schema input of `migrate --schema`; a scope given as
 //! `{"pattern": "p:{v}"}` without `column` is the pattern alone (the
-//! variable names the column). Realtime limits (`maxDeltaBytes`,
-//! `maxPresenceBytes`), `signedUrls` and `leases` ask for what this server
+//! variable names the column). The realtime limits bound the instance's
+//! hub: `maxDeltaBytes` is the largest delta message sent (a larger one
+//! becomes a `delta-too-large` wake-up), `maxPresenceBytes` the largest
+//! presence document. `signedUrls` and `leases` ask for what this server
 //! does not serve: `sync.cli.control_unsupported`.
 
 use serde_json::{Map, Value};
 use sync_core::CompiledSchema;
 use sync_engine::MAX_SAFE_INTEGER;
+use sync_wire::realtime::RealtimeConfig;
 
 use super::fields::{integer, member, object, required_integer, text};
 use crate::error::{CliCode, CliError, CliResult};
@@ -43,6 +47,11 @@ pub(crate) struct InstanceLimits {
     pub inline_segment_max_bytes: usize,
     /// How long a stored segment stays downloadable (virtual ms).
     pub segment_ttl_ms: i64,
+    /// Bytes of one realtime delta message; a larger one is sent as a
+    /// `delta-too-large` wake-up.
+    pub max_delta_bytes: usize,
+    /// Bytes of one presence document.
+    pub max_presence_bytes: usize,
 }
 
 impl Default for InstanceLimits {
@@ -51,6 +60,8 @@ impl Default for InstanceLimits {
             max_operations_per_request: sync_engine::Limits::default().max_operations_per_request,
             inline_segment_max_bytes: sync_wire::DEFAULT_INLINE_LIMIT,
             segment_ttl_ms: sync_wire::WireConfig::default().segment_ttl_ms,
+            max_delta_bytes: RealtimeConfig::default().max_message_bytes,
+            max_presence_bytes: RealtimeConfig::default().max_presence_doc_bytes,
         }
     }
 }
@@ -99,11 +110,6 @@ fn parse_limits(value: &Value) -> CliResult<InstanceLimits> {
         "maxPresenceBytes",
     ];
     let limits = object(value, "limits", &known)?;
-    for realtime in ["maxDeltaBytes", "maxPresenceBytes"] {
-        if limits.contains_key(realtime) {
-            return Err(unsupported(&format!("limits.{realtime}")));
-        }
-    }
     let mut out = InstanceLimits::default();
     let size = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
     if let Some(n) = integer(limits, "limits", "maxOperationsPerRequest", 1, 100_000)? {
@@ -114,6 +120,12 @@ fn parse_limits(value: &Value) -> CliResult<InstanceLimits> {
     }
     if let Some(n) = integer(limits, "limits", "segmentTtlMs", 1, MAX_SAFE_INTEGER)? {
         out.segment_ttl_ms = n;
+    }
+    if let Some(n) = integer(limits, "limits", "maxDeltaBytes", 1, 64 << 20)? {
+        out.max_delta_bytes = size(n);
+    }
+    if let Some(n) = integer(limits, "limits", "maxPresenceBytes", 1, 1 << 20)? {
+        out.max_presence_bytes = size(n);
     }
     Ok(out)
 }
@@ -158,7 +170,7 @@ mod tests {
                             {"name": "project_id", "type": "string", "nullable": false}],
                 "scopes": [{"pattern": "project:{project_id}"}]}]},
             "partition": "p1", "nowMs": 1000,
-            "limits": {"maxOperationsPerRequest": 2}
+            "limits": {"maxOperationsPerRequest": 2, "maxDeltaBytes": 1, "maxPresenceBytes": 64}
         })
     }
 
@@ -168,6 +180,8 @@ mod tests {
         assert_eq!(options.partition, "p1");
         assert_eq!(options.now_ms, 1000);
         assert_eq!(options.limits.max_operations_per_request, 2);
+        assert_eq!(options.limits.max_delta_bytes, 1);
+        assert_eq!(options.limits.max_presence_bytes, 64);
         assert_eq!(options.schema.tables[0].name, "tasks");
     }
 
@@ -178,7 +192,10 @@ mod tests {
         let e = parse(&b).unwrap_err();
         assert_eq!(e.code(), "sync.cli.control_unsupported");
         let mut b = body();
-        b["limits"] = json!({"maxDeltaBytes": 1});
+        b["signedUrls"] = json!({"ttlSeconds": 60});
+        assert_eq!(parse(&b).unwrap_err().details()["field"], "signedUrls");
+        let mut b = body();
+        b["limits"] = json!({"maxDeltaBytes": 0});
         assert_eq!(
             parse(&b).unwrap_err().details()["field"],
             "limits.maxDeltaBytes"

@@ -1,5 +1,5 @@
-//! One test instance: its own storage, engine and sync routes over one
-//! partition, with a virtual clock, a settable scope resolver, declarative
+//! One test instance: its own storage, engine, realtime hub and sync
+//! routes over one partition, with a virtual clock, a settable scope resolver, declarative
 //! validators and an idempotency fault, all through the engine's hooks.
 //!
 //! Every method is synchronous and may block on the storage: the routes
@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use sync_core::{Clock, CompiledSchema, ErrorCode, ManualClock, RetentionPolicy, ServerStorage};
 use sync_engine::{CommitValidator, Engine, EngineConfig, RowValidator, ScopeMap};
 use sync_http::{HttpConfig, SyncState};
+use sync_wire::realtime::{RealtimeConfig, RealtimeHub};
 use sync_wire::{StorageSegmentStore, WireConfig, WireService};
 
 use super::actor_auth::ActorBearer;
@@ -30,11 +31,24 @@ const ROUNDS_PER_INSTANCE: usize = 4;
 /// Rows read per storage call by [`Instance::rows`].
 const ROWS_PAGE: i64 = 1_000;
 
-/// The storage and routes serving now (replaced by a restore).
+/// The storage, realtime hub and routes serving now (replaced by a
+/// restore).
 struct Live {
     db: ScratchDb,
     storage: Arc<dyn ServerStorage>,
+    hub: Arc<RealtimeHub>,
     router: axum::Router,
+}
+
+impl Live {
+    /// Closes the hub's sockets (their clients reconnect and catch up) and
+    /// frees the storage.
+    fn retire(self, area: &ScratchArea) {
+        self.hub.close_all();
+        let db = self.db.clone();
+        drop(self);
+        area.discard(&db);
+    }
 }
 
 /// A test instance.
@@ -137,12 +151,19 @@ impl Instance {
             max_concurrent_rounds: ROUNDS_PER_INSTANCE,
             ..HttpConfig::default()
         };
+        let realtime = RealtimeConfig {
+            max_message_bytes: self.limits.max_delta_bytes,
+            max_presence_doc_bytes: self.limits.max_presence_bytes,
+            ..RealtimeConfig::default()
+        };
+        let hub = Arc::new(RealtimeHub::new(service.clone(), realtime));
         let auth = Arc::new(ActorBearer::new(&self.partition));
-        let router = sync_http::router(SyncState::new(service, auth, http));
+        let state = SyncState::new(service, auth, http).with_realtime(hub.clone());
         Ok(Live {
             db,
             storage,
-            router,
+            hub,
+            router: sync_http::router(state),
         })
     }
 
@@ -155,7 +176,8 @@ impl Instance {
             .ok_or_else(closed)
     }
 
-    /// The sync routes (`/sync`, `/segments/{id}`) serving now.
+    /// The sync routes (`/sync`, `/segments/{id}`, `/realtime`) serving
+    /// now.
     pub(crate) fn router(&self) -> CliResult<axum::Router> {
         self.live
             .read()
@@ -302,7 +324,9 @@ impl Instance {
     /// for another restore), with the partition's log epoch rotated to
     /// `restored-<now>-<n>` (the `n`th restore of the instance, so two
     /// restores at one virtual time still differ): every client of an
-    /// earlier epoch is reset. Returns the new epoch.
+    /// earlier epoch is reset, and every realtime socket of the replaced
+    /// storage is closed (its client reconnects to the restored one).
+    /// Returns the new epoch.
     pub(crate) fn restore_backup(&self) -> CliResult<String> {
         let backup = self
             .backup
@@ -332,14 +356,13 @@ impl Instance {
             .unwrap_or_else(PoisonError::into_inner)
             .replace(live);
         if let Some(old) = old {
-            let db = old.db.clone();
-            drop(old);
-            self.area.discard(&db);
+            old.retire(&self.area);
         }
         Ok(epoch)
     }
 
-    /// Frees everything: the storage, its backup, their files or schemas.
+    /// Frees everything: the realtime sockets, the storage, its backup,
+    /// their files or schemas.
     pub(crate) fn close(&self) {
         let live = self
             .live
@@ -347,9 +370,7 @@ impl Instance {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(live) = live {
-            let db = live.db.clone();
-            drop(live);
-            self.area.discard(&db);
+            live.retire(&self.area);
         }
         let backup = self
             .backup

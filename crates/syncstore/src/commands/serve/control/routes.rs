@@ -45,6 +45,7 @@ pub fn router(control: Arc<Control>) -> Router {
         .route(per, axum::routing::delete(close))
         .route(&format!("{per}/sync"), any(forward))
         .route(&format!("{per}/segments/{{segment}}"), any(forward))
+        .route(&format!("{per}/realtime"), any(forward))
         .route(&format!("{per}/control/scopes"), post(set_scopes))
         .route(&format!("{per}/control/resolver"), post(set_resolver))
         .route(&format!("{per}/control/clock"), get(clock))
@@ -173,8 +174,9 @@ async fn close(State(control): State<Shared>, Path(id): Path<String>) -> Respons
     respond(result.and_then(|()| ok(json!({"closed": true}))))
 }
 
-/// `/test/instances/{id}/sync` and `…/segments/{segment}`: the instance's
-/// own sync routes, with the path below the instance.
+/// `/test/instances/{id}/sync`, `…/segments/{segment}` and `…/realtime`:
+/// the instance's own sync routes, with the path below the instance (a
+/// WebSocket upgrade goes through: the connection's upgrade is handed on).
 async fn forward(
     State(control): State<Shared>,
     Path(params): Path<Vec<(String, String)>>,
@@ -202,8 +204,15 @@ async fn forward(
         Err(_) => return respond(Err(invalid("path", "unparsable"))),
     }
     // The instance's router matches the path anew: the parameters this
-    // route captured must not reach its extractors.
+    // route captured must not reach its extractors. The connection's
+    // upgrade is all that is handed on.
+    let upgrade = request
+        .extensions_mut()
+        .remove::<hyper::upgrade::OnUpgrade>();
     *request.extensions_mut() = axum::http::Extensions::new();
+    if let Some(upgrade) = upgrade {
+        request.extensions_mut().insert(upgrade);
+    }
     match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},
