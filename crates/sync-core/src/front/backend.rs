@@ -95,8 +95,7 @@ pub trait StorageBackend: Send + Sync {
             request.authenticated_at_ms,
             LogEpoch::new(&request.initial_log_epoch),
         )?;
-        let gate =
-            self.read_serve_gate(partition, Checked::new(request.running_schema_version))?;
+        let gate = self.read_serve_gate(partition, Checked::new(request.running_schema_version))?;
         let client_record = self.get_client_record(partition, &request.client_id)?;
         let push_results = request
             .client_commit_ids

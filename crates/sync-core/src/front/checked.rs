@@ -120,8 +120,16 @@ impl<N: Copy> Checked<N> {
 
 /// A request whose every field passed the checks its method makes, in the
 /// specification's order; the method's docs say which.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct Request<'a, Q>(&'a Q);
+
+impl<Q> Clone for Request<'_, Q> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Q> Copy for Request<'_, Q> {}
 
 impl<'a, Q> Request<'a, Q> {
     pub(crate) fn new(request: &'a Q) -> Self {
@@ -281,10 +289,7 @@ pub struct CheckedRow<'a> {
 }
 
 impl<'a> CheckedRow<'a> {
-    pub(crate) fn new(
-        row: &'a crate::rows::StoredRow,
-        projection: Option<Vec<RowValue>>,
-    ) -> Self {
+    pub(crate) fn new(row: &'a crate::rows::StoredRow, projection: Option<Vec<RowValue>>) -> Self {
         Self { row, projection }
     }
 

@@ -136,8 +136,8 @@ impl<T: TransactionBackend> StorageTransaction for FrontTransaction<T> {
 
     fn begin_push(&mut self, request: &PushPreludeRequest) -> Result<PushPrelude> {
         self.inner.check_open()?;
-        checks::running_version(request.running_schema_version)?;
-        if let Some(prelude) = self.inner.begin_push(request)? {
+        let running = checks::running_version(request.running_schema_version)?;
+        if let Some(prelude) = self.inner.begin_push(request, running)? {
             return Ok(prelude);
         }
         self.lock_partition_for_push()?;

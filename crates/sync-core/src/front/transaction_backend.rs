@@ -116,9 +116,13 @@ pub trait TransactionBackend: Send {
     /// The push prelude in one batch, `Ok(None)` (the default) when the
     /// backend does not batch it: the front then makes the single calls
     /// of [`StorageTransaction::begin_push`](crate::StorageTransaction::begin_push).
-    /// The front checked the running version (≥ 0).
-    fn begin_push(&mut self, request: &PushPreludeRequest) -> Result<Option<PushPrelude>> {
-        let _ = request;
+    /// `running` is the request's running version, checked (≥ 0).
+    fn begin_push(
+        &mut self,
+        request: &PushPreludeRequest,
+        running: Checked<i32>,
+    ) -> Result<Option<PushPrelude>> {
+        let _ = (request, running);
         Ok(None)
     }
     /// Finalizes a rejection (the backend checks its lock and poison state).
