@@ -140,25 +140,7 @@ impl<T: TransactionBackend> StorageTransaction for FrontTransaction<T> {
         if let Some(prelude) = self.inner.begin_push(request, running)? {
             return Ok(prelude);
         }
-        self.lock_partition_for_push()?;
-        let gate = self.read_serve_gate(request.running_schema_version)?;
-        let push_result = self.get_push_result(&request.client_id, &request.client_commit_id);
-        let rows = match push_result {
-            Ok(None) => Some(
-                request
-                    .rows
-                    .iter()
-                    .map(|(table, ids)| self.get_rows(table, ids))
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-            // A replay or a failed read: the push reads no row.
-            _ => None,
-        };
-        Ok(PushPrelude {
-            gate,
-            push_result,
-            rows,
-        })
+        crate::push_prelude::single_calls(self, request)
     }
 
     fn commit_rejected_push_result(
