@@ -71,8 +71,9 @@ impl SqliteStorage {
     /// Opens an existing database file read-only, for inspection: the file
     /// is opened with `SQLITE_OPEN_READ_ONLY` and every connection runs with
     /// `PRAGMA query_only = ON`; nothing is bootstrapped, no file is created,
-    /// the journal mode is left as it is. Every read of [`ServerStorage`]
-    /// works; every write (including `ensure_schema`) fails.
+    /// the journal mode is left as it is. Every read of
+    /// [`ServerStorage`](sync_core::ServerStorage) works; every write
+    /// (including `ensure_schema`) fails.
     ///
     /// A missing file or a file without the storage tables is
     /// `sync.storage.not_a_sync_database` (`reason` = `no_file` /
