@@ -252,7 +252,8 @@ type WindowRow = (
     Option<Vec<u8>>,
 );
 
-/// Pages through the window (validated by [`validate_window`]).
+/// Pages through a window the front checked (a candidate with values, a
+/// positive limit, `through_seq > after_seq`).
 pub(crate) fn commit_window(
     conn: &Connection,
     partition: &str,
