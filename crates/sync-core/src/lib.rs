@@ -65,6 +65,7 @@ mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 mod fence;
+pub mod front;
 mod gate;
 pub mod limits;
 mod push_prelude;

@@ -8,6 +8,35 @@ use crate::gate::ServeGate;
 use crate::push_result::StoredPushResult;
 use crate::rows::StoredRow;
 
+/// The push prelude made of the single calls, in the order of
+/// [`StorageTransaction::begin_push`](crate::StorageTransaction::begin_push):
+/// its default body, and what the validating front does for a backend
+/// that does not batch it.
+pub(crate) fn single_calls<T: crate::StorageTransaction + ?Sized>(
+    tx: &mut T,
+    request: &PushPreludeRequest,
+) -> Result<PushPrelude> {
+    tx.lock_partition_for_push()?;
+    let gate = tx.read_serve_gate(request.running_schema_version)?;
+    let push_result = tx.get_push_result(&request.client_id, &request.client_commit_id);
+    let rows = match push_result {
+        Ok(None) => Some(
+            request
+                .rows
+                .iter()
+                .map(|(table, ids)| tx.get_rows(table, ids))
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        // A replay or a failed read: the push reads no row.
+        _ => None,
+    };
+    Ok(PushPrelude {
+        gate,
+        push_result,
+        rows,
+    })
+}
+
 /// What a push reads under the lock, before its first write.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PushPreludeRequest {

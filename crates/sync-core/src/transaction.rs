@@ -89,25 +89,7 @@ pub trait StorageTransaction: Send {
     /// [`get_rows`](Self::get_rows) per table, so a dialect needs nothing
     /// to support it; a row read's error fails the call.
     fn begin_push(&mut self, request: &PushPreludeRequest) -> Result<PushPrelude> {
-        self.lock_partition_for_push()?;
-        let gate = self.read_serve_gate(request.running_schema_version)?;
-        let push_result = self.get_push_result(&request.client_id, &request.client_commit_id);
-        let rows = match push_result {
-            Ok(None) => Some(
-                request
-                    .rows
-                    .iter()
-                    .map(|(table, ids)| self.get_rows(table, ids))
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-            // A replay or a failed read: the push reads no row.
-            _ => None,
-        };
-        Ok(PushPrelude {
-            gate,
-            push_result,
-            rows,
-        })
+        crate::push_prelude::single_calls(self, request)
     }
     /// Discards every staged write after the lock, stores `result` (first
     /// writer wins) and commits.

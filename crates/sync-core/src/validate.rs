@@ -1,5 +1,9 @@
-//! Argument validation shared by every dialect (`storage-contract.md` §1
-//! rule 4, §4): pure, side-effect free, run before any database access.
+//! Argument validation (`storage-contract.md` §1 rule 4, §4): pure,
+//! side-effect free, run before any database access — by the validating
+//! front ([`crate::front`]) for every storage method, and by the segment
+//! stores and operator tools for theirs. The refusals that need the
+//! database's state (a prune beyond the head, a watermark regression) are
+//! built here and raised by each dialect under its lock.
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::limits::{MAX_CHECKPOINT_NAME_BYTES, MAX_LOOKUP_LIMIT, MAX_SAFE_INTEGER};

@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
-use sync_core::{ChangeOp, Error, ErrorCode, NewChange, NewCommit, Result};
+use sync_core::{ChangeOp, Error, NewChange, NewCommit, Result};
 
 use crate::json::scopes_json;
 use crate::pool::{col, Conn};
@@ -261,25 +261,6 @@ pub(crate) fn literal_array<T>(
     sql.push_str(ty);
     sql.push_str("[]");
     Some(sql)
-}
-
-/// Validates the changes of a commit (`unknown_table` via `known`, then
-/// `invalid_change`), in index order.
-pub(crate) fn validate_commit(
-    commit: &NewCommit,
-    known: impl Fn(&str) -> Result<()>,
-) -> Result<()> {
-    for change in &commit.changes {
-        known(&change.table)?;
-    }
-    for (index, change) in commit.changes.iter().enumerate() {
-        if let Some(reason) = change.consistency_error() {
-            return Err(Error::new(ErrorCode::InvalidChange)
-                .detail("index", index)
-                .detail("reason", reason));
-        }
-    }
-    Ok(())
 }
 
 /// Allocates the next `commit_seq` and appends the commit (validated by the caller).

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use sync_core::{
-    validate, CheckpointDeclaration, CheckpointKey, CompiledSchema, EnsureOptions, EnsureOutcome,
-    Error, ErrorCode, Result,
+    CheckpointDeclaration, CheckpointKey, CompiledSchema, EnsureOptions, EnsureOutcome, Error,
+    ErrorCode, Result,
 };
 use sync_schema::{
     check_physical, compare_same_version, layouts_json, parse_layouts, plan_legacy_upgrade,
@@ -59,9 +59,6 @@ pub(crate) fn ensure_schema(
     schema: &CompiledSchema,
     opts: &EnsureOptions,
 ) -> Result<EnsureOutcome> {
-    for declaration in &opts.declarations {
-        validate::declaration(declaration, schema.version)?;
-    }
     let _serialized = storage.ensure_guard();
     let fingerprint = fingerprint(schema);
     if storage

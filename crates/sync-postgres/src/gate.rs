@@ -2,7 +2,7 @@
 //! partition log epoch and this partition's pending checkpoints at the
 //! running version, read by one statement (one snapshot).
 
-use sync_core::{validate, Error, Result, ServeGate};
+use sync_core::{Error, Result, ServeGate};
 
 use crate::pool::{col, Conn};
 
@@ -43,18 +43,6 @@ pub(crate) fn gate_from_text(
         log_epoch: log_epoch.map(str::to_owned),
         pending,
     })
-}
-
-/// Validates the gate arguments (running 0 is allowed: it lists nothing).
-pub(crate) fn validate_args(partition: &str, running: i32) -> Result<()> {
-    validate::partition(partition)?;
-    if running < 0 {
-        return Err(Error::invalid_argument(
-            "running_schema_version",
-            "negative",
-        ));
-    }
-    Ok(())
 }
 
 /// Reads the gate with one statement.

@@ -8,7 +8,7 @@
 //! compared and ordered `COLLATE "C"` explicitly, so tables still carrying a
 //! legacy default collation page in byte order too.
 
-use sync_core::{validate, ChangeOp, CommitRecord, Error, Result, StoredChange, StoredRow};
+use sync_core::{ChangeOp, CommitRecord, Error, Result, StoredChange, StoredRow};
 use sync_schema::ObservedTables;
 
 use crate::instance::PostgresStorage;
@@ -29,14 +29,6 @@ const CHANGES_OF_PAGE_SQL: &str =
       scopes::text, payload \
     FROM sync_changes WHERE partition = $1 AND commit_seq > $2 AND commit_seq <= $3 \
     ORDER BY commit_seq, idx";
-
-/// `read_commits` validation, before any database access: partition,
-/// `after_seq ≥ 0` (`invalid_argument`), limit 1..=1000 (`invalid_limit`).
-pub(crate) fn validate_commits(partition: &str, after_seq: i64, limit: i64) -> Result<()> {
-    validate::partition(partition)?;
-    validate::non_negative("after_seq", after_seq)?;
-    validate::lookup_limit(limit)
-}
 
 /// Retained commits above `after_seq`, oldest first, each with every change
 /// in index order.
@@ -86,14 +78,6 @@ pub(crate) fn read_commits(
         });
     }
     Ok(commits)
-}
-
-/// `inspect_table_rows` validation before any database access: partition,
-/// then limit 1..=1000 (`invalid_limit`); the table is checked against the
-/// stored layouts by [`inspect_rows`].
-pub(crate) fn validate_inspect(partition: &str, limit: i64) -> Result<()> {
-    validate::partition(partition)?;
-    validate::lookup_limit(limit)
 }
 
 /// Keyset scan of a table named in the stored layouts (other names →

@@ -448,12 +448,6 @@ impl PostgresStorage {
             }
         }
     }
-
-    /// The ensured schema or `sync.storage.schema_not_ensured`.
-    pub(crate) fn require_ensured(&self) -> Result<Arc<Ensured>> {
-        self.ensured()
-            .ok_or_else(|| Error::new(ErrorCode::SchemaNotEnsured))
-    }
 }
 
 /// A lost connection after a write was sent: whether it committed is unknown.

@@ -125,7 +125,6 @@ mod state;
 mod storage;
 mod table_sql;
 mod transaction;
-mod validation;
 mod values;
 mod window;
 

@@ -87,13 +87,12 @@ pub(crate) fn run(
 /// The pool path: snapshot, gate first, query, counter from the same snapshot.
 pub(crate) fn query_pool(
     storage: &PostgresStorage,
+    ensured: &Ensured,
     partition: &str,
     request: &AuthoritativeQueryRequest,
     ctx: &ServeContext,
 ) -> Result<AuthoritativeQueryResult> {
-    sync_core::validate::partition(partition)?;
-    let ensured = storage.require_ensured()?;
-    let prepared = prepare(&ensured, partition, request)?;
+    let prepared = prepare(ensured, partition, request)?;
     let running = ensured.version;
     storage.in_transaction(Isolation::RepeatableReadOnly, |conn| {
         let row = conn.query_one(&GATE_AND_MAX_SQL, &[&partition, &running])?;

@@ -12,8 +12,8 @@
 
 use postgres::Row;
 use sync_core::{
-    validate, ClientRecord, Error, LogBounds, PartitionRegistryEntry, Result, RoundEntry,
-    RoundEntryRequest, ServeGate, StoredPushResult,
+    ClientRecord, Error, LogBounds, PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest,
+    ServeGate, StoredPushResult,
 };
 
 use crate::gate;
@@ -107,13 +107,6 @@ static TOUCH_AND_READ_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::ne
         entry_columns("$1", "$4", "$5", "$6", true)
     )
 });
-
-/// Validates the request as the single methods would.
-pub(crate) fn validate_request(request: &RoundEntryRequest) -> Result<()> {
-    validate::partition(&request.partition)?;
-    validate::log_epoch(&request.initial_log_epoch)?;
-    gate::validate_args(&request.partition, request.running_schema_version)
-}
 
 /// Runs the entry: one statement, plus the touch when a read found the
 /// registry entry missing or stale.

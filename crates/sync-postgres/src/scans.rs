@@ -2,15 +2,15 @@
 //! partition scans (`storage-contract.md` §4.7–§4.8).
 
 use postgres::types::ToSql;
+use sync_core::front::IndexLookup;
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
-    candidate_variable, matches_filter, validate, CompiledTable, Error, ErrorCode,
-    IndexRowScanQuery, Result, RowScanQuery, StoredRow,
+    candidate_variable, matches_filter, CompiledTable, Error, ErrorCode, Result, RowScanQuery,
+    StoredRow,
 };
 
 use crate::pool::{col, Conn};
 use crate::rows::{rows_from, stored_row};
-use crate::state::{resolve, Ensured};
 use crate::table_sql::{TableSql, MERGED_SCAN_VALUES, SCAN_DENSE_MATCHES, SCAN_PROBE_ROWS};
 use crate::values::{column_value, param_refs, Param};
 
@@ -26,24 +26,15 @@ pub(crate) enum ScanPlan<'e> {
     },
 }
 
-/// `scan_rows` validation in its normative order: partition, empty filter,
-/// empty candidate list, table, limit.
-pub(crate) fn plan_scan<'e>(
-    ensured: Option<&'e Ensured>,
-    partition: &str,
-    q: &'e RowScanQuery,
-) -> Result<ScanPlan<'e>> {
-    validate::partition(partition)?;
-    let variable = candidate_variable(&q.scope_filter)
-        .ok_or_else(|| Error::new(ErrorCode::ScanRequiresScope))?;
-    if q.scope_filter.get(variable).is_none_or(Vec::is_empty) {
-        return Ok(ScanPlan::Empty);
+impl<'e> ScanPlan<'e> {
+    /// The scan of a query the front checked: its filter's candidate
+    /// variable has values and its limit is positive.
+    pub(crate) fn checked(table: &'e TableSql, q: &'e RowScanQuery) -> Self {
+        match candidate_variable(&q.scope_filter) {
+            Some(variable) => ScanPlan::Scan { table, variable },
+            None => ScanPlan::Empty,
+        }
     }
-    let (_, table) = resolve(ensured, &q.table)?;
-    if q.limit <= 0 {
-        return Ok(ScanPlan::Empty);
-    }
-    Ok(ScanPlan::Scan { table, variable })
 }
 
 /// Runs a planned scope scan. With `max_pages`, gives up (`None`) when the
@@ -254,53 +245,33 @@ impl Scan<'_> {
     }
 }
 
-/// A validated index lookup: SQL text and its value parameters.
-pub(crate) struct IndexLookup {
+/// A checked index lookup: SQL text and its value parameters.
+pub(crate) struct IndexPlan {
     sql: String,
     values: Vec<Param>,
 }
 
-/// `scan_rows_by_index` validation in its normative order: partition, table,
-/// limit, materialized, index, value count, value types.
-pub(crate) fn plan_index_lookup(
-    ensured: Option<&Ensured>,
-    partition: &str,
-    q: &IndexRowScanQuery,
-) -> Result<IndexLookup> {
-    validate::partition(partition)?;
-    let (table, sql) = resolve(ensured, &q.table)?;
-    validate::lookup_limit(q.limit)?;
-    if !table.materialize {
-        return Err(Error::new(ErrorCode::IndexNotMaterialized).detail("table", &table.name));
-    }
-    let index = table.index(&q.index).ok_or_else(|| {
-        Error::new(ErrorCode::IndexNotFound)
-            .detail("table", &table.name)
-            .detail("index", &q.index)
-    })?;
-    if q.values.len() != index.columns.len() {
-        return Err(Error::new(ErrorCode::IndexValueCountMismatch)
-            .detail("expected", index.columns.len())
-            .detail("actual", q.values.len()));
-    }
-    let columns = index_columns(table, &index.columns)?;
-    let mut nulls = Vec::with_capacity(columns.len());
-    let mut values = Vec::new();
-    for (position, ((_, column_type), value)) in columns.iter().zip(&q.values).enumerate() {
-        if value.is_null() {
-            nulls.push(true);
-            continue;
+impl IndexPlan {
+    /// The statement of a lookup the front checked (`storage-contract.md`
+    /// §4.8 step 1): `IS NULL` for each null value, a typed parameter for
+    /// each other.
+    pub(crate) fn checked(lookup: IndexLookup<'_, TableSql>) -> Result<Self> {
+        let table = lookup.table();
+        let index = lookup.index();
+        let columns = index_columns(table.compiled(), &index.columns)?;
+        let mut nulls = Vec::with_capacity(columns.len());
+        let mut values = Vec::new();
+        for ((_, column_type), value) in columns.iter().zip(lookup.values()) {
+            nulls.push(value.is_null());
+            if !value.is_null() {
+                values.push(column_value(*column_type, value.clone())?);
+            }
         }
-        if value.column_type() != Some(*column_type) {
-            return Err(Error::new(ErrorCode::IndexValueTypeMismatch).detail("position", position));
-        }
-        nulls.push(false);
-        values.push(column_value(*column_type, value.clone())?);
+        Ok(Self {
+            sql: table.index_lookup_sql(&columns, &nulls, index.unique),
+            values,
+        })
     }
-    Ok(IndexLookup {
-        sql: sql.index_lookup_sql(&columns, &nulls, index.unique),
-        values,
-    })
 }
 
 fn index_columns(
@@ -318,31 +289,19 @@ fn index_columns(
         .collect()
 }
 
-/// Runs a validated index lookup.
+/// Runs a checked index lookup: rows after `after`, at most `limit`.
 pub(crate) fn scan_rows_by_index(
     conn: &mut Conn,
     partition: &str,
-    q: &IndexRowScanQuery,
-    lookup: IndexLookup,
-) -> Result<Vec<StoredRow>> {
-    let after = q.after_row_id.clone().unwrap_or_default();
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&partition, &after, &q.limit];
-    params.extend(param_refs(&lookup.values));
-    let rows = conn.query(&lookup.sql, &params)?;
-    rows_from(&rows)
-}
-
-/// `scan_partition_rows` validation: partition, table, limit.
-pub(crate) fn plan_partition_scan<'e>(
-    ensured: Option<&'e Ensured>,
-    partition: &str,
-    table: &str,
+    after: Option<&str>,
     limit: i64,
-) -> Result<&'e TableSql> {
-    validate::partition(partition)?;
-    let (_, sql) = resolve(ensured, table)?;
-    validate::lookup_limit(limit)?;
-    Ok(sql)
+    plan: &IndexPlan,
+) -> Result<Vec<StoredRow>> {
+    let after = after.unwrap_or_default();
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&partition, &after, &limit];
+    params.extend(param_refs(&plan.values));
+    let rows = conn.query(&plan.sql, &params)?;
+    rows_from(&rows)
 }
 
 /// Runs a validated keyset partition scan.

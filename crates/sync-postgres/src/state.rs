@@ -10,7 +10,7 @@ use crate::table_sql::TableSql;
 
 /// The schema last ensured on an instance.
 #[derive(Debug)]
-pub(crate) struct Ensured {
+pub struct Ensured {
     /// The running (writer) version.
     pub version: i32,
     /// The compiled schema.
@@ -45,6 +45,18 @@ impl Ensured {
     }
 }
 
+impl sync_core::front::EnsuredSchema for Ensured {
+    type Handle = TableSql;
+
+    fn schema(&self) -> &Arc<CompiledSchema> {
+        &self.schema
+    }
+
+    fn table(&self, name: &str) -> Option<(&CompiledTable, &TableSql)> {
+        self.schema.table(name).zip(self.tables.get(name))
+    }
+}
+
 /// Resolves a table against an optional ensured schema (none → unknown).
 pub(crate) fn resolve<'e>(
     ensured: Option<&'e Ensured>,
@@ -53,13 +65,4 @@ pub(crate) fn resolve<'e>(
     ensured
         .ok_or_else(|| Error::unknown_table(name))?
         .table(name)
-}
-
-/// Checks that every table of a list is known (duplicates ignored).
-pub(crate) fn require_tables(ensured: Option<&Ensured>, tables: &[String]) -> Result<Vec<String>> {
-    let tables = sync_core::validate::dedup_tables(tables);
-    for table in &tables {
-        resolve(ensured, table)?;
-    }
-    Ok(tables)
 }

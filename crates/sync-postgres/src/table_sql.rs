@@ -15,7 +15,7 @@ pub(crate) const UPSERT_BATCH_FIRST_PROJECTION_PARAM: usize = 10;
 
 /// Row-level statements of one table.
 #[derive(Debug, Clone)]
-pub(crate) struct TableSql {
+pub struct TableSql {
     /// The quoted table name.
     pub quoted: String,
     /// Projection column types in codec order (empty when not materialized).
@@ -441,7 +441,7 @@ pub const MERGED_SCAN_VALUES: usize = 128;
 
 /// Scan page texts of one table by value count, built on first use.
 #[derive(Debug, Clone)]
-pub(crate) struct ScanPages([OnceLock<String>; MERGED_SCAN_VALUES + 2]);
+pub struct ScanPages([OnceLock<String>; MERGED_SCAN_VALUES + 2]);
 
 impl Default for ScanPages {
     fn default() -> Self {

@@ -32,12 +32,15 @@
 use std::sync::Arc;
 
 use postgres::SimpleQueryRow;
+use sync_core::front::{
+    Checked, CheckedRow, CheckpointName, IndexLookup, Request, RowId, Table, Tables,
+    TransactionBackend, TxHandle,
+};
 use sync_core::{
-    validate, writer_fence_allows, ActivationOutcome, AuthoritativeQueryRequest,
-    AuthoritativeQueryResult, ClientRecord, Coverage, Error, ErrorCode, IndexRowScanQuery,
-    NewCommit, NewReaction, PushCommitOutcome, PushPrelude, PushPreludeRequest, Result,
-    RowScanQuery, ServeGate, SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult,
-    StoredRow,
+    writer_fence_allows, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
+    ClientRecord, Coverage, Error, ErrorCode, NewCommit, NewReaction, PushCommitOutcome,
+    PushPrelude, PushPreludeRequest, Result, RowScanQuery, ServeGate, SourceChange,
+    StoredCheckpoint, StoredPushResult, StoredRow,
 };
 
 use crate::errors::Site;
@@ -45,7 +48,9 @@ use crate::instance::PostgresStorage;
 use crate::partition_lock::{self, SAVEPOINT};
 use crate::pool::Conn;
 use crate::session;
-use crate::state::{resolve, Ensured};
+use crate::state::Ensured;
+use crate::table_sql::TableSql;
+use crate::values::Typed;
 use crate::{
     checkpoints, clients, commit_log, coverage, gate, named, prelude, push_results, query,
     reactions, rows, scans,
@@ -62,13 +67,12 @@ struct PrefetchedGate {
 /// What a transaction method works with.
 pub(crate) struct Ctx<'t> {
     pub conn: &'t mut Conn,
-    pub ensured: Option<&'t Ensured>,
     pub partition: &'t str,
 }
 
 /// A Postgres storage transaction.
 #[derive(Debug)]
-pub(crate) struct PgTransaction<'s> {
+pub struct PgTransaction<'s> {
     storage: &'s PostgresStorage,
     conn: Option<Conn>,
     partition: String,
@@ -104,9 +108,11 @@ pub(crate) struct PgTransaction<'s> {
 impl<'s> PgTransaction<'s> {
     /// Checks out a connection; `BEGIN ISOLATION LEVEL READ COMMITTED` goes
     /// with the first statement.
-    pub(crate) fn begin(storage: &'s PostgresStorage, partition: &str) -> Result<Self> {
-        validate::partition(partition)?;
-        let ensured = storage.ensured();
+    pub(crate) fn begin(
+        storage: &'s PostgresStorage,
+        partition: &str,
+        ensured: Option<Arc<Ensured>>,
+    ) -> Result<Self> {
         let writer_version = ensured.as_ref().map_or(0, |e| e.version);
         let conn = storage.checkout()?;
         Ok(Self {
@@ -194,7 +200,6 @@ impl<'s> PgTransaction<'s> {
         let before = conn.statements();
         let mut ctx = Ctx {
             conn,
-            ensured: self.ensured.as_deref(),
             partition: &self.partition,
         };
         let result = f(&mut ctx);
@@ -274,9 +279,13 @@ impl<'s> PgTransaction<'s> {
     }
 
     /// The prelude as the single methods read it (no rows).
-    fn sequential_prelude(&mut self, request: &PushPreludeRequest) -> Result<PushPrelude> {
+    fn sequential_prelude(
+        &mut self,
+        request: &PushPreludeRequest,
+        running: Checked<i32>,
+    ) -> Result<PushPrelude> {
         self.lock_partition_for_push()?;
-        let gate = self.read_serve_gate(request.running_schema_version)?;
+        let gate = self.read_serve_gate(running)?;
         let push_result = self.get_push_result(&request.client_id, &request.client_commit_id);
         Ok(PushPrelude {
             gate,
@@ -325,7 +334,16 @@ impl Drop for PgTransaction<'_> {
     }
 }
 
-impl StorageTransaction for PgTransaction<'_> {
+impl TransactionBackend for PgTransaction<'_> {
+    type Schema = Ensured;
+
+    fn check_open(&self) -> Result<()> {
+        if self.poison.is_some() || self.conn.is_none() {
+            return Err(Error::new(ErrorCode::TransactionAborted));
+        }
+        Ok(())
+    }
+
     fn partition(&self) -> &str {
         &self.partition
     }
@@ -334,28 +352,27 @@ impl StorageTransaction for PgTransaction<'_> {
         self.writer_version
     }
 
-    fn get_row(&mut self, table: &str, row_id: &str) -> Result<Option<StoredRow>> {
-        self.run(|c| {
-            let (_, sql) = resolve(c.ensured, table)?;
-            rows::get_row(c.conn, sql, c.partition, row_id)
-        })
+    fn get_row(&mut self, t: Table<'_, TxHandle<Self>>, row_id: &str) -> Result<Option<StoredRow>> {
+        self.run(|c| rows::get_row(c.conn, &t, c.partition, row_id))
     }
 
-    fn get_rows(&mut self, table: &str, row_ids: &[String]) -> Result<Vec<Option<StoredRow>>> {
+    fn get_rows(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_ids: &[String],
+    ) -> Result<Vec<Option<StoredRow>>> {
         if row_ids.is_empty() {
             return Ok(Vec::new());
         }
-        self.run(|c| {
-            let (_, sql) = resolve(c.ensured, table)?;
-            rows::get_rows(c.conn, sql, c.partition, row_ids)
-        })
+        self.run(|c| rows::get_rows(c.conn, &t, c.partition, row_ids))
     }
 
-    fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>> {
-        self.run(|c| {
-            resolve(c.ensured, table)?;
-            rows::tombstone_seq(c.conn, c.partition, table, row_id)
-        })
+    fn get_tombstone_seq(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<i64>> {
+        self.run(|c| rows::tombstone_seq(c.conn, c.partition, t.name(), row_id))
     }
 
     fn get_push_result(
@@ -366,30 +383,33 @@ impl StorageTransaction for PgTransaction<'_> {
         self.run(|c| push_results::get(c.conn, c.partition, client_id, client_commit_id))
     }
 
-    fn scan_rows(&mut self, q: &RowScanQuery) -> Result<Vec<StoredRow>> {
+    fn scan_rows(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        q: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<StoredRow>> {
+        let plan = scans::ScanPlan::checked(t.handle(), q.get());
         self.run(|c| {
-            let plan = scans::plan_scan(c.ensured, c.partition, q)?;
-            scans::scan_rows(c.conn, c.partition, q, plan, None).map(Option::unwrap_or_default)
+            scans::scan_rows(c.conn, c.partition, &q, plan, None).map(Option::unwrap_or_default)
         })
     }
 
-    fn scan_rows_by_index(&mut self, q: &IndexRowScanQuery) -> Result<Vec<StoredRow>> {
-        self.run(|c| {
-            let lookup = scans::plan_index_lookup(c.ensured, c.partition, q)?;
-            scans::scan_rows_by_index(c.conn, c.partition, q, lookup)
-        })
+    fn scan_rows_by_index(
+        &mut self,
+        lookup: IndexLookup<'_, TxHandle<Self>>,
+    ) -> Result<Vec<StoredRow>> {
+        let plan = scans::IndexPlan::checked(lookup)?;
+        let (after, limit) = (lookup.after_row_id(), lookup.limit());
+        self.run(|c| scans::scan_rows_by_index(c.conn, c.partition, after, limit, &plan))
     }
 
     fn scan_partition_rows(
         &mut self,
-        table: &str,
-        after_row_id: Option<&str>,
-        limit: i64,
+        t: Table<'_, TxHandle<Self>>,
+        after: Option<&str>,
+        limit: Checked<i64>,
     ) -> Result<Vec<StoredRow>> {
-        self.run(|c| {
-            let sql = scans::plan_partition_scan(c.ensured, c.partition, table, limit)?;
-            scans::scan_partition_rows(c.conn, sql, c.partition, after_row_id, limit)
-        })
+        self.run(|c| scans::scan_partition_rows(c.conn, &t, c.partition, after, limit.get()))
     }
 
     fn max_commit_seq(&mut self) -> Result<i64> {
@@ -398,12 +418,10 @@ impl StorageTransaction for PgTransaction<'_> {
 
     fn query_authoritative(
         &mut self,
+        ensured: &Ensured,
         request: &AuthoritativeQueryRequest,
     ) -> Result<AuthoritativeQueryResult> {
         self.run(|c| {
-            let ensured = c
-                .ensured
-                .ok_or_else(|| Error::new(ErrorCode::SchemaNotEnsured))?;
             let prepared = query::prepare(ensured, c.partition, request)?;
             let (columns, rows) = query::run(c.conn, &prepared)?;
             let max_commit_seq = commit_log::max_commit_seq(c.conn, c.partition)?;
@@ -423,27 +441,31 @@ impl StorageTransaction for PgTransaction<'_> {
         self.push_lock(running, None).map(|_| ())
     }
 
-    fn begin_push(&mut self, request: &PushPreludeRequest) -> Result<PushPrelude> {
+    fn begin_push(
+        &mut self,
+        request: &PushPreludeRequest,
+        running: Checked<i32>,
+    ) -> Result<Option<PushPrelude>> {
         let plan = match self.push_locked {
             false => prelude::plan(self.ensured.as_deref(), &self.partition, request),
             true => None,
         };
         let Some(plan) = plan else {
-            return self.sequential_prelude(request);
+            return self.sequential_prelude(request, running).map(Some);
         };
-        let segments = self.push_lock(request.running_schema_version, Some(&plan))?;
+        let segments = self.push_lock(running.get(), Some(&plan))?;
         self.defer_violations = request.deferred_violations;
         let (push_result, rows) = prelude::read(&plan, request, segments)?;
-        let gate = self.read_serve_gate(request.running_schema_version)?;
-        Ok(PushPrelude {
+        let gate = self.read_serve_gate(running)?;
+        Ok(Some(PushPrelude {
             gate,
             push_result,
             rows: Some(rows),
-        })
+        }))
     }
 
     fn commit_rejected_push_result(
-        mut self: Box<Self>,
+        mut self,
         client_id: &str,
         client_commit_id: &str,
         result: &StoredPushResult,
@@ -472,71 +494,72 @@ impl StorageTransaction for PgTransaction<'_> {
         }
     }
 
-    fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()> {
-        if self.deferred_upsert_sent(table, row, op_index)? {
+    fn upsert_row(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row: CheckedRow<'_>,
+        op_index: Option<u32>,
+    ) -> Result<()> {
+        let stored = row.row();
+        let typed = rows::typed(&t, row)?;
+        if self.deferred_upsert_sent(t, stored, &typed, op_index)? {
             return Ok(());
         }
+        let projection = rows::params(typed);
         self.run(|c| {
-            let (compiled, sql) = resolve(c.ensured, table)?;
-            let projection = rows::prepare_upsert(compiled, sql, row)?;
+            let partition = c.partition;
             rows::upsert_row(
                 c.conn,
-                compiled,
-                sql,
-                c.partition,
-                row,
+                t.compiled(),
+                &t,
+                partition,
+                stored,
                 &projection,
                 op_index,
             )
         })
     }
 
-    fn upsert_rows(&mut self, table: &str, rows: &[StoredRow]) -> Result<()> {
+    fn upsert_rows(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        rows: Vec<CheckedRow<'_>>,
+    ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
         }
-        self.run(|c| {
-            let (compiled, sql) = resolve(c.ensured, table)?;
-            let batch = rows::prepare_batch(compiled, sql, rows)?;
-            rows::upsert_rows(c.conn, compiled, sql, c.partition, batch)
+        let batch = rows::prepare_batch(&t, rows)?;
+        let mut batch = Some(batch);
+        self.run(|c| match batch.take() {
+            Some(batch) => rows::upsert_rows(c.conn, t.compiled(), &t, c.partition, batch),
+            None => Err(Error::new(ErrorCode::TransactionAborted)),
         })
     }
 
-    fn delete_row(&mut self, table: &str, row_id: &str) -> Result<()> {
-        self.run(|c| {
-            let (_, sql) = resolve(c.ensured, table)?;
-            validate::row_id(row_id)?;
-            rows::delete_row(c.conn, table, sql, c.partition, row_id)
-        })
+    fn delete_row(&mut self, t: Table<'_, TxHandle<Self>>, row_id: RowId<'_>) -> Result<()> {
+        self.run(|c| rows::delete_row(c.conn, t.name(), &t, c.partition, &row_id))
     }
 
-    fn clear_tombstone(&mut self, table: &str, row_id: &str) -> Result<()> {
-        self.run(|c| {
-            resolve(c.ensured, table)?;
-            rows::clear_tombstone(c.conn, c.partition, table, row_id)
-        })
+    fn clear_tombstone(&mut self, t: Table<'_, TxHandle<Self>>, row_id: &str) -> Result<()> {
+        self.run(|c| rows::clear_tombstone(c.conn, c.partition, t.name(), row_id))
     }
 
-    fn set_blob_refs(&mut self, table: &str, row_id: &str, blob_ids: &[String]) -> Result<()> {
-        self.run(|c| {
-            resolve(c.ensured, table)?;
-            validate::row_id(row_id)?;
-            rows::set_blob_refs(c.conn, c.partition, table, row_id, blob_ids)
-        })
+    fn set_blob_refs(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_id: RowId<'_>,
+        blob_ids: &[String],
+    ) -> Result<()> {
+        self.run(|c| rows::set_blob_refs(c.conn, c.partition, t.name(), &row_id, blob_ids))
     }
 
-    fn append_commit(&mut self, commit: &NewCommit) -> Result<i64> {
-        if self.poison.is_some() || self.conn.is_none() {
-            return Err(Error::new(ErrorCode::TransactionAborted));
-        }
-        let ensured = self.ensured.as_deref();
-        commit_log::validate_commit(commit, |t| resolve(ensured, t).map(|_| ()))?;
-        if let Some(seq) = self.deferred_append(commit) {
+    fn append_commit(&mut self, commit: Request<'_, NewCommit>) -> Result<i64> {
+        if let Some(seq) = self.deferred_append(&commit) {
             return Ok(seq);
         }
         let writer_version = self.writer_version;
         let appended =
-            self.run(|c| commit_log::append_commit(c.conn, c.partition, writer_version, commit));
+            self.run(|c| commit_log::append_commit(c.conn, c.partition, writer_version, &commit));
         self.known_seq = appended.as_ref().ok().copied();
         appended
     }
@@ -545,23 +568,17 @@ impl StorageTransaction for PgTransaction<'_> {
         self.run(|c| reactions::enqueue(c.conn, c.partition, reactions))
     }
 
-    fn stage_client_record(&mut self, record: &ClientRecord) -> Result<bool> {
-        if self.poison.is_some() || self.conn.is_none() {
-            return Err(Error::new(ErrorCode::TransactionAborted));
-        }
-        if record.client_id.is_empty() {
-            return Err(Error::invalid_argument("client_id", "empty"));
-        }
+    fn stage_client_record(&mut self, record: Request<'_, ClientRecord>) -> Result<bool> {
         let prepared = self
             .conn
             .as_ref()
             .is_some_and(|conn| conn.has_named(&named::PUT_CLIENT_RECORD));
         let args = prepared
-            .then(|| clients::put_args(&self.partition, record))
+            .then(|| clients::put_args(&self.partition, &record))
             .flatten();
         match args {
             Some(args) => self.defer(named::PUT_CLIENT_RECORD.execute_sql(&args)),
-            None => self.run(|c| clients::put(c.conn, c.partition, record))?,
+            None => self.run(|c| clients::put(c.conn, c.partition, &record))?,
         }
         Ok(true)
     }
@@ -572,9 +589,6 @@ impl StorageTransaction for PgTransaction<'_> {
         client_commit_id: &str,
         result: &StoredPushResult,
     ) -> Result<()> {
-        if self.poison.is_some() || self.conn.is_none() {
-            return Err(Error::new(ErrorCode::TransactionAborted));
-        }
         let prepared = self
             .conn
             .as_ref()
@@ -593,43 +607,36 @@ impl StorageTransaction for PgTransaction<'_> {
         }
     }
 
-    fn read_serve_gate(&mut self, running: i32) -> Result<ServeGate> {
+    fn read_serve_gate(&mut self, running: Checked<i32>) -> Result<ServeGate> {
+        let running = running.get();
         let mut prefetched = self.prefetched.take();
-        self.run(|c| {
-            gate::validate_args(c.partition, running)?;
-            match prefetched.take() {
-                Some(p) if p.running == running && p.statements == c.conn.statements() => {
-                    Ok(p.gate)
-                }
-                _ => gate::read(c.conn, c.partition, running),
-            }
+        self.run(|c| match prefetched.take() {
+            Some(p) if p.running == running && p.statements == c.conn.statements() => Ok(p.gate),
+            _ => gate::read(c.conn, c.partition, running),
         })
     }
 
-    fn read_checkpoint(&mut self, name: &str) -> Result<Option<StoredCheckpoint>> {
-        self.run(|c| {
-            validate::checkpoint_name(name)?;
-            checkpoints::read_one(c.conn, c.partition, name)
-        })
+    fn read_checkpoint(&mut self, name: CheckpointName<'_>) -> Result<Option<StoredCheckpoint>> {
+        self.run(|c| checkpoints::read_one(c.conn, c.partition, &name))
     }
 
     fn advance_checkpoint(
         &mut self,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        observed_rows: i64,
+        name: CheckpointName<'_>,
+        epoch: i64,
+        watermark: Checked<i64>,
+        observed: Checked<i64>,
         now_ms: i64,
     ) -> Result<bool> {
+        let (watermark, observed) = (watermark.get(), observed.get());
         self.run(|c| {
-            crate::validation::advance(name, watermark, observed_rows)?;
             checkpoints::advance(
                 c.conn,
                 c.partition,
-                name,
-                owner_epoch,
+                &name,
+                epoch,
                 watermark,
-                observed_rows,
+                observed,
                 now_ms,
             )
         })
@@ -637,26 +644,26 @@ impl StorageTransaction for PgTransaction<'_> {
 
     fn activate_checkpoint(
         &mut self,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        sources: &[String],
+        name: CheckpointName<'_>,
+        epoch: i64,
+        watermark: Checked<i64>,
+        sources: &Tables,
         now_ms: i64,
     ) -> Result<ActivationOutcome> {
         let locked = self.partition_locked;
         let timeout = self.storage.config().push_lock_timeout_ms;
+        let watermark = watermark.get();
         let outcome = self.run(|c| {
-            let sources = crate::validation::activate(c.ensured, name, watermark, sources)?;
             if !locked {
                 partition_lock::lock(c.conn, c.partition, timeout)?;
             }
             checkpoints::activate(
                 c.conn,
                 c.partition,
-                name,
-                owner_epoch,
+                &name,
+                epoch,
                 watermark,
-                &sources,
+                sources,
                 now_ms,
             )
         });
@@ -666,26 +673,22 @@ impl StorageTransaction for PgTransaction<'_> {
         outcome
     }
 
-    fn has_source_changes_above(&mut self, tables: &[String], seq: i64) -> Result<Coverage> {
-        self.run(|c| {
-            let tables = crate::validation::coverage(c.ensured, tables, seq)?;
-            coverage::changes_above(c.conn, c.partition, &tables, seq)
-        })
+    fn has_source_changes_above(&mut self, tables: &Tables, seq: Checked<i64>) -> Result<Coverage> {
+        self.run(|c| coverage::changes_above(c.conn, c.partition, tables, seq.get()))
     }
 
     fn list_source_changes(
         &mut self,
-        tables: &[String],
-        after_seq: i64,
-        limit: i64,
+        tables: &Tables,
+        after: Checked<i64>,
+        limit: Checked<i64>,
     ) -> Result<Vec<SourceChange>> {
         self.run(|c| {
-            let tables = crate::validation::source_listing(c.ensured, tables, after_seq, limit)?;
-            coverage::source_changes(c.conn, c.partition, &tables, after_seq, limit)
+            coverage::source_changes(c.conn, c.partition, tables, after.get(), limit.get())
         })
     }
 
-    fn commit(mut self: Box<Self>) -> Result<()> {
+    fn commit(mut self) -> Result<()> {
         if self.poison.is_some() {
             self.finish_rollback();
             return Err(Error::new(ErrorCode::TransactionAborted));
@@ -706,7 +709,7 @@ impl StorageTransaction for PgTransaction<'_> {
     }
 
     fn commit_push(
-        mut self: Box<Self>,
+        mut self,
         client_id: &str,
         client_commit_id: &str,
         rejection: &dyn Fn(u32) -> StoredPushResult,
@@ -748,7 +751,7 @@ impl StorageTransaction for PgTransaction<'_> {
         }
     }
 
-    fn rollback(mut self: Box<Self>) -> Result<()> {
+    fn rollback(mut self) -> Result<()> {
         self.finish_rollback();
         Ok(())
     }
@@ -768,19 +771,18 @@ impl PgTransaction<'_> {
     /// lock is held, the table's named upsert is prepared on this
     /// connection and every value can be a literal; a row write still
     /// pending is sent first (reporting its own violation). `false`: the
-    /// caller writes at once. Validation errors are returned before
-    /// anything is sent, as the immediate write returns them.
+    /// caller writes at once.
     fn deferred_upsert_sent(
         &mut self,
-        table: &str,
+        t: Table<'_, TxHandle<Self>>,
         row: &StoredRow,
+        typed: &[Typed],
         op_index: Option<u32>,
     ) -> Result<bool> {
         if !self.defer_violations || !self.push_locked || self.poison.is_some() {
             return Ok(false);
         }
-        let ensured = self.ensured.clone();
-        let (compiled, sql) = resolve(ensured.as_deref(), table)?;
+        let sql: &TableSql = &t;
         if !self
             .conn
             .as_ref()
@@ -788,7 +790,8 @@ impl PgTransaction<'_> {
         {
             return Ok(false);
         }
-        let Some(args) = rows::deferred_upsert_args(compiled, sql, &self.partition, row)? else {
+        let Some(args) = rows::deferred_upsert_args(t.compiled(), &self.partition, row, typed)
+        else {
             return Ok(false);
         };
         if self.deferred_upsert.is_some() {

@@ -1,6 +1,7 @@
 //! The blob reference index (`storage-contract.md` §4.11, `tables.md` §3.12).
 
 use std::collections::BTreeSet;
+use sync_core::front::EnsuredSchema;
 
 use rusqlite::{Connection, OptionalExtension};
 use sync_core::{BlobReferencingRow, Result};
@@ -70,7 +71,7 @@ pub(crate) fn rows_referencing(
     };
     let mut out = Vec::new();
     for (table, row_id) in candidates {
-        let Ok(sql) = ensured.table(&table) else {
+        let Some((_, sql)) = EnsuredSchema::table(ensured, &table) else {
             continue;
         };
         let scopes: Option<String> = seam::cached(conn, &sql.select_scopes)

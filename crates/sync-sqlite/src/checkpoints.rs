@@ -14,7 +14,6 @@ use crate::commit_log::{horizon_seq, max_commit_seq};
 use crate::errors::{corrupt, DbResultExt};
 use crate::seam;
 use crate::sql::placeholders;
-use crate::state::{require_tables, Ensured};
 use crate::values::to_i32;
 
 const COLUMNS: &str =
@@ -46,59 +45,6 @@ fn checkpoint(raw: RawCheckpoint) -> Result<StoredCheckpoint> {
         observed_rows: raw.6,
         updated_at_ms: raw.7,
     })
-}
-
-// ---- validation ------------------------------------------------------------
-
-/// Partition and checkpoint name.
-pub(crate) fn validate_key(partition: &str, name: &str) -> Result<()> {
-    validate::partition(partition)?;
-    validate::checkpoint_name(name)
-}
-
-/// Partition, name and schema version.
-pub(crate) fn validate_versioned(partition: &str, name: &str, schema_version: i32) -> Result<()> {
-    validate_key(partition, name)?;
-    validate::schema_version(schema_version)
-}
-
-/// Arguments of `advance_checkpoint`.
-pub(crate) fn validate_advance(
-    partition: &str,
-    name: &str,
-    watermark: i64,
-    observed_rows: i64,
-) -> Result<()> {
-    validate_key(partition, name)?;
-    validate::watermark(watermark)?;
-    validate::non_negative("observed_rows", observed_rows)
-}
-
-/// Arguments of `activate_checkpoint`; returns the deduplicated sources.
-pub(crate) fn validate_activate(
-    ensured: Option<&Ensured>,
-    partition: &str,
-    name: &str,
-    watermark: i64,
-    sources: &[String],
-) -> Result<Vec<String>> {
-    validate_key(partition, name)?;
-    validate::watermark(watermark)?;
-    require_tables(ensured, sources)
-}
-
-/// A table list and a sequence argument.
-pub(crate) fn validate_tables_seq(
-    ensured: Option<&Ensured>,
-    partition: &str,
-    tables: &[String],
-    argument: &str,
-    seq: i64,
-) -> Result<Vec<String>> {
-    validate::partition(partition)?;
-    let tables = require_tables(ensured, tables)?;
-    validate::non_negative(argument, seq)?;
-    Ok(tables)
 }
 
 // ---- reads -----------------------------------------------------------------

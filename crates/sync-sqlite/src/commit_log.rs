@@ -4,11 +4,10 @@
 use std::collections::BTreeSet;
 
 use rusqlite::{Connection, OptionalExtension};
-use sync_core::{ChangeOp, Error, ErrorCode, NewCommit, Result};
+use sync_core::{ChangeOp, NewCommit, Result};
 
 use crate::errors::DbResultExt;
 use crate::seam;
-use crate::state::{require_table, Ensured};
 use crate::values::scopes_json;
 
 /// Allocates the next `commit_seq` (counter created at 0 if absent).
@@ -29,21 +28,6 @@ const INSERT_CHANGE_SCOPE: &str = "INSERT OR IGNORE INTO sync_change_scopes \
 
 const UPSERT_TOMBSTONE: &str = "INSERT INTO sync_tombstones (partition, tbl, row_id, commit_seq) \
 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = excluded.commit_seq";
-
-/// Validation of `append_commit`: every table known, fields consistent with `op`.
-pub(crate) fn validate(ensured: Option<&Ensured>, commit: &NewCommit) -> Result<()> {
-    for change in &commit.changes {
-        require_table(ensured, &change.table)?;
-    }
-    for (index, change) in commit.changes.iter().enumerate() {
-        if let Some(reason) = change.consistency_error() {
-            return Err(Error::new(ErrorCode::InvalidChange)
-                .detail("index", index)
-                .detail("reason", reason));
-        }
-    }
-    Ok(())
-}
 
 /// Appends a validated commit under the writer lock; returns its `commit_seq`.
 /// The fence trigger fires on the commit insert, before any change is written.

@@ -5,8 +5,8 @@
 
 use rusqlite::{Connection, OptionalExtension};
 use sync_core::{
-    bump_resolutions, validate, CheckpointDeclaration, CheckpointKey, CompiledSchema,
-    EnsureOptions, EnsureOutcome, Error, ErrorCode, Resolution, Result,
+    bump_resolutions, CheckpointDeclaration, CheckpointKey, CompiledSchema, EnsureOptions,
+    EnsureOutcome, Error, ErrorCode, Resolution, Result,
 };
 use sync_schema::{
     check_physical, compare_same_version, layouts_json, parse_layouts, plan_legacy_upgrade,
@@ -42,13 +42,6 @@ pub(crate) fn read_marker(conn: &Connection) -> Result<Option<Marker>> {
     })
     .optional()
     .db()
-}
-
-/// Step 0: every declaration is at `version` with a valid partition and name.
-pub(crate) fn validate_declarations(schema: &CompiledSchema, opts: &EnsureOptions) -> Result<()> {
-    opts.declarations
-        .iter()
-        .try_for_each(|d| validate::declaration(d, schema.version))
 }
 
 /// Step 4: every pending checkpoint at the version must be declared here.

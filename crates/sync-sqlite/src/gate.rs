@@ -3,7 +3,7 @@
 //! values come from one snapshot on a reader and on the writer alike.
 
 use rusqlite::Connection;
-use sync_core::{validate, Error, Result, ServeGate};
+use sync_core::{Result, ServeGate};
 
 use crate::errors::{corrupt, DbResultExt};
 use crate::seam;
@@ -15,18 +15,6 @@ pub const SERVE_GATE: &str = "SELECT \
 (SELECT log_epoch FROM sync_partition_registry WHERE partition = ?1), \
 (SELECT json_group_array(name) FROM (SELECT name FROM sync_backfill_checkpoints \
   WHERE partition = ?1 AND schema_version = ?2 AND state <> 'activated' ORDER BY name))";
-
-/// Validation of `read_serve_gate` (running version 0 is allowed).
-pub(crate) fn validate_args(partition: &str, running: i32) -> Result<()> {
-    validate::partition(partition)?;
-    if running < 0 {
-        return Err(Error::invalid_argument(
-            "running_schema_version",
-            "negative",
-        ));
-    }
-    Ok(())
-}
 
 /// Reads the gate token. Never cached.
 pub(crate) fn read(conn: &Connection, partition: &str, running: i32) -> Result<ServeGate> {

@@ -5,7 +5,7 @@
 //! ([`sync_schema::ObserveTables`] of [`crate::SqliteStorage`]).
 
 use rusqlite::Connection;
-use sync_core::{validate, ChangeOp, CommitRecord, Error, Result, StoredChange, StoredRow};
+use sync_core::{ChangeOp, CommitRecord, Error, Result, StoredChange, StoredRow};
 use sync_schema::ObservedTables;
 
 use crate::ensure::read_marker;
@@ -23,14 +23,6 @@ const COMMITS_PAGE: &str =
 const CHANGES_OF_PAGE: &str = "SELECT commit_seq, tbl, row_id, op, row_version, scopes, payload \
      FROM sync_changes WHERE partition = ?1 AND commit_seq > ?2 AND commit_seq <= ?3 \
      ORDER BY commit_seq, idx";
-
-/// `read_commits` validation, before any database access: partition,
-/// `after_seq ≥ 0` (`invalid_argument`), limit 1..=1000 (`invalid_limit`).
-pub(crate) fn validate_commits(partition: &str, after_seq: i64, limit: i64) -> Result<()> {
-    validate::partition(partition)?;
-    validate::non_negative("after_seq", after_seq)?;
-    validate::lookup_limit(limit)
-}
 
 /// Retained commits above `after_seq`, oldest first, each with every change
 /// in index order. Runs inside one read snapshot.
@@ -117,14 +109,6 @@ pub(crate) fn read_commits(
         }
     }
     Ok(commits)
-}
-
-/// `inspect_table_rows` validation before any database access: partition,
-/// then limit 1..=1000 (`invalid_limit`); the table is checked against the
-/// stored layouts by [`inspect_rows`].
-pub(crate) fn validate_inspect(partition: &str, limit: i64) -> Result<()> {
-    validate::partition(partition)?;
-    validate::lookup_limit(limit)
 }
 
 /// Keyset scan of a table named in the stored layouts (other names →

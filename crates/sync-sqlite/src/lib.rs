@@ -55,6 +55,7 @@ mod faults;
 mod file_state;
 mod gate;
 mod inspect;
+mod instance;
 mod introspect;
 mod pools;
 mod pruning;
@@ -81,7 +82,7 @@ pub mod harness;
 
 pub use config::{GroupCommit, SqliteConfig, Synchronous, WalCheckpoints};
 pub use dialect::{SqliteSql, DIALECT, URL_SCHEMES};
-pub use storage::SqliteStorage;
+pub use instance::SqliteStorage;
 pub use transaction::SqliteTransaction;
 pub use wal::WalCheckpointReport;
 

@@ -5,8 +5,7 @@
 
 use rusqlite::{Connection, ToSql};
 use sync_core::{
-    check_serve_gate, validate, AuthoritativeQueryRequest, AuthoritativeQueryResult, Error,
-    ErrorCode, Result, ServeContext,
+    check_serve_gate, AuthoritativeQueryRequest, AuthoritativeQueryResult, Result, ServeContext,
 };
 use sync_schema::{prepare_request, PreparedQuery};
 
@@ -17,16 +16,12 @@ use crate::seam;
 use crate::state::Ensured;
 use crate::values::{sql_value, BindSql};
 
-/// Validation and preparation (no database access).
+/// Preparation against the ensured schema (no database access).
 pub(crate) fn prepare(
-    ensured: Option<&Ensured>,
+    ensured: &Ensured,
     partition: &str,
     request: &AuthoritativeQueryRequest,
 ) -> Result<PreparedQuery> {
-    validate::partition(partition)?;
-    let Some(ensured) = ensured else {
-        return Err(Error::new(ErrorCode::SchemaNotEnsured));
-    };
     prepare_request(&ensured.schema, crate::DIALECT, partition, request)
 }
 

@@ -6,18 +6,19 @@
 use std::sync::Arc;
 
 use rusqlite::{Connection, ToSql};
+use sync_core::front::IndexLookup;
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
-    candidate_variable, matches_filter, validate, ChangeOp, CommitWindowQuery, Error, ErrorCode,
-    IndexRowScanQuery, Result, RowScanQuery, ScopeFilter, StoredChange, StoredCommit, StoredRow,
+    candidate_variable, matches_filter, ChangeOp, CommitWindowQuery, Error, Result, RowScanQuery,
+    ScopeFilter, StoredChange, StoredCommit, StoredRow,
 };
 
 use crate::errors::DbResultExt;
 use crate::rows::{build_row, stored_row_from};
 use crate::seam;
 use crate::sql::{placeholders, quote};
-use crate::state::{require_table, Ensured, TableSql};
-use crate::values::{parse_scopes, value_matches, BindRow};
+use crate::state::TableSql;
+use crate::values::{parse_scopes, BindRow};
 
 /// Above this many values, a candidate query binds the value list as one
 /// JSON array read through `json_each`: SQLite refuses statements with more
@@ -238,23 +239,6 @@ fn candidate(filter: &ScopeFilter) -> Option<(&str, &[String])> {
     (!values.is_empty()).then_some((variable, values.as_slice()))
 }
 
-/// `read_commit_window` validation; `Ok(None)` when the answer is `[]`.
-pub(crate) fn validate_window<'a>(
-    ensured: Option<&'a Ensured>,
-    partition: &str,
-    query: &CommitWindowQuery,
-) -> Result<Option<&'a Arc<TableSql>>> {
-    validate::partition(partition)?;
-    let table = require_table(ensured, &query.table)?;
-    if candidate(&query.scope_filter).is_none()
-        || query.limit_changes <= 0
-        || query.through_seq <= query.after_seq
-    {
-        return Ok(None);
-    }
-    Ok(Some(table))
-}
-
 type WindowRow = (
     i64,
     bool,
@@ -268,7 +252,8 @@ type WindowRow = (
     Option<Vec<u8>>,
 );
 
-/// Pages through the window (validated by [`validate_window`]).
+/// Pages through a window the front checked (a candidate with values, a
+/// positive limit, `through_seq > after_seq`).
 pub(crate) fn commit_window(
     conn: &Connection,
     partition: &str,
@@ -380,18 +365,6 @@ fn build_commit(
     }))
 }
 
-/// `latest_scoped_change_seq` validation; `Ok(false)` when the answer is 0.
-pub(crate) fn validate_latest(
-    ensured: Option<&Ensured>,
-    partition: &str,
-    table: &str,
-    filter: &ScopeFilter,
-) -> Result<bool> {
-    validate::partition(partition)?;
-    require_table(ensured, table)?;
-    Ok(candidate(filter).is_some())
-}
-
 /// Newest matching `commit_seq`: one index probe per value.
 pub(crate) fn latest_scoped_seq(
     conn: &Connection,
@@ -412,26 +385,6 @@ pub(crate) fn latest_scoped_seq(
         }
     }
     Ok(latest)
-}
-
-/// `scan_rows` validation in its normative order; `Ok(None)` when the answer is `[]`.
-pub(crate) fn validate_scan<'a>(
-    ensured: Option<&'a Ensured>,
-    partition: &str,
-    query: &RowScanQuery,
-) -> Result<Option<&'a Arc<TableSql>>> {
-    validate::partition(partition)?;
-    if query.scope_filter.is_empty() {
-        return Err(Error::new(ErrorCode::ScanRequiresScope));
-    }
-    if candidate(&query.scope_filter).is_none() {
-        return Ok(None);
-    }
-    let table = require_table(ensured, &query.table)?;
-    if query.limit <= 0 {
-        return Ok(None);
-    }
-    Ok(Some(table))
 }
 
 /// Pages through scope candidates, verifying each against the full filter.
@@ -491,40 +444,6 @@ pub(crate) fn scan_rows(
     }
 }
 
-/// `scan_rows_by_index` validation in its normative order.
-pub(crate) fn validate_index_scan<'a>(
-    ensured: Option<&'a Ensured>,
-    partition: &str,
-    query: &IndexRowScanQuery,
-) -> Result<&'a Arc<TableSql>> {
-    validate::partition(partition)?;
-    let table = require_table(ensured, &query.table)?;
-    validate::lookup_limit(query.limit)?;
-    if !table.table.materialize {
-        return Err(Error::new(ErrorCode::IndexNotMaterialized).detail("table", &query.table));
-    }
-    let Some(index) = table.table.index(&query.index) else {
-        return Err(Error::new(ErrorCode::IndexNotFound)
-            .detail("table", &query.table)
-            .detail("index", &query.index));
-    };
-    if index.columns.len() != query.values.len() {
-        return Err(Error::new(ErrorCode::IndexValueCountMismatch)
-            .detail("expected", index.columns.len())
-            .detail("actual", query.values.len()));
-    }
-    for (position, (column, value)) in index.columns.iter().zip(&query.values).enumerate() {
-        let fits = table
-            .table
-            .column(column)
-            .is_some_and(|c| value_matches(value, c.column_type));
-        if !fits {
-            return Err(Error::new(ErrorCode::IndexValueTypeMismatch).detail("position", position));
-        }
-    }
-    Ok(table)
-}
-
 /// The lookup statement: exact equality (`IS NULL` where `nulls[i]`) on
 /// every index column, keyset on the row id. Parameters: partition, after,
 /// limit, then the non-null values in column order.
@@ -545,43 +464,47 @@ pub fn index_lookup_sql(quoted_table: &str, columns: &[String], nulls: &[bool]) 
     )
 }
 
-/// Runs a validated index lookup.
+/// Runs a lookup the front checked.
 pub(crate) fn index_scan(
+    conn: &Connection,
+    partition: &str,
+    lookup: IndexLookup<'_, Arc<TableSql>>,
+) -> Result<Vec<StoredRow>> {
+    let rows = IndexRows {
+        columns: &lookup.index().columns,
+        values: lookup.values(),
+        after: lookup.after_row_id(),
+        limit: lookup.limit(),
+    };
+    index_rows(conn, lookup.table().handle(), partition, &rows)
+}
+
+/// What an index lookup reads: equality on `columns`, keyset after `after`.
+struct IndexRows<'a> {
+    columns: &'a [String],
+    values: &'a [sync_core::RowValue],
+    after: Option<&'a str>,
+    limit: i64,
+}
+
+fn index_rows(
     conn: &Connection,
     table: &TableSql,
     partition: &str,
-    query: &IndexRowScanQuery,
+    rows: &IndexRows<'_>,
 ) -> Result<Vec<StoredRow>> {
-    let nulls: Vec<bool> = query.values.iter().map(|v| v.is_null()).collect();
-    let columns = table
-        .table
-        .index(&query.index)
-        .map(|i| i.columns.as_slice())
-        .unwrap_or_default();
-    let sql = index_lookup_sql(&table.quoted, columns, &nulls);
-    let after = query.after_row_id.clone().unwrap_or_default();
-    let binds: Vec<BindRow<'_>> = query
+    let nulls: Vec<bool> = rows.values.iter().map(|v| v.is_null()).collect();
+    let sql = index_lookup_sql(&table.quoted, rows.columns, &nulls);
+    let after = rows.after.unwrap_or_default();
+    let binds: Vec<BindRow<'_>> = rows
         .values
         .iter()
         .filter(|v| !v.is_null())
         .map(BindRow)
         .collect();
-    let mut params: Vec<&dyn ToSql> = vec![&partition, &after, &query.limit];
+    let mut params: Vec<&dyn ToSql> = vec![&partition, &after, &rows.limit];
     params.extend(binds.iter().map(|b| b as &dyn ToSql));
     collect_rows(conn, &sql, params.as_slice())
-}
-
-/// `scan_partition_rows` validation.
-pub(crate) fn validate_partition_scan<'a>(
-    ensured: Option<&'a Ensured>,
-    partition: &str,
-    table: &str,
-    limit: i64,
-) -> Result<&'a Arc<TableSql>> {
-    validate::partition(partition)?;
-    let table = require_table(ensured, table)?;
-    validate::lookup_limit(limit)?;
-    Ok(table)
 }
 
 /// Keyset scan of every row of one table in one partition.

@@ -7,19 +7,14 @@
 //! no write transaction at entry, and one checkout instead of three plus
 //! one per commit.
 
-use sync_core::{
-    validate, LogBounds, PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest,
-};
+use sync_core::{LogBounds, PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest};
 
 use crate::pools::Pools;
 use crate::{clients, commit_log, gate, push_results, registry};
 
-/// Validates the request as the single methods would, then reads.
+/// Reads the entry of a request the front checked.
 pub(crate) fn enter(pools: &Pools, request: &RoundEntryRequest) -> Result<RoundEntry> {
     let partition = request.partition.as_str();
-    validate::partition(partition)?;
-    validate::log_epoch(&request.initial_log_epoch)?;
-    gate::validate_args(partition, request.running_schema_version)?;
     let (stored, gate, client_record, texts, log_bounds) = pools.read_snapshot_warm(|conn| {
         let stored = registry::get(conn, partition)?;
         let gate = gate::read(conn, partition, request.running_schema_version)?;

@@ -3,23 +3,13 @@
 //! `dialects.md` §6).
 
 use rusqlite::{Connection, OptionalExtension, Row, ToSql};
-use sync_core::{codec, Result, RowValue, StoredRow};
+use sync_core::{Result, RowValue, StoredRow};
 
 use crate::errors::{Context, DbResultExt};
 use crate::seam;
 use crate::state::TableSql;
 use crate::values::{parse_scopes, scopes_json, BindRow};
 use crate::{blobs, scopes};
-
-/// What `upsert_row` validated before touching the database: the decoded
-/// projection values of a materialized table (`None` otherwise).
-pub(crate) fn validate_payload(table: &TableSql, payload: &[u8]) -> Result<Option<Vec<RowValue>>> {
-    if table.table.materialize {
-        codec::decode_row(&table.table, payload).map(Some)
-    } else {
-        codec::validate_row(&table.table, payload).map(|()| None)
-    }
-}
 
 /// The stored row, or `None`.
 pub(crate) fn get(

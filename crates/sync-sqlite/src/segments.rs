@@ -12,8 +12,8 @@ use sync_core::{
 };
 
 use crate::errors::DbResultExt;
+use crate::instance::SqliteStorage;
 use crate::seam;
-use crate::storage::SqliteStorage;
 
 /// The metadata columns, in the order [`meta`] reads them.
 const META_COLUMNS: &str = "segment_id, partition, tbl, scope_digest, media_type, \

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use sync_core::{CompiledSchema, CompiledTable, Error, Result};
+use sync_core::{CompiledSchema, CompiledTable};
 
 use crate::sql::{placeholders, quote};
 
 /// What `ensure_schema` recorded on the instance.
 #[derive(Debug)]
-pub(crate) struct Ensured {
+pub struct Ensured {
     /// The compiled schema (the running version is `schema.version`).
     pub(crate) schema: Arc<CompiledSchema>,
     /// [`fingerprint`] of `schema`.
@@ -39,32 +39,18 @@ impl Ensured {
     pub(crate) fn version(&self) -> i32 {
         self.schema.version
     }
-
-    /// The table, or `sync.storage.unknown_table`.
-    pub(crate) fn table(&self, name: &str) -> Result<&Arc<TableSql>> {
-        self.tables
-            .get(name)
-            .ok_or_else(|| Error::unknown_table(name))
-    }
 }
 
-/// The table, or `unknown_table` when nothing was ensured yet.
-pub(crate) fn require_table<'a>(
-    ensured: Option<&'a Ensured>,
-    name: &str,
-) -> Result<&'a Arc<TableSql>> {
-    match ensured {
-        Some(e) => e.table(name),
-        None => Err(Error::unknown_table(name)),
-    }
-}
+impl sync_core::front::EnsuredSchema for Ensured {
+    type Handle = Arc<TableSql>;
 
-/// Checks every table of a list against the ensured schema and deduplicates it.
-pub(crate) fn require_tables(ensured: Option<&Ensured>, tables: &[String]) -> Result<Vec<String>> {
-    for table in tables {
-        require_table(ensured, table)?;
+    fn schema(&self) -> &Arc<CompiledSchema> {
+        &self.schema
     }
-    Ok(sync_core::validate::dedup_tables(tables))
+
+    fn table(&self, name: &str) -> Option<(&CompiledTable, &Arc<TableSql>)> {
+        self.tables.get(name).map(|t| (&t.table, t))
+    }
 }
 
 /// Identity of a schema for the memoized fast path: the layouts (names,
@@ -96,7 +82,7 @@ pub(crate) fn fingerprint(schema: &CompiledSchema) -> String {
 
 /// SQL text of one application table.
 #[derive(Debug)]
-pub(crate) struct TableSql {
+pub struct TableSql {
     /// The compiled table.
     pub(crate) table: CompiledTable,
     /// The quoted table name.

@@ -1,19 +1,22 @@
-//! The `StorageTransaction` impl (`storage-contract.md` §5): one writer
-//! connection under `BEGIN IMMEDIATE`, bound to a partition, with the
-//! Open/Poisoned state machine of §5.1. Validation runs before any statement
-//! and never poisons; a failed statement always does.
-
-use std::sync::Arc;
+//! The SQLite transaction behind the validating front
+//! (`storage-contract.md` §5): one writer connection under
+//! `BEGIN IMMEDIATE`, bound to a partition, with the Open/Poisoned state
+//! machine of §5.1. The front checks every argument before any statement;
+//! a failed statement always poisons.
 
 use rusqlite::Connection;
+use sync_core::front::{
+    Checked, CheckedRow, CheckpointName, IndexLookup, Request, RowId, Table, Tables,
+    TransactionBackend, TxHandle,
+};
 use sync_core::{
-    validate, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, ClientRecord,
-    Coverage, Error, ErrorCode, IndexRowScanQuery, NewCommit, NewReaction, Result, RowScanQuery,
-    ServeGate, SourceChange, StorageTransaction, StoredCheckpoint, StoredPushResult, StoredRow,
+    ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, ClientRecord, Coverage,
+    Error, ErrorCode, NewCommit, NewReaction, Result, RowScanQuery, ServeGate, SourceChange,
+    StoredCheckpoint, StoredPushResult, StoredRow,
 };
 
 use crate::pools::exec;
-use crate::state::{require_table, Ensured};
+use crate::state::Ensured;
 use crate::writer::Seat;
 use crate::{
     blobs, checkpoints, clients, commit_log, gate, push_results, query, reactions, reads, rows,
@@ -38,7 +41,6 @@ enum State {
 pub struct SqliteTransaction {
     /// `None` once the transaction ended.
     seat: Option<Seat>,
-    ensured: Option<Arc<Ensured>>,
     partition: String,
     writer_version: i32,
     state: State,
@@ -46,27 +48,15 @@ pub struct SqliteTransaction {
 }
 
 impl SqliteTransaction {
-    /// Wraps a place on the writer inside an open SQLite transaction.
-    pub(crate) fn new(seat: Seat, ensured: Option<Arc<Ensured>>, partition: &str) -> Self {
+    /// Wraps a place on the writer inside an open SQLite transaction of
+    /// a writer at `writer_version`.
+    pub(crate) fn new(seat: Seat, writer_version: i32, partition: &str) -> Self {
         Self {
-            writer_version: ensured.as_ref().map_or(0, |e| e.version()),
+            writer_version,
             seat: Some(seat),
-            ensured,
             partition: partition.to_owned(),
             state: State::Open,
             push_locked: false,
-        }
-    }
-
-    fn ensured(&self) -> Option<&Ensured> {
-        self.ensured.as_deref()
-    }
-
-    /// `transaction_aborted` once poisoned.
-    fn check_open(&self) -> Result<()> {
-        match self.state {
-            State::Open => Ok(()),
-            State::Poisoned(_) => Err(Error::new(ErrorCode::TransactionAborted)),
         }
     }
 
@@ -131,7 +121,16 @@ impl Drop for SqliteTransaction {
     }
 }
 
-impl StorageTransaction for SqliteTransaction {
+impl TransactionBackend for SqliteTransaction {
+    type Schema = Ensured;
+
+    fn check_open(&self) -> Result<()> {
+        match self.state {
+            State::Open => Ok(()),
+            State::Poisoned(_) => Err(Error::new(ErrorCode::TransactionAborted)),
+        }
+    }
+
     fn partition(&self) -> &str {
         &self.partition
     }
@@ -140,16 +139,16 @@ impl StorageTransaction for SqliteTransaction {
         self.writer_version
     }
 
-    fn get_row(&mut self, table: &str, row_id: &str) -> Result<Option<StoredRow>> {
-        self.check_open()?;
-        let table = require_table(self.ensured(), table)?.clone();
-        self.run(|conn, p| rows::get(conn, &table, p, row_id))
+    fn get_row(&mut self, t: Table<'_, TxHandle<Self>>, row_id: &str) -> Result<Option<StoredRow>> {
+        self.run(|conn, p| rows::get(conn, &t, p, row_id))
     }
 
-    fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>> {
-        self.check_open()?;
-        require_table(self.ensured(), table)?;
-        self.run(|conn, p| rows::tombstone_seq(conn, p, table, row_id))
+    fn get_tombstone_seq(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<i64>> {
+        self.run(|conn, p| rows::tombstone_seq(conn, p, t.name(), row_id))
     }
 
     fn get_push_result(
@@ -157,7 +156,6 @@ impl StorageTransaction for SqliteTransaction {
         client_id: &str,
         client_commit_id: &str,
     ) -> Result<Option<StoredPushResult>> {
-        self.check_open()?;
         if self
             .seat
             .as_ref()
@@ -173,49 +171,44 @@ impl StorageTransaction for SqliteTransaction {
         push_results::parse(text)
     }
 
-    fn scan_rows(&mut self, query: &RowScanQuery) -> Result<Vec<StoredRow>> {
-        self.check_open()?;
-        let Some(table) = reads::validate_scan(self.ensured(), &self.partition, query)?.cloned()
-        else {
-            return Ok(Vec::new());
-        };
-        self.run(|conn, p| reads::scan_rows(conn, &table, p, query))
+    fn scan_rows(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        query: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<StoredRow>> {
+        self.run(|conn, p| reads::scan_rows(conn, &t, p, &query))
     }
 
-    fn scan_rows_by_index(&mut self, query: &IndexRowScanQuery) -> Result<Vec<StoredRow>> {
-        self.check_open()?;
-        let table = reads::validate_index_scan(self.ensured(), &self.partition, query)?.clone();
-        self.run(|conn, p| reads::index_scan(conn, &table, p, query))
+    fn scan_rows_by_index(
+        &mut self,
+        lookup: IndexLookup<'_, TxHandle<Self>>,
+    ) -> Result<Vec<StoredRow>> {
+        self.run(|conn, p| reads::index_scan(conn, p, lookup))
     }
 
     fn scan_partition_rows(
         &mut self,
-        table: &str,
-        after_row_id: Option<&str>,
-        limit: i64,
+        t: Table<'_, TxHandle<Self>>,
+        after: Option<&str>,
+        limit: Checked<i64>,
     ) -> Result<Vec<StoredRow>> {
-        self.check_open()?;
-        let table =
-            reads::validate_partition_scan(self.ensured(), &self.partition, table, limit)?.clone();
-        self.run(|conn, p| reads::partition_scan(conn, &table, p, after_row_id, limit))
+        self.run(|conn, p| reads::partition_scan(conn, &t, p, after, limit.get()))
     }
 
     fn max_commit_seq(&mut self) -> Result<i64> {
-        self.check_open()?;
         self.run(commit_log::max_commit_seq)
     }
 
     fn query_authoritative(
         &mut self,
+        ensured: &Ensured,
         request: &AuthoritativeQueryRequest,
     ) -> Result<AuthoritativeQueryResult> {
-        self.check_open()?;
-        let prepared = query::prepare(self.ensured(), &self.partition, request)?;
+        let prepared = query::prepare(ensured, &self.partition, request)?;
         self.run(|conn, p| query::run(conn, p, &prepared))
     }
 
     fn lock_partition_for_push(&mut self) -> Result<()> {
-        self.check_open()?;
         if self.push_locked {
             return Ok(());
         }
@@ -225,7 +218,7 @@ impl StorageTransaction for SqliteTransaction {
     }
 
     fn commit_rejected_push_result(
-        mut self: Box<Self>,
+        mut self,
         client_id: &str,
         client_commit_id: &str,
         result: &StoredPushResult,
@@ -244,52 +237,43 @@ impl StorageTransaction for SqliteTransaction {
         self.finish_rejection(client_id, client_commit_id, result)
     }
 
-    fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()> {
-        self.check_open()?;
-        let table = require_table(self.ensured(), table)?.clone();
-        validate::row_id(&row.row_id)?;
-        let values = rows::validate_payload(&table, &row.payload)?;
-        self.run(|conn, p| rows::upsert(conn, &table, p, row, values.as_deref(), op_index))
+    fn upsert_row(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row: CheckedRow<'_>,
+        op_index: Option<u32>,
+    ) -> Result<()> {
+        self.run(|conn, p| rows::upsert(conn, &t, p, &row, row.projection(), op_index))
     }
 
-    fn delete_row(&mut self, table: &str, row_id: &str) -> Result<()> {
-        self.check_open()?;
-        let table = require_table(self.ensured(), table)?.clone();
-        validate::row_id(row_id)?;
-        self.run(|conn, p| rows::delete(conn, &table, p, row_id))
+    fn delete_row(&mut self, t: Table<'_, TxHandle<Self>>, row_id: RowId<'_>) -> Result<()> {
+        self.run(|conn, p| rows::delete(conn, &t, p, &row_id))
     }
 
-    fn clear_tombstone(&mut self, table: &str, row_id: &str) -> Result<()> {
-        self.check_open()?;
-        require_table(self.ensured(), table)?;
-        self.run(|conn, p| rows::clear_tombstone(conn, p, table, row_id))
+    fn clear_tombstone(&mut self, t: Table<'_, TxHandle<Self>>, row_id: &str) -> Result<()> {
+        self.run(|conn, p| rows::clear_tombstone(conn, p, t.name(), row_id))
     }
 
-    fn set_blob_refs(&mut self, table: &str, row_id: &str, blob_ids: &[String]) -> Result<()> {
-        self.check_open()?;
-        require_table(self.ensured(), table)?;
-        validate::row_id(row_id)?;
-        self.run(|conn, p| blobs::set(conn, p, table, row_id, blob_ids))
+    fn set_blob_refs(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_id: RowId<'_>,
+        blob_ids: &[String],
+    ) -> Result<()> {
+        self.run(|conn, p| blobs::set(conn, p, t.name(), &row_id, blob_ids))
     }
 
-    fn append_commit(&mut self, commit: &NewCommit) -> Result<i64> {
-        self.check_open()?;
-        commit_log::validate(self.ensured(), commit)?;
+    fn append_commit(&mut self, commit: Request<'_, NewCommit>) -> Result<i64> {
         let writer_version = self.writer_version;
-        self.run(|conn, p| commit_log::append(conn, p, writer_version, commit))
+        self.run(|conn, p| commit_log::append(conn, p, writer_version, &commit))
     }
 
     fn enqueue_reactions(&mut self, reactions: &[NewReaction]) -> Result<()> {
-        self.check_open()?;
         self.run(|conn, p| reactions::enqueue(conn, p, reactions))
     }
 
-    fn stage_client_record(&mut self, record: &ClientRecord) -> Result<bool> {
-        self.check_open()?;
-        if record.client_id.is_empty() {
-            return Err(Error::invalid_argument("client_id", "empty"));
-        }
-        self.run(|conn, p| clients::put(conn, p, record))?;
+    fn stage_client_record(&mut self, record: Request<'_, ClientRecord>) -> Result<bool> {
+        self.run(|conn, p| clients::put(conn, p, &record))?;
         Ok(true)
     }
 
@@ -299,7 +283,6 @@ impl StorageTransaction for SqliteTransaction {
         client_commit_id: &str,
         result: &StoredPushResult,
     ) -> Result<()> {
-        self.check_open()?;
         self.run(|conn, p| push_results::put(conn, p, client_id, client_commit_id, result))?;
         if let Some(seat) = &self.seat {
             seat.stored_key(&self.partition, client_id, client_commit_id);
@@ -307,80 +290,53 @@ impl StorageTransaction for SqliteTransaction {
         Ok(())
     }
 
-    fn read_serve_gate(&mut self, running_schema_version: i32) -> Result<ServeGate> {
-        self.check_open()?;
-        gate::validate_args(&self.partition, running_schema_version)?;
-        self.run(|conn, p| gate::read(conn, p, running_schema_version))
+    fn read_serve_gate(&mut self, running: Checked<i32>) -> Result<ServeGate> {
+        self.run(|conn, p| gate::read(conn, p, running.get()))
     }
 
-    fn read_checkpoint(&mut self, name: &str) -> Result<Option<StoredCheckpoint>> {
-        self.check_open()?;
-        checkpoints::validate_key(&self.partition, name)?;
-        self.run(|conn, p| checkpoints::read_one(conn, p, name))
+    fn read_checkpoint(&mut self, name: CheckpointName<'_>) -> Result<Option<StoredCheckpoint>> {
+        self.run(|conn, p| checkpoints::read_one(conn, p, &name))
     }
 
     fn advance_checkpoint(
         &mut self,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        observed_rows: i64,
+        name: CheckpointName<'_>,
+        epoch: i64,
+        watermark: Checked<i64>,
+        observed: Checked<i64>,
         now_ms: i64,
     ) -> Result<bool> {
-        self.check_open()?;
-        checkpoints::validate_advance(&self.partition, name, watermark, observed_rows)?;
-        self.run(|conn, p| {
-            checkpoints::advance(conn, p, name, owner_epoch, watermark, observed_rows, now_ms)
-        })
+        let (watermark, observed) = (watermark.get(), observed.get());
+        self.run(|conn, p| checkpoints::advance(conn, p, &name, epoch, watermark, observed, now_ms))
     }
 
     fn activate_checkpoint(
         &mut self,
-        name: &str,
-        owner_epoch: i64,
-        watermark: i64,
-        sources: &[String],
+        name: CheckpointName<'_>,
+        epoch: i64,
+        watermark: Checked<i64>,
+        sources: &Tables,
         now_ms: i64,
     ) -> Result<ActivationOutcome> {
-        self.check_open()?;
-        let sources = checkpoints::validate_activate(
-            self.ensured(),
-            &self.partition,
-            name,
-            watermark,
-            sources,
-        )?;
         self.run(|conn, p| {
-            checkpoints::activate(conn, p, name, owner_epoch, watermark, &sources, now_ms)
+            checkpoints::activate(conn, p, &name, epoch, watermark.get(), sources, now_ms)
         })
     }
 
-    fn has_source_changes_above(&mut self, tables: &[String], seq: i64) -> Result<Coverage> {
-        self.check_open()?;
-        let tables =
-            checkpoints::validate_tables_seq(self.ensured(), &self.partition, tables, "seq", seq)?;
-        self.run(|conn, p| checkpoints::changes_above(conn, p, &tables, seq))
+    fn has_source_changes_above(&mut self, tables: &Tables, seq: Checked<i64>) -> Result<Coverage> {
+        self.run(|conn, p| checkpoints::changes_above(conn, p, tables, seq.get()))
     }
 
     fn list_source_changes(
         &mut self,
-        tables: &[String],
-        after_seq: i64,
-        limit: i64,
+        tables: &Tables,
+        after: Checked<i64>,
+        limit: Checked<i64>,
     ) -> Result<Vec<SourceChange>> {
-        self.check_open()?;
-        let tables = checkpoints::validate_tables_seq(
-            self.ensured(),
-            &self.partition,
-            tables,
-            "after_seq",
-            after_seq,
-        )?;
-        validate::lookup_limit(limit)?;
-        self.run(|conn, p| checkpoints::source_changes(conn, p, &tables, after_seq, limit))
+        self.run(|conn, p| checkpoints::source_changes(conn, p, tables, after.get(), limit.get()))
     }
 
-    fn commit(mut self: Box<Self>) -> Result<()> {
+    fn commit(mut self) -> Result<()> {
         if let Err(error) = self.check_open() {
             self.finish_rollback();
             return Err(error);
@@ -388,7 +344,7 @@ impl StorageTransaction for SqliteTransaction {
         self.finish_commit()
     }
 
-    fn rollback(mut self: Box<Self>) -> Result<()> {
+    fn rollback(mut self) -> Result<()> {
         self.finish_rollback();
         Ok(())
     }

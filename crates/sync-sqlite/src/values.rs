@@ -5,9 +5,7 @@
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::ToSql;
 use serde_json::Value;
-use sync_core::{
-    ClientSubscription, ColumnType, Error, Result, RowValue, ScopeFilter, SqlValue, StoredScopes,
-};
+use sync_core::{ClientSubscription, Error, Result, RowValue, ScopeFilter, SqlValue, StoredScopes};
 
 use crate::errors::corrupt;
 
@@ -33,11 +31,6 @@ impl ToSql for BindRow<'_> {
             RowValue::Bytes(b) | RowValue::Crdt(b) => ValueRef::Blob(b),
         }))
     }
-}
-
-/// Whether a lookup value fits a column of `column_type` (`Null` always does).
-pub(crate) fn value_matches(value: &RowValue, column_type: ColumnType) -> bool {
-    value.column_type().is_none_or(|t| t == column_type)
 }
 
 /// Binds a registered-query parameter.

@@ -11,7 +11,7 @@ use crate::blobs::BLOB_CANDIDATES_SQL;
 use crate::coverage::{COVERAGE_PROBE_SQL, COVERAGE_SEQ_SQL};
 use crate::json::scopes_json;
 use crate::pool::{col, Conn};
-use crate::rows::prepare_upsert;
+use crate::rows::{params, typed_of};
 use crate::table_sql::TableSql;
 use crate::values::param_refs;
 use crate::window::{window_page_sql, WINDOW_PAGE_SQL};
@@ -200,7 +200,7 @@ fn scope_replacement_plan(
         .table("tasks")
         .ok_or_else(|| Error::unknown_table("tasks"))?;
     let row = sample_row(schema)?;
-    let projection = prepare_upsert(tasks, sql, &row)?;
+    let projection = params(typed_of(tasks, sql, &row)?);
     let vars: Vec<&str> = row.scopes.keys().map(String::as_str).collect();
     let values: Vec<&str> = row.scopes.values().map(String::as_str).collect();
     let scopes = scopes_json(&row.scopes);
