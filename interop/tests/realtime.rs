@@ -164,3 +164,28 @@ fn presence_joins_updates_and_leaves_between_two_clients(dialect: Dialect) {
     alice.sync.disconnect_realtime(&mut alice.wire);
     bob.pump_until("alice's leave", |c| c.sync.presence("list:l1").is_empty());
 }
+
+/// Two `serve` processes on one Postgres database: alice pushes through
+/// one, bob's socket is held by the other and still gets the delta (the
+/// commit is announced with `NOTIFY` and heard by the other process's
+/// listener).
+#[test]
+fn a_push_to_one_process_reaches_a_socket_of_another_on_postgres() {
+    let server = Server::start(Dialect::Postgres, &todos(1), &team());
+    let peer = server.peer();
+    let (mut alice, _) = synced_pair(&server);
+    let mut bob = Client::new(&server, "bob-laptop", "bob-token", &todos(1));
+    bob.subscribe("mine", &["l1"]);
+    bob.reconnect_to(&peer.base_url, "bob-token");
+    bob.sync_until_idle();
+    connect(&mut bob);
+
+    alice.upsert("t2", "l1", "eggs", None);
+    alice.sync_until_idle();
+    let before = rounds(&bob);
+    bob.pump_until("alice's t2 through the other process", |c| {
+        c.todos().contains_key("t2")
+    });
+    assert_eq!(rounds(&bob), before, "the delta arrived without a round");
+    assert_eq!(bob.todos(), alice.todos());
+}

@@ -595,4 +595,11 @@ pub trait ServerStorage: Send + Sync {
     fn segment_store(&self) -> Option<&dyn SegmentStore> {
         None
     }
+    /// Where this process hears of the commits other processes append to
+    /// the same database ([`CommitFeed`](crate::CommitFeed)), for realtime
+    /// fanout across processes. `None` (the default body) for a storage
+    /// that serves one process or does not announce its commits.
+    fn commit_feed(&self) -> Option<std::sync::Arc<dyn crate::CommitFeed>> {
+        None
+    }
 }

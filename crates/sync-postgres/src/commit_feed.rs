@@ -17,13 +17,15 @@ use sync_core::{CommitFeed, CommitListener, CommitNotice, Error, FeedEvent, Resu
 /// The channel every announcing storage notifies.
 pub(crate) const CHANNEL: &str = "syncstore_commits";
 
-/// The `SELECT` list item that announces the appended commit (`seq` is the
-/// append's CTE of the new sequence, `partition` its partition expression).
-pub(crate) fn announce_expr(partition: &str) -> String {
-    format!(
-        "pg_notify('{CHANNEL}', json_build_object('s', current_schema(), 'p', {partition}, \
-         'q', seq.commit_seq)::text)"
-    )
+/// The statement that announces commit `seq` of `partition`, sent with
+/// the transaction's later statements or its `COMMIT`; `None` for a
+/// partition name no literal can hold (a NUL, refused long before).
+pub(crate) fn announce_sql(partition: &str, seq: i64) -> Option<String> {
+    let partition = crate::sql::quote_literal(partition)?;
+    Some(format!(
+        "SELECT pg_notify('{CHANNEL}', json_build_object('s', current_schema(), 'p', \
+         {partition}, 'q', {seq})::text)"
+    ))
 }
 
 /// Listens on the database of `config` for the commits of `schema` (the
@@ -41,7 +43,10 @@ struct Listener {
 
 impl CommitFeed for PostgresCommitFeed {
     fn listen(&self) -> Result<Box<dyn CommitListener>> {
-        let mut client = self.config.connect(NoTls).map_err(Error::backend)?;
+        // Named for operators (`pg_stat_activity.application_name`).
+        let mut config = self.config.clone();
+        config.application_name(&application_name(self.schema.as_deref()));
+        let mut client = config.connect(NoTls).map_err(Error::backend)?;
         let schema = match &self.schema {
             Some(schema) => schema.clone(),
             None => client
@@ -71,6 +76,18 @@ impl CommitListener for Listener {
     }
 }
 
+/// `syncstore commit feed [<schema>]`, cut to Postgres' 63 bytes.
+pub(crate) fn application_name(schema: Option<&str>) -> String {
+    let mut name = match schema {
+        Some(schema) => format!("syncstore commit feed {schema}"),
+        None => "syncstore commit feed".to_owned(),
+    };
+    while name.len() > 63 {
+        name.pop();
+    }
+    name
+}
+
 /// `(schema, notice)` of a payload; `None` for one this crate did not send.
 fn parse(payload: &str) -> Option<(String, CommitNotice)> {
     let value: serde_json::Value = serde_json::from_str(payload).ok()?;
@@ -91,7 +108,10 @@ mod tests {
     fn payloads_of_this_crate_parse_and_others_are_ignored() {
         let (schema, notice) = parse(r#"{"s": "app", "p": "tenant:1", "q": 42}"#).unwrap();
         assert_eq!(schema, "app");
-        assert_eq!((notice.partition.as_str(), notice.commit_seq), ("tenant:1", 42));
+        assert_eq!(
+            (notice.partition.as_str(), notice.commit_seq),
+            ("tenant:1", 42)
+        );
         assert!(parse("hello").is_none());
         assert!(parse(r#"{"s": "app", "p": "x"}"#).is_none());
     }

@@ -69,6 +69,17 @@ pub struct PostgresConfig {
     /// The limits of the segment store in the schema
     /// (`ServerStorage::segment_store`); default 64 MiB per segment.
     pub segment_limits: SegmentLimits,
+    /// Whether every appended commit is announced with `NOTIFY
+    /// syncstore_commits` (sent with the transaction's `COMMIT`, no extra
+    /// round trip) and the storage offers a commit feed
+    /// (`ServerStorage::commit_feed`, a `LISTEN` connection of its own
+    /// outside the pool, built by [`PostgresStorage::connect`](crate::PostgresStorage::connect)).
+    /// Turn it on in every process that pushes to a database whose
+    /// realtime sockets are served by several processes (`syncstore serve`
+    /// does). `false` (the default): Postgres serializes the commits of
+    /// notifying transactions database-wide, a cost a single process need
+    /// not pay.
+    pub announce_commits: bool,
 }
 
 impl Default for PostgresConfig {
@@ -85,6 +96,7 @@ impl Default for PostgresConfig {
             client_record_synchronous_commit: false,
             short_statement_planning: true,
             segment_limits: SegmentLimits::default(),
+            announce_commits: false,
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct PostgresStorage {
     bootstrapped: AtomicBool,
     /// Whether the last bootstrap found the `citus` extension.
     citus: AtomicBool,
+    /// The commit feed, when `config.announce_commits` and the storage was
+    /// built from a URL (a listener needs a connection of its own).
+    feed: Option<Arc<crate::commit_feed::PostgresCommitFeed>>,
     #[cfg(feature = "fault-injection")]
     faults: sync_core::fault::FaultSlot,
     #[cfg(feature = "fault-injection")]
@@ -91,6 +94,7 @@ impl PostgresStorage {
             ensure_lock: Mutex::new(()),
             bootstrapped: AtomicBool::new(false),
             citus: AtomicBool::new(false),
+            feed: None,
             #[cfg(feature = "fault-injection")]
             faults: sync_core::fault::FaultSlot::default(),
             #[cfg(feature = "fault-injection")]
@@ -115,6 +119,12 @@ impl PostgresStorage {
         drop(probe);
         #[cfg(feature = "fault-injection")]
         let side = pg_config.clone();
+        let feed = config.announce_commits.then(|| {
+            Arc::new(crate::commit_feed::PostgresCommitFeed {
+                config: pg_config.clone(),
+                schema: config.schema.clone(),
+            })
+        });
         let pool = build_pool(
             pg_config,
             session_setup(config.schema.as_deref(), config.short_statement_planning),
@@ -122,13 +132,23 @@ impl PostgresStorage {
             config.pool_wait_ms,
         )?;
         let source = built_source(pool, config.pool_wait_ms);
-        let storage = Self::with_source(source, config);
+        let storage = Self {
+            feed,
+            ..Self::with_source(source, config)
+        };
         #[cfg(feature = "fault-injection")]
         let storage = Self {
             fault_side: Some(side),
             ..storage
         };
         Ok(storage)
+    }
+
+    /// The commit feed (see `PostgresConfig::announce_commits`).
+    pub(crate) fn commit_feed_of(&self) -> Option<Arc<dyn sync_core::CommitFeed>> {
+        self.feed
+            .clone()
+            .map(|feed| feed as Arc<dyn sync_core::CommitFeed>)
     }
 
     /// Connects read-only, for inspection: every connection runs with

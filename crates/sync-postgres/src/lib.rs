@@ -88,6 +88,7 @@ mod bootstrap;
 mod checkpoints;
 mod citus;
 mod clients;
+mod commit_feed;
 mod commit_log;
 mod config;
 mod coverage;

@@ -502,6 +502,10 @@ impl StorageBackend for PostgresStorage {
         Some(self)
     }
 
+    fn commit_feed(&self) -> Option<std::sync::Arc<dyn sync_core::CommitFeed>> {
+        self.commit_feed_of()
+    }
+
     fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {
         // Catalog only, without the lazy bootstrap: an operator read reports
         // the fence as the database holds it, never after repairing it.

@@ -554,13 +554,26 @@ impl TransactionBackend for PgTransaction<'_> {
     }
 
     fn append_commit(&mut self, commit: Request<'_, NewCommit>) -> Result<i64> {
-        if let Some(seq) = self.deferred_append(&commit) {
-            return Ok(seq);
+        let appended = match self.deferred_append(&commit) {
+            Some(seq) => Ok(seq),
+            None => {
+                let writer_version = self.writer_version;
+                let appended = self.run(|c| {
+                    commit_log::append_commit(c.conn, c.partition, writer_version, &commit)
+                });
+                self.known_seq = appended.as_ref().ok().copied();
+                appended
+            }
+        };
+        if let Ok(seq) = appended {
+            if self.storage.config().announce_commits {
+                // With the COMMIT, in the same message: no round trip of its
+                // own, delivered only if the transaction commits.
+                if let Some(sql) = crate::commit_feed::announce_sql(&self.partition, seq) {
+                    self.defer(sql);
+                }
+            }
         }
-        let writer_version = self.writer_version;
-        let appended =
-            self.run(|c| commit_log::append_commit(c.conn, c.partition, writer_version, &commit));
-        self.known_seq = appended.as_ref().ok().copied();
         appended
     }
 

@@ -412,8 +412,12 @@ fn open_postgres(url: &str, schema: Option<&str>) -> CliResult<PostgresStorage> 
     if let Some(schema) = schema {
         create_schema(url, schema)?;
     }
+    // Every command announces its commits, so the sockets of any `serve`
+    // process on the same database hear of them (a one-shot `sync` push
+    // included).
     let config = PostgresConfig {
         schema: schema.map(str::to_owned),
+        announce_commits: true,
         ..PostgresConfig::default()
     };
     PostgresStorage::connect(url, config).map_err(opening)

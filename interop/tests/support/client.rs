@@ -154,6 +154,11 @@ impl Client {
         self.wire.inner = transport(&server.base_url, token, self.inbound_tx.clone());
     }
 
+    /// Points the client at the server at `base_url` with `token`.
+    pub fn reconnect_to(&mut self, base_url: &str, token: &str) {
+        self.wire.inner = transport(base_url, token, self.inbound_tx.clone());
+    }
+
     /// Connects the realtime socket (`GET /realtime?clientId=…`); later
     /// rounds of [`Client::round`] ride it (§8.7).
     pub fn connect_realtime(&mut self) {

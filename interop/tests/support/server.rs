@@ -91,54 +91,38 @@ impl Server {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::File::create(&self.log_file).expect("create the server log");
-        let mut child = Command::new(syncstore_bin())
-            .arg("--db")
-            .arg(self.db.url())
-            .arg("serve")
-            .arg("--schema")
-            .arg(&self.schema_file)
-            .args(["--listen", "127.0.0.1:0"])
-            .arg("--tokens")
-            .arg(&self.tokens_file)
-            .args(&self.extra_args)
-            .env_remove("SYNCSTORE_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", syncstore_bin().display()));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            let first = lines.next().and_then(Result::ok);
-            let _ = tx.send(first);
-            // Keep draining so the server never blocks on a full pipe.
-            for _ in lines {}
-        });
+        let (child, base_url) = spawn_serve(
+            &self.db.url(),
+            &self.schema_file,
+            &self.tokens_file,
+            &self.extra_args,
+            &self.log_file,
+        );
         self.child = Some(child);
-        let line = match rx.recv_timeout(STARTUP) {
-            Ok(Some(line)) => line,
-            Ok(None) => panic!(
-                "syncstore serve exited before listening:\n{}",
-                self.server_log()
-            ),
-            Err(_) => panic!(
-                "syncstore serve printed nothing within {STARTUP:?}:\n{}",
-                self.server_log()
-            ),
-        };
-        let url = line
-            .strip_prefix("listening on ")
-            .filter(|url| url.starts_with("http://"))
-            .unwrap_or_else(|| {
-                panic!(
-                    "expected `listening on http://HOST:PORT`, got {line:?}:\n{}",
-                    self.server_log()
-                )
-            });
-        self.base_url = url.trim_end().to_owned();
+        self.base_url = base_url;
+    }
+
+    /// A second `syncstore serve` process on the same database (same schema
+    /// and tokens files), as a load balancer's second backend; killed when
+    /// dropped.
+    pub fn peer(&self) -> Peer {
+        let log_file = self.files.path().join(format!(
+            "serve-peer-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        let (child, base_url) = spawn_serve(
+            &self.db.url(),
+            &self.schema_file,
+            &self.tokens_file,
+            &self.extra_args,
+            &log_file,
+        );
+        Peer {
+            base_url,
+            child: Some(child),
+        }
     }
 
     /// What the server wrote on stderr so far.
@@ -168,4 +152,83 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Another `serve` process of a [`Server`]'s database.
+#[derive(Debug)]
+pub struct Peer {
+    /// `http://HOST:PORT`, as the process printed it.
+    pub base_url: String,
+    child: Option<Child>,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn server_log(log_file: &Path) -> String {
+    std::fs::read_to_string(log_file).unwrap_or_default()
+}
+
+/// Spawns `syncstore --db URL serve …` on a free loopback port and waits
+/// for its `listening on` line.
+fn spawn_serve(
+    db_url: &str,
+    schema_file: &Path,
+    tokens_file: &Path,
+    extra_args: &[String],
+    log_file: &Path,
+) -> (Child, String) {
+    let log = std::fs::File::create(log_file).expect("create the server log");
+    let mut child = Command::new(syncstore_bin())
+        .arg("--db")
+        .arg(db_url)
+        .arg("serve")
+        .arg("--schema")
+        .arg(schema_file)
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--tokens")
+        .arg(tokens_file)
+        .args(extra_args)
+        .env_remove("SYNCSTORE_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", syncstore_bin().display()));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok);
+        let _ = tx.send(first);
+        // Keep draining so the server never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let line = match rx.recv_timeout(STARTUP) {
+        Ok(Some(line)) => line,
+        Ok(None) => panic!(
+            "syncstore serve exited before listening:\n{}",
+            server_log(log_file)
+        ),
+        Err(_) => panic!(
+            "syncstore serve printed nothing within {STARTUP:?}:\n{}",
+            server_log(log_file)
+        ),
+    };
+    let url = line
+        .strip_prefix("listening on ")
+        .filter(|url| url.starts_with("http://"))
+        .unwrap_or_else(|| {
+            panic!(
+                "expected `listening on http://HOST:PORT`, got {line:?}:\n{}",
+                server_log(log_file)
+            )
+        });
+    (child, url.trim_end().to_owned())
 }

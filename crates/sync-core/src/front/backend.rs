@@ -521,4 +521,9 @@ pub trait StorageBackend: Send + Sync {
     fn segment_store(&self) -> Option<&dyn SegmentStore> {
         None
     }
+    /// Where this process hears of other processes' commits, if anywhere
+    /// (`ServerStorage::commit_feed`).
+    fn commit_feed(&self) -> Option<std::sync::Arc<dyn crate::CommitFeed>> {
+        None
+    }
 }

@@ -557,4 +557,8 @@ impl<B: StorageBackend> ServerStorage for B {
     fn segment_store(&self) -> Option<&dyn SegmentStore> {
         StorageBackend::segment_store(self)
     }
+
+    fn commit_feed(&self) -> Option<std::sync::Arc<dyn crate::CommitFeed>> {
+        StorageBackend::commit_feed(self)
+    }
 }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use sync_engine::RequestContext;
 use sync_http::{HttpConfig, SyncState};
-use sync_wire::realtime::{RealtimeConfig, RealtimeHub};
+use sync_wire::realtime::{Following, RealtimeConfig, RealtimeHub};
 use sync_wire::{StorageSegmentStore, WireConfig, WireFailure, WireService};
 
 use crate::cli::ServeArgs;
@@ -56,9 +56,12 @@ fn io_error(what: &str, error: &std::io::Error) -> CliError {
 
 /// Runs `serve` until a stop signal; `Ok` after a graceful stop.
 pub fn run(db: Option<&str>, args: &ServeArgs) -> Result<(), CliError> {
-    let state = match (&args.schema, &args.tokens) {
-        (Some(schema), Some(tokens)) => Some(served_state(db, args, schema, tokens)?),
-        _ => None,
+    let (state, following) = match (&args.schema, &args.tokens) {
+        (Some(schema), Some(tokens)) => {
+            let (state, following) = served_state(db, args, schema, tokens)?;
+            (Some(state), following)
+        }
+        _ => (None, None),
     };
     let control = if args.test_control {
         Some(Arc::new(control::Control::new(
@@ -77,6 +80,7 @@ pub fn run(db: Option<&str>, args: &ServeArgs) -> Result<(), CliError> {
     // inside another.
     let result = runtime.block_on(serve(args, state.clone(), control.clone()));
     drop(runtime);
+    drop(following);
     drop(state);
     if let Some(control) = control {
         control.close_all();
@@ -84,13 +88,14 @@ pub fn run(db: Option<&str>, args: &ServeArgs) -> Result<(), CliError> {
     result
 }
 
-/// The served database's routes.
+/// The served database's routes, and the thread following the commits of
+/// other processes when the storage announces them (Postgres).
 fn served_state(
     db: Option<&str>,
     args: &ServeArgs,
     schema: &std::path::Path,
     tokens: &std::path::Path,
-) -> Result<SyncState, CliError> {
+) -> Result<(SyncState, Option<Following>), CliError> {
     let tokens = Arc::new(Tokens::load(tokens)?);
     let (engine, _, storage) = crate::commands::sync::open_engine(
         db,
@@ -98,6 +103,7 @@ fn served_state(
         &args.declare,
         tokens.clone() as Arc<dyn sync_engine::ScopeResolver>,
     )?;
+    let feed = storage.commit_feed();
     let wire = WireConfig {
         segment_store: StorageSegmentStore::of(storage)
             .map(|s| Arc::new(s) as Arc<dyn sync_core::segments::SegmentStore>),
@@ -116,7 +122,16 @@ fn served_state(
         ..RealtimeConfig::default()
     };
     let hub = Arc::new(RealtimeHub::new(service.clone(), realtime));
-    Ok(SyncState::new(service, Arc::new(BearerTokens(tokens)), http_config).with_realtime(hub))
+    let following = match feed {
+        Some(feed) => Some(
+            hub.follow(feed)
+                .map_err(|e| io_error("realtime-commit-feed", &e))?,
+        ),
+        None => None,
+    };
+    let state =
+        SyncState::new(service, Arc::new(BearerTokens(tokens)), http_config).with_realtime(hub);
+    Ok((state, following))
 }
 
 async fn serve(

@@ -461,4 +461,7 @@ impl ServerStorage for IdempotencyFault {
     fn segment_store(&self) -> Option<&dyn SegmentStore> {
         self.inner().segment_store()
     }
+    fn commit_feed(&self) -> Option<Arc<dyn sync_core::CommitFeed>> {
+        self.inner().commit_feed()
+    }
 }
