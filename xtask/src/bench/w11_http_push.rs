@@ -102,10 +102,12 @@ fn http_round(env: &Env, commits: &Prepared, clients: usize) -> Result<PushRun> 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // The storage outlives the runtime: the server's tasks are dropped on
+    // its worker threads, where a Postgres client may not be dropped.
+    let router = sync_http::router(state.clone());
     let result = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}/sync", listener.local_addr()?);
-        let router = sync_http::router(state);
         // As `syncstore serve` does: TCP_NODELAY on both ends.
         let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
             let _ = tcp.set_nodelay(true);
@@ -152,6 +154,7 @@ fn http_round(env: &Env, commits: &Prepared, clients: usize) -> Result<PushRun> 
         })
     });
     drop(runtime);
+    drop(state);
     result
 }
 
