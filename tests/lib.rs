@@ -42,6 +42,15 @@ pub trait Deployment: Send + Sync {
     fn dialect(&self) -> &'static str;
     /// A new process: a storage instance with its own pools and memo.
     fn process(&self) -> Arc<dyn ServerStorage>;
+    /// A new process that announces its commits to the others and offers
+    /// a commit feed (`ServerStorage::commit_feed`) where the dialect has
+    /// one; otherwise the same as [`Deployment::process`].
+    fn announcing_process(&self) -> Arc<dyn ServerStorage> {
+        self.process()
+    }
+    /// Terminates every commit-feed listener of the deployment (a lost
+    /// listener connection); a no-op where there are none.
+    fn kill_listeners(&self) {}
     /// Every physical table of the database (or schema) with its row count,
     /// read over a raw driver connection: lets hostile-input tests prove that
     /// nothing was created, dropped or emptied behind the API's back.
@@ -173,6 +182,29 @@ impl Deployment for PostgresDeployment {
         let storage = sync_postgres::PostgresStorage::connect(&self.url, config)
             .unwrap_or_else(|e| panic!("connect: {e:?}"));
         Arc::new(storage)
+    }
+
+    fn announcing_process(&self) -> Arc<dyn ServerStorage> {
+        let config = sync_postgres::PostgresConfig {
+            schema: Some(self.schema.clone()),
+            announce_commits: true,
+            ..sync_postgres::PostgresConfig::default()
+        };
+        let storage = sync_postgres::PostgresStorage::connect(&self.url, config)
+            .unwrap_or_else(|e| panic!("connect: {e:?}"));
+        Arc::new(storage)
+    }
+
+    fn kill_listeners(&self) {
+        let mut client = postgres::Client::connect(&self.url, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        client
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = $1",
+                &[&format!("syncstore commit feed {}", self.schema)],
+            )
+            .unwrap_or_else(|e| panic!("terminate the listeners: {e}"));
     }
 
     fn census(&self) -> BTreeMap<String, i64> {

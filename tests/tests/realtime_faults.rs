@@ -75,13 +75,15 @@ struct Server {
     address: String,
     task: tokio::task::JoinHandle<()>,
     hub: Arc<RealtimeHub>,
+    /// Hears the other servers' commits (Postgres).
+    _following: Option<sync_wire::realtime::Following>,
     _storage: Arc<dyn ServerStorage>,
 }
 
 /// A storage "process" of the deployment with the schema ensured; made
 /// outside the runtime (a Postgres client may not be built inside it).
 fn process(deployment: &dyn Deployment) -> Arc<dyn ServerStorage> {
-    let storage = deployment.process();
+    let storage = deployment.announcing_process();
     storage
         .ensure_schema(&schema(), &EnsureOptions::default())
         .expect("ensure");
@@ -122,10 +124,14 @@ async fn start(storage: Arc<dyn ServerStorage>, unacked: u32) -> Server {
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
     });
+    let following = storage
+        .commit_feed()
+        .map(|feed| hub.follow(feed).expect("the feed thread"));
     Server {
         address,
         task,
         hub,
+        _following: following,
         _storage: storage,
     }
 }
@@ -531,7 +537,11 @@ fn server_rows(storage: &dyn ServerStorage) -> BTreeMap<String, i64> {
 
 fn run(deployment: &dyn Deployment, round: u64) {
     let setup = process(deployment);
-    let mut processes: Vec<_> = (0..3).map(|_| process(deployment)).collect();
+    // Two servers at once where commits travel between processes
+    // (Postgres): half the clients on each, so readers hear the writers'
+    // pushes only through the other server's listener.
+    let slots = if setup.commit_feed().is_some() { 2 } else { 1 };
+    let mut processes: Vec<_> = (0..slots + 2).map(|_| process(deployment)).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -540,8 +550,16 @@ fn run(deployment: &dyn Deployment, round: u64) {
     let mut stopped = Vec::new();
     let clients = runtime.block_on(async {
         // Unacked deltas are capped at 2, so wake-ups happen too.
-        let first = start(processes.remove(0), 2).await;
-        let (announce, servers) = watch::channel(first.address.clone());
+        let mut current = Vec::new();
+        let mut announcers = Vec::new();
+        let mut receivers = Vec::new();
+        for _ in 0..slots {
+            let server = start(processes.remove(0), 2).await;
+            let (announce, servers) = watch::channel(server.address.clone());
+            current.push(server);
+            announcers.push(announce);
+            receivers.push(servers);
+        }
         let (finish, writers_done) = watch::channel(false);
         let mut writers = Vec::new();
         let mut readers = Vec::new();
@@ -556,7 +574,7 @@ fn run(deployment: &dyn Deployment, round: u64) {
                 Client::new(n),
                 role,
                 seed,
-                servers.clone(),
+                receivers[n % slots].clone(),
                 writers_done.clone(),
             ));
             match role {
@@ -564,19 +582,23 @@ fn run(deployment: &dyn Deployment, round: u64) {
                 Role::Reader => readers.push(task),
             }
         }
-        // Two restarts while the clients live: every socket is cut, a new
-        // server takes over the same database.
-        let mut current = first;
-        for _ in 0..2 {
+        // Two restarts while the clients live (every socket of the server
+        // cut, a new server on the same database), and the commit-feed
+        // listeners killed once in between.
+        for restart in 0..2 {
             tokio::task::yield_now().await;
             let mut ticks = tokio::time::interval(Duration::from_millis(150));
             ticks.tick().await;
             ticks.tick().await;
-            current.task.abort();
-            current.hub.close_all();
+            if restart == 1 {
+                tokio::task::block_in_place(|| deployment.kill_listeners());
+            }
+            let slot = restart % slots;
+            current[slot].task.abort();
+            current[slot].hub.close_all();
             let next = start(processes.remove(0), 2).await;
-            let _ = announce.send(next.address.clone());
-            stopped.push(std::mem::replace(&mut current, next));
+            let _ = announcers[slot].send(next.address.clone());
+            stopped.push(std::mem::replace(&mut current[slot], next));
         }
         let mut clients = Vec::new();
         for task in writers {
@@ -589,13 +611,13 @@ fn run(deployment: &dyn Deployment, round: u64) {
         // Every push has landed: one more round each, from its own cursor.
         for client in &mut clients {
             let mut socket = client
-                .connect(&current.address)
+                .connect(&current[0].address)
                 .await
                 .unwrap_or_else(|| panic!("{}: the last connect failed", client.id));
             assert!(matches!(client.round(&mut socket, false).await, Step::Ok));
             let _ = socket.close(None).await;
         }
-        stopped.push(current);
+        stopped.extend(current);
         clients
     });
     drop(runtime);
@@ -612,9 +634,14 @@ fn run(deployment: &dyn Deployment, round: u64) {
         );
     }
     println!(
-        "realtime [{}] round {round}: {CLIENTS} clients, {pushed} pushes, 2 server restarts, \
-         every client converged",
-        deployment.dialect()
+        "realtime [{}] round {round}: {CLIENTS} clients on {slots} server(s), {pushed} pushes, \
+         2 server restarts{}, every client converged",
+        deployment.dialect(),
+        if slots > 1 {
+            ", the listeners killed"
+        } else {
+            ""
+        }
     );
     drop(stopped);
 }
