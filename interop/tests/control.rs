@@ -12,22 +12,6 @@ use support::schema::todos;
 use support::{Client, Dialect};
 use syncular_client::{ClientLimits, SyncOutcome};
 
-/// One test per dialect of a scenario function.
-macro_rules! scenario {
-    ($name:ident) => {
-        mod $name {
-            #[test]
-            fn sqlite() {
-                super::$name(super::Dialect::Sqlite)
-            }
-            #[test]
-            fn postgres() {
-                super::$name(super::Dialect::Postgres)
-            }
-        }
-    };
-}
-
 /// The instances' virtual start.
 const NOW: i64 = 1_700_000_000_000;
 

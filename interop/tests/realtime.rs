@@ -8,21 +8,6 @@ mod support;
 use support::schema::{todos, tokens};
 use support::{Client, Dialect, Server};
 
-macro_rules! scenario {
-    ($name:ident) => {
-        mod $name {
-            #[test]
-            fn sqlite() {
-                super::$name(super::Dialect::Sqlite)
-            }
-            #[test]
-            fn postgres() {
-                super::$name(super::Dialect::Postgres)
-            }
-        }
-    };
-}
-
 const P: &str = "p1";
 
 fn team() -> serde_json::Value {

@@ -10,22 +10,6 @@ use support::schema::{todos, tokens};
 use support::{Client, Dialect, Server};
 use syncular_client::{ClientLimits, CommitOutcomeStatus, SyncOutcome};
 
-/// One test per dialect of a scenario function.
-macro_rules! scenario {
-    ($name:ident) => {
-        mod $name {
-            #[test]
-            fn sqlite() {
-                super::$name(super::Dialect::Sqlite)
-            }
-            #[test]
-            fn postgres() {
-                super::$name(super::Dialect::Postgres)
-            }
-        }
-    };
-}
-
 const P: &str = "p1";
 
 /// A writer allowed everywhere, and alice and bob on list `l1`.

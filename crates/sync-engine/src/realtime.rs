@@ -8,12 +8,11 @@ use sync_core::{CommitWindowQuery, ScopeFilter};
 
 use crate::engine::Engine;
 use crate::error::EngineError;
+use crate::pull::incremental::commit_item;
 use crate::round::abort::Abort;
 use crate::round::entry::resolve;
-use crate::wire::response::{
-    CommitItem, RespHeader, ResponseItem, SectionStatus, SubEnd, SubStart, WireChange,
-};
-use crate::{OpKind, RequestContext, WireError};
+use crate::wire::response::{RespHeader, ResponseItem, SectionStatus, SubEnd, SubStart};
+use crate::{RequestContext, WireError};
 
 /// One subscription a realtime connection receives deltas for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,24 +176,7 @@ impl Engine {
                 bootstrap: false,
             }));
             for commit in commits {
-                items.push(ResponseItem::Commit(CommitItem {
-                    commit_seq: commit.commit_seq,
-                    created_at_ms: commit.created_at_ms,
-                    actor_id: commit.actor_id,
-                    tables: vec![reg.table.clone()],
-                    changes: commit
-                        .changes
-                        .into_iter()
-                        .map(|c| WireChange {
-                            table_index: 0,
-                            row_id: c.row_id,
-                            op: OpKind::of_change(c.op),
-                            row_version: c.row_version,
-                            scopes: c.scopes,
-                            row: c.payload,
-                        })
-                        .collect(),
-                }));
+                items.push(ResponseItem::Commit(commit_item(&reg.table, commit)));
             }
             items.push(ResponseItem::SubEnd(SubEnd {
                 next_cursor: through_seq,

@@ -13,3 +13,21 @@ pub mod server;
 pub use client::Client;
 pub use db::Dialect;
 pub use server::Server;
+
+/// One test per dialect of a scenario function `fn name(dialect: Dialect)`
+/// of the including file: `name::sqlite` and `name::postgres`.
+#[macro_export]
+macro_rules! scenario {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name(super::Dialect::Sqlite)
+            }
+            #[test]
+            fn postgres() {
+                super::$name(super::Dialect::Postgres)
+            }
+        }
+    };
+}

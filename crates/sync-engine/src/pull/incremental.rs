@@ -116,7 +116,9 @@ fn unread(
     Ok(SectionEnd::Active(sub.cursor))
 }
 
-fn commit_item(table: &str, commit: StoredCommit) -> CommitItem {
+/// A stored commit of one table as a `COMMIT` item (pull windows and
+/// realtime deltas).
+pub(crate) fn commit_item(table: &str, commit: StoredCommit) -> CommitItem {
     CommitItem {
         commit_seq: commit.commit_seq,
         created_at_ms: commit.created_at_ms,

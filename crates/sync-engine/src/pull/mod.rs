@@ -3,7 +3,7 @@
 mod bootstrap;
 mod budget;
 pub(crate) mod client_record;
-mod incremental;
+pub(crate) mod incremental;
 mod limits;
 mod token;
 
