@@ -153,9 +153,10 @@ fn presence_joins_updates_and_leaves_between_two_clients(dialect: Dialect) {
 /// Two `serve` processes on one Postgres database: alice pushes through
 /// one, bob's socket is held by the other and still gets the delta (the
 /// commit is announced with `NOTIFY` and heard by the other process's
-/// listener).
+/// listener); then bob's process is killed, and what was pushed meanwhile
+/// reaches him through the survivor, nothing lost.
 #[test]
-fn a_push_to_one_process_reaches_a_socket_of_another_on_postgres() {
+fn a_push_to_one_process_reaches_a_socket_of_another_and_survives_its_kill_on_postgres() {
     let server = Server::start(Dialect::Postgres, &todos(1), &team());
     let peer = server.peer();
     let (mut alice, _) = synced_pair(&server);
@@ -173,4 +174,16 @@ fn a_push_to_one_process_reaches_a_socket_of_another_on_postgres() {
     });
     assert_eq!(rounds(&bob), before, "the delta arrived without a round");
     assert_eq!(bob.todos(), alice.todos());
+
+    // The process holding bob's socket is killed; what is pushed meanwhile
+    // reaches bob once he reconnects to the surviving process.
+    drop(peer);
+    alice.upsert("t3", "l1", "jam", None);
+    alice.sync_until_idle();
+    bob.disconnect();
+    bob.reconnect_to(&server.base_url, "bob-token");
+    connect(&mut bob);
+    bob.sync_until_idle();
+    assert_eq!(bob.todos(), alice.todos());
+    assert_eq!(bob.todos().len(), 3);
 }

@@ -167,6 +167,12 @@ impl Client {
             .unwrap_or_else(|e| panic!("connect_realtime: {e}"));
     }
 
+    /// Lets go of the realtime socket (its server may be gone).
+    pub fn disconnect(&mut self) {
+        self.sync.disconnect_realtime(&mut self.wire);
+        self.discard_inbound();
+    }
+
     /// Hands every buffered realtime frame to the client, as a host's event
     /// loop does; returns how many there were.
     pub fn apply_inbound(&mut self) -> usize {
