@@ -204,6 +204,25 @@ impl Db {
         })
     }
 
+    /// A storage of this database that announces its commits and offers a
+    /// commit feed (Postgres; on SQLite the same as [`Db::storage`]), the
+    /// benchmark schema ensured.
+    pub fn announcing_storage(&self) -> Result<Arc<dyn ServerStorage>> {
+        let storage: Arc<dyn ServerStorage> = match &self.location {
+            Location::Sqlite(_) => return self.storage(false),
+            Location::Postgres { url, schema } => Arc::new(PostgresStorage::connect(
+                url,
+                PostgresConfig {
+                    schema: Some(schema.clone()),
+                    announce_commits: true,
+                    ..PostgresConfig::default()
+                },
+            )?),
+        };
+        storage.ensure_schema(&fixture::schema(false)?, &EnsureOptions::default())?;
+        Ok(storage)
+    }
+
     /// Opens the storage and ensures the benchmark schema.
     pub fn storage(&self, with_derived: bool) -> Result<Arc<dyn ServerStorage>> {
         self.storage_with(with_derived, |_| {})

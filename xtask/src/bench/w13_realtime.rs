@@ -123,11 +123,17 @@ fn next_cursor(bytes: &[u8]) -> Result<Option<i64>> {
 
 /// A server over a fresh database, in this process.
 struct Served {
+    /// The server pushes go to.
     base: String,
+    /// The sockets' server (the same one, or the other process).
     ws: String,
     epoch: String,
+    /// The sockets' hub.
     hub: Arc<RealtimeHub>,
     engine: Arc<sync_engine::Engine>,
+    _pushing_hub: Arc<RealtimeHub>,
+    _following: Option<sync_wire::realtime::Following>,
+    _listening: Option<Arc<sync_engine::Engine>>,
     _db: super::db::Db,
 }
 
@@ -137,11 +143,21 @@ struct Prepared {
     db: super::db::Db,
     engine: Arc<sync_engine::Engine>,
     epoch: String,
+    /// Two processes: the sockets' server over a storage of its own that
+    /// hears the pushing server's commits through the commit feed.
+    listening: Option<Arc<sync_engine::Engine>>,
 }
 
-fn prepare(env: &Env, count: usize) -> Result<Prepared> {
+fn prepare(env: &Env, count: usize, processes: usize) -> Result<Prepared> {
     let db = env.fresh(Synchronous::Normal)?;
-    let engine = Arc::new(engine::engine(db.storage(false)?)?);
+    let (engine, listening) = if processes > 1 {
+        (
+            Arc::new(engine::engine(db.announcing_storage()?)?),
+            Some(Arc::new(engine::engine(db.announcing_storage()?)?)),
+        )
+    } else {
+        (Arc::new(engine::engine(db.storage(false)?)?), None)
+    };
     let epoch = engine::acquire_epoch(&engine, &actor(0), "w13-setup")?;
     for i in 0..count {
         let mut request = engine::request(&client(i), Some(&epoch));
@@ -159,12 +175,17 @@ fn prepare(env: &Env, count: usize) -> Result<Prepared> {
         ));
         engine::round(&engine, &actor(i), &request)?;
     }
-    Ok(Prepared { db, engine, epoch })
+    Ok(Prepared {
+        db,
+        engine,
+        epoch,
+        listening,
+    })
 }
 
-async fn serve(prepared: Prepared) -> Result<Served> {
-    let Prepared { db, engine, epoch } = prepared;
-    let service = Arc::new(WireService::new(engine.clone(), WireConfig::default()));
+/// One server of `engine` on 127.0.0.1: its address and hub.
+async fn server(engine: Arc<sync_engine::Engine>) -> Result<(String, Arc<RealtimeHub>)> {
+    let service = Arc::new(WireService::new(engine, WireConfig::default()));
     let hub = Arc::new(RealtimeHub::new(
         service.clone(),
         RealtimeConfig {
@@ -188,12 +209,38 @@ async fn serve(prepared: Prepared) -> Result<Served> {
     });
     let router = sync_http::router(state);
     tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok((address.to_string(), hub))
+}
+
+async fn serve(prepared: Prepared) -> Result<Served> {
+    let Prepared {
+        db,
+        engine,
+        epoch,
+        listening,
+    } = prepared;
+    let (pushing, pushing_hub) = server(engine.clone()).await?;
+    let (sockets, hub, following, listening) = match listening {
+        Some(listening) => {
+            let (address, hub) = server(listening.clone()).await?;
+            let feed = listening
+                .storage()
+                .commit_feed()
+                .context("the listening storage has no commit feed")?;
+            let following = hub.follow(feed)?;
+            (address, hub, Some(following), Some(listening))
+        }
+        None => (pushing.clone(), pushing_hub.clone(), None, None),
+    };
     Ok(Served {
-        base: format!("http://{address}"),
-        ws: format!("ws://{address}/realtime"),
+        base: format!("http://{pushing}"),
+        ws: format!("ws://{sockets}/realtime"),
         epoch,
         hub,
         engine,
+        _pushing_hub: pushing_hub,
+        _following: following,
+        _listening: listening,
         _db: db,
     })
 }
@@ -415,7 +462,7 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     let mut keep = Vec::new();
     for &sockets in counts {
         let (mut latencies, kb, served) = {
-            let prepared = prepare(env, sockets)?;
+            let prepared = prepare(env, sockets, 1)?;
             runtime.block_on(fanout(prepared, sockets, pushes))?
         };
         keep.push(Arc::new(served));
@@ -441,6 +488,36 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
         }
         per_socket.push(kb);
     }
+    if env.dialect == super::db::Dialect::Postgres {
+        // Two processes: pushes to one server, sockets on another that
+        // hears of the commits through the commit feed.
+        let sockets = counts[counts.len() - 1];
+        let (mut latencies, _, served) = {
+            let prepared = prepare(env, sockets, 2)?;
+            runtime.block_on(fanout(prepared, sockets, pushes))?
+        };
+        keep.push(Arc::new(served));
+        latencies.sort_by(f64::total_cmp);
+        let (p50, p99) = (percentile(&latencies, 50.0), percentile(&latencies, 99.0));
+        progress(
+            env.dialect,
+            &format!("W13 two processes, sockets={sockets}"),
+            &format!("p50 {p50:.2} ms p99 {p99:.2} ms"),
+        );
+        for (what, value) in [("p50", p50), ("p99", p99)] {
+            out.push(Measure::from_samples(
+                "W13",
+                format!("fanout {what} across processes,sockets={sockets}"),
+                env.dialect,
+                "ms",
+                Better::Lower,
+                vec![Sample {
+                    ours: value,
+                    raw: None,
+                }],
+            ));
+        }
+    }
     if let Some(&kb) = per_socket.last() {
         out.push(Measure::from_samples(
             "W13",
@@ -456,7 +533,7 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     }
     let sockets = counts[counts.len() - 1];
     let (seconds, errors, served) = {
-        let prepared = prepare(env, sockets)?;
+        let prepared = prepare(env, sockets, 1)?;
         runtime.block_on(storm(prepared, sockets, 10))?
     };
     keep.push(served);
