@@ -8,6 +8,8 @@
 //! them.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
