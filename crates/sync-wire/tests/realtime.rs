@@ -570,3 +570,39 @@ fn commits_announced_by_another_process_reach_this_ones_sockets_and_a_lost_feed_
     assert!(connection.suppressed());
     drop(following);
 }
+
+#[test]
+fn a_rotated_epoch_or_a_prune_past_the_cursor_is_a_reset_wake_up() {
+    let f = setup();
+    let hub = hub(&f, RealtimeConfig::default());
+    let queue = Queue::new(16);
+    let (connection, _) = hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    queue.take();
+    // A commit, then a restore rotates the partition's epoch before the
+    // commit is fanned out.
+    let seq = push(&f, "writer", "t1", "l1");
+    f.service
+        .engine()
+        .storage()
+        .rotate_partition_log_epoch("acme", "restored-1", 1_700_000_000_000)
+        .unwrap();
+    hub.notify("acme", seq).unwrap();
+    assert_eq!(wake(&queue.take()[0]), WakeReason::ResetRequired);
+    assert!(connection.suppressed());
+
+    // Past the horizon: a connection whose cursor the log no longer holds.
+    let f = setup();
+    let pruned = self::hub(&f, RealtimeConfig::default());
+    let queue = Queue::new(16);
+    pruned.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    queue.take();
+    let first = push(&f, "writer", "t1", "l1");
+    f.service
+        .engine()
+        .storage()
+        .set_horizon_seq("acme", first)
+        .unwrap();
+    let second = push(&f, "writer", "t2", "l1");
+    pruned.notify("acme", second).unwrap();
+    assert_eq!(wake(&queue.take()[0]), WakeReason::ResetRequired);
+}

@@ -389,10 +389,26 @@ impl RealtimeHub {
                 source: Box::new(e),
             })
         })?;
+        // A restore rotates the epoch: the log the sockets follow is gone.
+        let epoch = storage.get_partition_log_epoch(partition).map_err(|e| {
+            refusal(&EngineError::Internal {
+                source: Box::new(e),
+            })
+        })?;
         let mut cache: Vec<(Vec<Registration>, i64, i32, Prepared)> = Vec::new();
         for connection in &state.connections {
             let mut session = lock(&connection.session);
             if session.registrations.is_empty() {
+                continue;
+            }
+            if epoch.as_deref() != Some(session.log_epoch.as_str()) {
+                self.wake(
+                    connection,
+                    &mut session,
+                    through_seq,
+                    WakeReason::ResetRequired,
+                );
+                report.wakes += 1;
                 continue;
             }
             let withholding = session.suppressed || session.in_round;
