@@ -135,14 +135,16 @@ impl Engine {
 
     /// The delta of commits `(after_seq, through_seq]` for `registrations`
     /// of `partition` (§8.2): every affected registration's section ends
-    /// at `through_seq`. [`Delta::TooLarge`] past `max_changes` changes.
+    /// at `through_seq`. `log_epoch` goes in the header (wire version 2;
+    /// `None` for version 1): the caller has it already, nothing is read
+    /// twice. [`Delta::TooLarge`] past `max_changes` changes.
     pub fn realtime_delta(
         &self,
         partition: &str,
         registrations: &[Registration],
         after_seq: i64,
         through_seq: i64,
-        wire_version: i32,
+        log_epoch: Option<&str>,
         max_changes: i64,
     ) -> Result<Delta, EngineError> {
         let storage = self.storage();
@@ -186,19 +188,12 @@ impl Engine {
         if items.is_empty() {
             return Ok(Delta::Empty);
         }
-        let log_epoch = if wire_version >= 2 {
-            storage
-                .get_partition_log_epoch(partition)
-                .map_err(|e| Abort::storage(e).into_engine_error())?
-        } else {
-            None
-        };
         items.insert(
             0,
             ResponseItem::Header(RespHeader {
                 required_schema_version: None,
                 latest_schema_version: Some(self.schema().version),
-                log_epoch,
+                log_epoch: log_epoch.map(str::to_owned),
                 reset_required: false,
             }),
         );

@@ -376,10 +376,18 @@ impl RealtimeHub {
     /// commits, or when another process announces one; a seq already
     /// covered is a no-op.
     pub fn notify(&self, partition: &str, through_seq: i64) -> Result<FanoutReport, WireFailure> {
-        let fanout = self.fanout(partition)?;
-        let mut state = lock(&fanout);
         let mut report = FanoutReport::default();
+        // No socket of this partition ever connected here: nothing to read
+        // (a first connect starts from the partition's newest commit).
+        let Some(fanout) = lock(&self.partitions).get(partition).cloned() else {
+            return Ok(report);
+        };
+        let mut state = lock(&fanout);
         if through_seq <= state.last_seq {
+            return Ok(report);
+        }
+        if state.connections.is_empty() {
+            state.last_seq = through_seq;
             return Ok(report);
         }
         let after_all = state.last_seq;
@@ -441,6 +449,7 @@ impl RealtimeHub {
                         after,
                         through_seq,
                         session.wire_version,
+                        &session.log_epoch,
                     )?;
                     cache.push((
                         session.registrations.clone(),
@@ -562,6 +571,7 @@ impl RealtimeHub {
         after: i64,
         through: i64,
         wire_version: i32,
+        log_epoch: &str,
     ) -> Result<Prepared, WireFailure> {
         let delta = self
             .service
@@ -571,7 +581,7 @@ impl RealtimeHub {
                 registrations,
                 after,
                 through,
-                wire_version,
+                (wire_version >= 2).then_some(log_epoch),
                 self.config.max_delta_changes,
             )
             .map_err(|e| refusal(&e))?;
