@@ -142,6 +142,8 @@ mod to_ours {
                     message: message.clone(),
                     server_version: *server_version,
                     server_row: server_row.clone(),
+                    // Versions 1 and 2 have no `conflictColumns`.
+                    conflict_columns: None,
                 },
             },
             T::Error {
@@ -1354,6 +1356,11 @@ proptest! {
             2 => { bytes.remove(i); }
             _ => bytes.truncate(i),
         }
+        // A mutation that turns the envelope into wire version 3 leaves
+        // this release's domain (it refuses 3; ours reads it):
+        // `codec_differential_v3.rs` compares version 3 against codecs
+        // that speak it.
+        prop_assume!(!(bytes.starts_with(b"SSP2") && bytes.get(4..6) == Some(&[3, 0][..])));
         let ours = folded(ours_on(kind, &bytes));
         let theirs = folded(theirs_on(kind, &bytes));
         prop_assert_eq!(ours, theirs, "{} vector, mutation {} at {}", kind, how, i);

@@ -396,6 +396,7 @@ fn ssp2_seeds() -> Vec<Vec<u8>> {
                         message: "stale".into(),
                         server_version: 3,
                         server_row: vec![0, 1],
+                        conflict_columns: None,
                     },
                 }],
             }),

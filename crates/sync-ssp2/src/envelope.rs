@@ -10,7 +10,7 @@ use crate::primitives::{put_len, put_u16, put_u8, Reader};
 pub const MAGIC: [u8; 4] = *b"SSP2";
 
 /// The wire versions this codec reads and writes, oldest first.
-pub const SUPPORTED_WIRE_VERSIONS: [u16; 2] = [1, 2];
+pub const SUPPORTED_WIRE_VERSIONS: [u16; 3] = [1, 2, 3];
 
 /// The length of the envelope header: magic, version, kind, flags.
 pub const HEADER_LEN: usize = 8;
@@ -23,6 +23,10 @@ pub enum WireVersion {
     /// Version 2: `REQ_HEADER.logEpoch`, `RESP_HEADER.logEpoch` and
     /// `RESP_HEADER.resetRequired`.
     V2,
+    /// Version 3: the headers of version 2; push payloads are sparse rows
+    /// (see [`crate::decode_sparse_row`]) and a conflict record ends with
+    /// `conflictColumns`.
+    V3,
 }
 
 impl WireVersion {
@@ -31,7 +35,21 @@ impl WireVersion {
         match self {
             Self::V1 => 1,
             Self::V2 => 2,
+            Self::V3 => 3,
         }
+    }
+
+    /// Whether the headers carry the partition log epoch (versions 2 and
+    /// 3: `REQ_HEADER.logEpoch`, `RESP_HEADER.logEpoch`,
+    /// `RESP_HEADER.resetRequired`).
+    pub fn has_log_epoch(self) -> bool {
+        self >= Self::V2
+    }
+
+    /// Whether push payloads are sparse rows and a conflict record carries
+    /// `conflictColumns` (version 3).
+    pub fn has_sparse_rows(self) -> bool {
+        self >= Self::V3
     }
 
     /// The version numbered `n`, if served.
@@ -39,6 +57,7 @@ impl WireVersion {
         match n {
             1 => Some(Self::V1),
             2 => Some(Self::V2),
+            3 => Some(Self::V3),
             _ => None,
         }
     }
@@ -213,29 +232,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wire_version_3_is_refused_from_the_header_alone() {
+    fn wire_version_4_is_refused_from_the_header_alone() {
         // Header only, no frame at all: the version is refused before the
         // missing END could be noticed.
-        let bytes = [b'S', b'S', b'P', b'2', 3, 0, 1, 0];
+        let bytes = [b'S', b'S', b'P', b'2', 4, 0, 1, 0];
         assert_eq!(
             peek_envelope(&bytes),
-            Err(DecodeError::UnsupportedWireVersion { version: 3 })
+            Err(DecodeError::UnsupportedWireVersion { version: 4 })
         );
         // Garbage where frames would be changes nothing.
         let mut with_garbage = bytes.to_vec();
         with_garbage.extend_from_slice(&[0xff; 9]);
         assert_eq!(
             crate::decode_request(&with_garbage),
-            Err(DecodeError::UnsupportedWireVersion { version: 3 })
+            Err(DecodeError::UnsupportedWireVersion { version: 4 })
         );
         assert_eq!(
             crate::decode_response(&with_garbage),
-            Err(DecodeError::UnsupportedWireVersion { version: 3 })
+            Err(DecodeError::UnsupportedWireVersion { version: 4 })
         );
     }
 
     #[test]
-    fn served_versions_are_one_and_two() {
+    fn served_versions_are_one_two_and_three() {
         for n in SUPPORTED_WIRE_VERSIONS {
             assert_eq!(
                 WireVersion::from_number(n).map(WireVersion::number),

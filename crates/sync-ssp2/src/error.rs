@@ -132,6 +132,12 @@ pub enum DecodeError {
         /// The rule broken.
         rule: &'static str,
     },
+    /// A push payload breaks a rule of the wire version 3 sparse row
+    /// ([`crate::decode_sparse_row`]).
+    SparseRow {
+        /// The rule broken.
+        violation: crate::SparseRowViolation,
+    },
     /// A `PUSH_COMMIT` with zero operations (`sync.empty_commit`).
     EmptyCommit,
 }
@@ -150,7 +156,7 @@ impl DecodeError {
     /// Structured details for the error body the HTTP layer answers with
     /// (§10.1 `details`), where the variant has some: an unsupported wire
     /// version names the version sent and the versions served
-    /// (`{"wireVersion": 3, "supportedWireVersions": [1, 2]}`).
+    /// (`{"wireVersion": 4, "supportedWireVersions": [1, 2, 3]}`).
     pub fn details(&self) -> Option<serde_json::Value> {
         match self {
             Self::UnsupportedWireVersion { version } => Some(serde_json::json!({
@@ -216,6 +222,7 @@ impl fmt::Display for DecodeError {
             ),
             Self::Grammar { rule } => write!(f, "frame order: {rule}"),
             Self::Constraint { rule } => write!(f, "{rule}"),
+            Self::SparseRow { violation } => write!(f, "{violation}"),
             Self::EmptyCommit => write!(f, "a push commit must carry at least one operation"),
         }
     }

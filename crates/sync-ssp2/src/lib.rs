@@ -56,6 +56,7 @@ mod response;
 mod row;
 pub mod segment;
 pub mod sha256;
+mod sparse_row;
 mod values;
 mod writer;
 
@@ -77,6 +78,9 @@ pub use segment::{
     SegmentEncoder, SegmentRow,
 };
 pub use sha256::{segment_id, sha256, to_hex};
+pub use sparse_row::{
+    decode_sparse_row, encode_sparse_row, full_row_suffix, SparseRow, SparseRowViolation,
+};
 pub use values::{
     cmp_utf16, CanonicalMap, DuplicateKey, InvalidJson, RawJson, ScopeMap, StoredScopes,
 };

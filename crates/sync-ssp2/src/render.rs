@@ -203,11 +203,13 @@ fn op_result(r: &OpResult) -> Value {
             message,
             server_version,
             server_row,
+            conflict_columns,
         } => obj
             .put("code", code.as_str())
             .put("message", message.as_str())
             .put("serverVersion", *server_version)
             .put("serverRow", b64(server_row))
+            .opt("conflictColumns", conflict_columns.as_deref().map(b64))
             .done(),
         OpResultKind::Error {
             code,

@@ -63,7 +63,7 @@ impl ResponseFrame {
         match self {
             Self::RespHeader(f) => f.encode(out, version),
             Self::Lease(f) => f.encode(out),
-            Self::PushResult(f) => f.encode(out),
+            Self::PushResult(f) => f.encode(out, version),
             Self::PushResultDetails(f) => f.encode(out),
             Self::SubStart(f) => f.encode(out),
             Self::Commit(f) => f.encode(out),
@@ -134,7 +134,7 @@ fn decode_frame(
     let frame = match frame_type {
         types::RESP_HEADER => ResponseFrame::RespHeader(RespHeader::decode(&mut r, version)?),
         types::LEASE => ResponseFrame::Lease(Lease::decode(&mut r)?),
-        types::PUSH_RESULT => ResponseFrame::PushResult(PushResult::decode(&mut r)?),
+        types::PUSH_RESULT => ResponseFrame::PushResult(PushResult::decode(&mut r, version)?),
         types::PUSH_RESULT_DETAILS => {
             ResponseFrame::PushResultDetails(PushResultDetails::decode(&mut r)?)
         }

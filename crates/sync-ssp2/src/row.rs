@@ -51,7 +51,7 @@ pub(crate) fn is_canonical_blob_ref(text: &str) -> bool {
     blob_id_ok && length_ok && optional_ok && compact
 }
 
-fn bitmap_len(columns: usize) -> usize {
+pub(crate) fn bitmap_len(columns: usize) -> usize {
     columns.div_ceil(8)
 }
 
@@ -83,28 +83,34 @@ pub(crate) fn decode_row(
             values.push(ColumnValue::Null);
             continue;
         }
-        let value = match column.column_type {
-            ColumnType::String => ColumnValue::String(r.str("a string column value")?),
-            ColumnType::Integer => ColumnValue::Integer(r.i64("an integer column value")?),
-            ColumnType::Float => ColumnValue::Float(r.f64("a float column value")?),
-            ColumnType::Boolean => ColumnValue::Boolean(r.bool("a boolean column value")?),
-            ColumnType::Json => ColumnValue::Json(r.json("a json column value")?),
-            ColumnType::Bytes => ColumnValue::Bytes(r.bytes("a bytes column value")?),
-            ColumnType::BlobRef => {
-                let what = "a blob_ref column value";
-                let text = r.str(what)?;
-                if !is_canonical_blob_ref(&text) {
-                    return Err(DecodeError::InvalidJson { what });
-                }
-                ColumnValue::BlobRef(
-                    RawJson::new(text).map_err(|_| DecodeError::InvalidJson { what })?,
-                )
-            }
-            ColumnType::Crdt => ColumnValue::Crdt(r.bytes("a crdt column value")?),
-        };
+        let value = decode_value(r, column)?;
         values.push(value);
     }
     Ok(values)
+}
+
+/// Reads one non-null value of `column`'s type (the tags of §2.4).
+pub(crate) fn decode_value(
+    r: &mut Reader<'_>,
+    column: &Column,
+) -> Result<ColumnValue, DecodeError> {
+    Ok(match column.column_type {
+        ColumnType::String => ColumnValue::String(r.str("a string column value")?),
+        ColumnType::Integer => ColumnValue::Integer(r.i64("an integer column value")?),
+        ColumnType::Float => ColumnValue::Float(r.f64("a float column value")?),
+        ColumnType::Boolean => ColumnValue::Boolean(r.bool("a boolean column value")?),
+        ColumnType::Json => ColumnValue::Json(r.json("a json column value")?),
+        ColumnType::Bytes => ColumnValue::Bytes(r.bytes("a bytes column value")?),
+        ColumnType::BlobRef => {
+            let what = "a blob_ref column value";
+            let text = r.str(what)?;
+            if !is_canonical_blob_ref(&text) {
+                return Err(DecodeError::InvalidJson { what });
+            }
+            ColumnValue::BlobRef(RawJson::new(text).map_err(|_| DecodeError::InvalidJson { what })?)
+        }
+        ColumnType::Crdt => ColumnValue::Crdt(r.bytes("a crdt column value")?),
+    })
 }
 
 /// Checks one row as [`decode_row`] does — the same rules, in the same
@@ -190,39 +196,46 @@ pub(crate) fn encode_row(
     }
     out.extend_from_slice(&bitmap);
     for (column, value) in columns.iter().zip(values) {
-        match (column.column_type, value) {
-            (_, ColumnValue::Null) => {}
-            (ColumnType::String, ColumnValue::String(s)) => {
-                put_str(out, s, "a string column value")?
+        encode_value(out, column, value)?;
+    }
+    Ok(())
+}
+
+/// Writes one value of `column`'s type; a null writes nothing (nulls live
+/// in the bitmap) and a value of another type is refused.
+pub(crate) fn encode_value(
+    out: &mut Vec<u8>,
+    column: &Column,
+    value: &ColumnValue,
+) -> Result<(), EncodeError> {
+    match (column.column_type, value) {
+        (_, ColumnValue::Null) => {}
+        (ColumnType::String, ColumnValue::String(s)) => put_str(out, s, "a string column value")?,
+        (ColumnType::Integer, ColumnValue::Integer(v)) => {
+            if !is_safe_integer(*v) {
+                return Err(EncodeError::UnsafeInteger {
+                    what: "an integer column value",
+                });
             }
-            (ColumnType::Integer, ColumnValue::Integer(v)) => {
-                if !is_safe_integer(*v) {
-                    return Err(EncodeError::UnsafeInteger {
-                        what: "an integer column value",
-                    });
-                }
-                put_i64(out, *v, "an integer column value")?
-            }
-            (ColumnType::Float, ColumnValue::Float(v)) => put_f64(out, *v),
-            (ColumnType::Boolean, ColumnValue::Boolean(v)) => put_bool(out, *v),
-            (ColumnType::Json, ColumnValue::Json(v)) => put_json(out, v, "a json column value")?,
-            (ColumnType::Bytes, ColumnValue::Bytes(v)) => {
-                put_bytes(out, v, "a bytes column value")?
-            }
-            (ColumnType::BlobRef, ColumnValue::BlobRef(v)) => {
-                if !is_canonical_blob_ref(v.as_str()) {
-                    return Err(EncodeError::Constraint {
-                        rule: "a blob_ref value is not a canonical BlobRef",
-                    });
-                }
-                put_json(out, v, "a blob_ref column value")?
-            }
-            (ColumnType::Crdt, ColumnValue::Crdt(v)) => put_bytes(out, v, "a crdt column value")?,
-            _ => {
+            put_i64(out, *v, "an integer column value")?
+        }
+        (ColumnType::Float, ColumnValue::Float(v)) => put_f64(out, *v),
+        (ColumnType::Boolean, ColumnValue::Boolean(v)) => put_bool(out, *v),
+        (ColumnType::Json, ColumnValue::Json(v)) => put_json(out, v, "a json column value")?,
+        (ColumnType::Bytes, ColumnValue::Bytes(v)) => put_bytes(out, v, "a bytes column value")?,
+        (ColumnType::BlobRef, ColumnValue::BlobRef(v)) => {
+            if !is_canonical_blob_ref(v.as_str()) {
                 return Err(EncodeError::Constraint {
-                    rule: TYPE_MISMATCH,
-                })
+                    rule: "a blob_ref value is not a canonical BlobRef",
+                });
             }
+            put_json(out, v, "a blob_ref column value")?
+        }
+        (ColumnType::Crdt, ColumnValue::Crdt(v)) => put_bytes(out, v, "a crdt column value")?,
+        _ => {
+            return Err(EncodeError::Constraint {
+                rule: TYPE_MISMATCH,
+            })
         }
     }
     Ok(())

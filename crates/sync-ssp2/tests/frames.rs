@@ -211,23 +211,23 @@ fn lease_comes_immediately_after_the_header_with_no_unknown_frame_between() {
 }
 
 #[test]
-fn wire_version_3_is_refused_before_any_frame() {
-    // A version-3 envelope followed by bytes that are no frame at all.
-    let mut bytes = header_bytes(3, 1);
+fn wire_version_4_is_refused_before_any_frame() {
+    // A version-4 envelope followed by bytes that are no frame at all.
+    let mut bytes = header_bytes(4, 1);
     bytes.extend_from_slice(&[0xee; 3]);
     let err = decode_request(&bytes).unwrap_err();
-    assert_eq!(err, DecodeError::UnsupportedWireVersion { version: 3 });
+    assert_eq!(err, DecodeError::UnsupportedWireVersion { version: 4 });
     assert_eq!(err.code(), "sync.invalid_request");
     assert_eq!(
         err.details(),
-        Some(serde_json::json!({"wireVersion": 3, "supportedWireVersions": [1, 2]}))
+        Some(serde_json::json!({"wireVersion": 4, "supportedWireVersions": [1, 2, 3]}))
     );
     assert_eq!(
         peek_envelope(&bytes),
-        Err(DecodeError::UnsupportedWireVersion { version: 3 })
+        Err(DecodeError::UnsupportedWireVersion { version: 4 })
     );
-    // Versions 1 and 2 are read.
-    for v in [1u16, 2] {
+    // Versions 1, 2 and 3 are read.
+    for v in [1u16, 2, 3] {
         assert_eq!(
             peek_envelope(&header_bytes(v, 1)).map(|h| h.wire_version.number()),
             Ok(v)

@@ -59,7 +59,11 @@ fn unknown_frame() -> impl Strategy<Value = UnknownFrame> {
 }
 
 fn version() -> impl Strategy<Value = WireVersion> {
-    prop_oneof![Just(WireVersion::V1), Just(WireVersion::V2)]
+    prop_oneof![
+        Just(WireVersion::V1),
+        Just(WireVersion::V2),
+        Just(WireVersion::V3)
+    ]
 }
 
 fn push_commit() -> impl Strategy<Value = PushCommit> {
@@ -145,11 +149,7 @@ fn request() -> impl Strategy<Value = Request> {
                 let header = ReqHeader {
                     client_id,
                     schema_version,
-                    log_epoch: if version == WireVersion::V2 {
-                        epoch
-                    } else {
-                        None
-                    },
+                    log_epoch: if version.has_log_epoch() { epoch } else { None },
                 };
                 let pull = pull.map(|((a, b, c, accept), subs)| {
                     let pull = PullHeader {
@@ -239,14 +239,25 @@ fn details_json() -> impl Strategy<Value = String> {
 fn push_result() -> impl Strategy<Value = Vec<ResponseFrame>> {
     let kind = prop_oneof![
         Just(OpResultKind::Applied),
-        (text(), text(), safe_i64(), vec(any::<u8>(), 0..6)).prop_map(
-            |(code, message, server_version, server_row)| OpResultKind::Conflict {
-                code,
-                message,
-                server_version,
-                server_row
-            }
-        ),
+        (
+            text(),
+            text(),
+            safe_i64(),
+            vec(any::<u8>(), 0..6),
+            vec(any::<u8>(), 0..3)
+        )
+            .prop_map(
+                |(code, message, server_version, server_row, conflict_columns)| {
+                    OpResultKind::Conflict {
+                        code,
+                        message,
+                        server_version,
+                        server_row,
+                        // Kept at version 3 only (see `for_version`).
+                        conflict_columns: Some(conflict_columns),
+                    }
+                }
+            ),
         (text(), text(), any::<bool>()).prop_map(|(code, message, retryable)| {
             OpResultKind::Error {
                 code,
@@ -311,6 +322,23 @@ fn push_result() -> impl Strategy<Value = Vec<ResponseFrame>> {
             frames
         },
     )
+}
+
+/// A conflict record carries `conflictColumns` at wire version 3 only.
+fn for_version(mut frame: ResponseFrame, version: WireVersion) -> ResponseFrame {
+    if let ResponseFrame::PushResult(result) = &mut frame {
+        for record in &mut result.results {
+            if let OpResultKind::Conflict {
+                conflict_columns, ..
+            } = &mut record.kind
+            {
+                if !version.has_sparse_rows() {
+                    *conflict_columns = None;
+                }
+            }
+        }
+    }
+    frame
 }
 
 fn commit() -> impl Strategy<Value = Commit> {
@@ -453,7 +481,7 @@ fn response() -> impl Strategy<Value = Response> {
                 let mut frames = vec![ResponseFrame::RespHeader(RespHeader {
                     required_schema_version: req,
                     latest_schema_version: latest,
-                    epoch: (version == WireVersion::V2).then_some(ResponseEpoch {
+                    epoch: (version.has_log_epoch()).then_some(ResponseEpoch {
                         log_epoch: epoch,
                         reset_required: reset,
                     }),
@@ -465,7 +493,12 @@ fn response() -> impl Strategy<Value = Response> {
                         expires_at_ms,
                     }));
                 }
-                frames.extend(pushes.into_iter().flatten());
+                frames.extend(
+                    pushes
+                        .into_iter()
+                        .flatten()
+                        .map(|frame| for_version(frame, version)),
+                );
                 frames.extend(sections.into_iter().flatten());
                 // Unknown frames anywhere strictly between the header (or
                 // the LEASE right after it) and ERROR.
@@ -574,7 +607,7 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_frames_after_a_valid_header_never_panic(kind in 1u8..=2, version in 1u8..=2, body in vec(any::<u8>(), 0..256)) {
+    fn arbitrary_frames_after_a_valid_header_never_panic(kind in 1u8..=2, version in 1u8..=3, body in vec(any::<u8>(), 0..256)) {
         let mut bytes = vec![b'S', b'S', b'P', b'2', version, 0, kind, 0];
         bytes.extend_from_slice(&body);
         let _ = decode_request(&bytes);

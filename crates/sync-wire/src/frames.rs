@@ -11,11 +11,12 @@ use sync_ssp2::{
     PushStatus, RawJson, ResponseEpoch, ResponseFrame, SubStatus, WireVersion,
 };
 
-/// `RESP_HEADER`: wire version 2 carries the log epoch, version 1 never.
+/// `RESP_HEADER`: wire versions 2 and 3 carry the log epoch, version 1
+/// never.
 pub(crate) fn header(h: &RespHeader, version: WireVersion) -> ResponseFrame {
     let epoch = match version {
         WireVersion::V1 => None,
-        WireVersion::V2 => Some(ResponseEpoch {
+        WireVersion::V2 | WireVersion::V3 => Some(ResponseEpoch {
             log_epoch: h.log_epoch.clone().unwrap_or_default(),
             reset_required: h.reset_required,
         }),
@@ -61,6 +62,10 @@ pub(crate) fn push_result(r: &PushResult) -> Vec<ResponseFrame> {
                     message: message.clone(),
                     server_version: *server_version,
                     server_row: server_row.clone(),
+                    // Rounds are served at versions 1 and 2 only
+                    // (`SERVED_WIRE_VERSIONS`), which have no
+                    // `conflictColumns`.
+                    conflict_columns: None,
                 },
             },
             PushOperationResult::Error {

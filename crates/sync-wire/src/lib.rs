@@ -68,7 +68,7 @@ mod storage_store;
 pub use config::{WireConfig, DEFAULT_INLINE_LIMIT};
 pub use download::{Download, DownloadRequest, SEGMENT_CONTENT_TYPE};
 pub use failure::{WireFailure, SYNC_CONTENT_TYPE};
-pub use request::decode_sync_request;
+pub use request::{decode_sync_request, SERVED_WIRE_VERSIONS};
 pub use round_error::round_failure;
 pub use service::{RoundError, WireService};
 pub use sink::FrameSink;

@@ -4,14 +4,24 @@ use sync_core::ScopeFilter;
 use sync_engine::{
     Operation, PullHeader, PushCommit, ReqHeader, Subscription, SyncRequest, WireError,
 };
-use sync_ssp2::{DecodeError, PushOp, SUPPORTED_WIRE_VERSIONS};
+use sync_ssp2::{DecodeError, PushOp};
 
 use crate::failure::WireFailure;
+
+/// The wire versions a round is served in, oldest first.
+///
+/// The codec reads and writes version 3 as well
+/// ([`sync_ssp2::SUPPORTED_WIRE_VERSIONS`]), but its push payloads are
+/// sparse rows with column-level conflict rules the engine does not apply
+/// yet; serving it with the rules of version 2 would read a sparse payload
+/// as a full row. Until the engine applies them, a version-3 request is
+/// refused like any unknown version, before anything is read or written.
+pub const SERVED_WIRE_VERSIONS: [u16; 2] = [1, 2];
 
 /// Decodes an SSP2 request body into a [`SyncRequest`].
 ///
 /// The envelope header is checked first: a wire version other than those
-/// served ([`SUPPORTED_WIRE_VERSIONS`]) is refused before any frame is read,
+/// served ([`SERVED_WIRE_VERSIONS`]) is refused before any frame is read,
 /// as `sync.invalid_request` (HTTP 400) whose `details.supportedWireVersions`
 /// names the versions served. Any other decode error (§1.7) is HTTP 400
 /// with the error's code (`sync.invalid_request`, or `sync.empty_commit`
@@ -19,7 +29,13 @@ use crate::failure::WireFailure;
 /// wrong. Validation that needs the schema or the partition (duplicate
 /// subscription ids, unknown tables, row payloads) is the round's.
 pub fn decode_sync_request(bytes: &[u8]) -> Result<SyncRequest, WireFailure> {
-    sync_ssp2::peek_envelope(bytes).map_err(|e| decode_failure(&e))?;
+    let header = sync_ssp2::peek_envelope(bytes).map_err(|e| decode_failure(&e))?;
+    let version = header.wire_version.number();
+    if !SERVED_WIRE_VERSIONS.contains(&version) {
+        return Err(decode_failure(&DecodeError::UnsupportedWireVersion {
+            version,
+        }));
+    }
     let request = sync_ssp2::decode_request(bytes).map_err(|e| decode_failure(&e))?;
     Ok(to_engine_request(request))
 }
@@ -31,7 +47,7 @@ pub(crate) fn decode_failure(error: &DecodeError) -> WireFailure {
             WireError::new("sync.invalid_request", "unsupported wire version")
                 .with_detail("reason", "unsupported_wire_version")
                 .with_detail("wireVersion", *version)
-                .with_detail("supportedWireVersions", SUPPORTED_WIRE_VERSIONS.to_vec())
+                .with_detail("supportedWireVersions", SERVED_WIRE_VERSIONS.to_vec())
         }
         other => WireError::new(other.code(), "malformed request")
             .with_detail("reason", other.to_string()),

@@ -115,3 +115,24 @@ fn wire_version_3_is_refused_naming_the_versions_served() {
     );
     assert_eq!(failure.body["details"]["wireVersion"], 3);
 }
+
+#[test]
+fn a_socket_refusal_of_a_version_3_round_is_written_in_version_3() {
+    let fixture = Fixture::new(sync_wire::DEFAULT_INLINE_LIMIT);
+    let mut body = std::fs::read(vectors().join("pull-minimal.bin")).unwrap();
+    body[4..6].copy_from_slice(&3u16.to_le_bytes());
+    let failure = refusal(fixture.round("alice", &body));
+    let stream = sync_wire::realtime::refusal_stream(&failure, 3, "epoch-1");
+    let response = sync_ssp2::decode_response(&stream).unwrap();
+    assert_eq!(response.wire_version, sync_ssp2::WireVersion::V3);
+    let Some(ResponseFrame::Error(error)) = response.frames.last() else {
+        panic!("no ERROR frame: {response:?}");
+    };
+    assert_eq!(error.code, "sync.invalid_request");
+    // A version the codec does not write falls back to version 2.
+    let stream = sync_wire::realtime::refusal_stream(&failure, 9, "epoch-1");
+    assert_eq!(
+        sync_ssp2::decode_response(&stream).unwrap().wire_version,
+        sync_ssp2::WireVersion::V2
+    );
+}

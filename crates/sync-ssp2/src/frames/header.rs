@@ -11,7 +11,7 @@ pub struct ReqHeader {
     pub client_id: String,
     /// The client's generated schema version; at least 1.
     pub schema_version: i32,
-    /// Wire version 2 only: the partition log epoch the client last
+    /// Wire versions 2 and 3 only: the partition log epoch the client last
     /// accepted, never empty; `None` asks for epoch acquisition. Must be
     /// `None` in a version 1 message.
     pub log_epoch: Option<String>,
@@ -38,7 +38,9 @@ impl ReqHeader {
         }
         let log_epoch = match version {
             WireVersion::V1 => None,
-            WireVersion::V2 => r.opt("REQ_HEADER.logEpoch", |r| r.str("REQ_HEADER.logEpoch"))?,
+            WireVersion::V2 | WireVersion::V3 => {
+                r.opt("REQ_HEADER.logEpoch", |r| r.str("REQ_HEADER.logEpoch"))?
+            }
         };
         if log_epoch.as_deref() == Some("") {
             return Err(DecodeError::Constraint {
@@ -79,7 +81,7 @@ impl ReqHeader {
                 what: "REQ_HEADER.logEpoch",
             }),
             WireVersion::V1 => Ok(()),
-            WireVersion::V2 => put_opt(out, self.log_epoch.as_ref(), |o, v| {
+            WireVersion::V2 | WireVersion::V3 => put_opt(out, self.log_epoch.as_ref(), |o, v| {
                 put_str(o, v, "REQ_HEADER.logEpoch")
             }),
         }
@@ -93,11 +95,12 @@ pub struct RespHeader {
     pub required_schema_version: Option<i32>,
     /// Informational: the newest schema version the server knows.
     pub latest_schema_version: Option<i32>,
-    /// Wire version 2 only (and then required): the partition log epoch.
+    /// Wire versions 2 and 3 only (and then required): the partition log
+    /// epoch.
     pub epoch: Option<ResponseEpoch>,
 }
 
-/// The wire version 2 part of `RESP_HEADER`.
+/// The part of `RESP_HEADER` that wire versions 2 and 3 carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseEpoch {
     /// The current partition log identity; never empty.
@@ -116,7 +119,7 @@ impl RespHeader {
         })?;
         let epoch = match version {
             WireVersion::V1 => None,
-            WireVersion::V2 => {
+            WireVersion::V2 | WireVersion::V3 => {
                 let log_epoch = r.str("RESP_HEADER.logEpoch")?;
                 if log_epoch.is_empty() {
                     return Err(DecodeError::Constraint {
@@ -151,12 +154,12 @@ impl RespHeader {
         })?;
         match (version, &self.epoch) {
             (WireVersion::V1, None) => Ok(()),
-            (WireVersion::V2, Some(epoch)) if epoch.log_epoch.is_empty() => {
+            (WireVersion::V2 | WireVersion::V3, Some(epoch)) if epoch.log_epoch.is_empty() => {
                 Err(EncodeError::Constraint {
                     rule: EMPTY_RESP_EPOCH,
                 })
             }
-            (WireVersion::V2, Some(epoch)) => {
+            (WireVersion::V2 | WireVersion::V3, Some(epoch)) => {
                 put_str(out, &epoch.log_epoch, "RESP_HEADER.logEpoch")?;
                 put_bool(out, epoch.reset_required);
                 Ok(())

@@ -2,6 +2,7 @@
 //! (§6.3.1).
 
 use super::enum_byte;
+use crate::envelope::WireVersion;
 use crate::error::{DecodeError, EncodeError};
 use crate::primitives::{
     put_bool, put_bytes, put_i32, put_i64, put_len, put_opt, put_str, put_u8, Reader,
@@ -215,6 +216,11 @@ pub enum OpResultKind {
         server_version: i64,
         /// The server's current row in the generated row codec.
         server_row: Vec<u8>,
+        /// Wire version 3 only (and then required): which columns
+        /// conflict, as a presence bitmap (bit `i` = column `i` in
+        /// declaration order, least significant bit first). The envelope
+        /// codec does not know the column count, so any length decodes.
+        conflict_columns: Option<Vec<u8>>,
     },
     /// An error (`status` 3).
     Error {
@@ -239,7 +245,7 @@ impl OpResultKind {
 }
 
 impl PushResult {
-    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+    pub(crate) fn decode(r: &mut Reader<'_>, version: WireVersion) -> Result<Self, DecodeError> {
         let client_commit_id = r.str("PUSH_RESULT.clientCommitId")?;
         let status = enum_byte(r, "PUSH_RESULT.status", 3)?;
         let commit_seq = r.opt("PUSH_RESULT.commitSeq", |r| r.i64("PUSH_RESULT.commitSeq"))?;
@@ -253,7 +259,7 @@ impl PushResult {
                 })
             }
         };
-        let results = r.list("PUSH_RESULT.results", 5, OpResult::decode)?;
+        let results = r.list("PUSH_RESULT.results", 5, |r| OpResult::decode(r, version))?;
         Ok(Self {
             client_commit_id,
             status,
@@ -261,7 +267,11 @@ impl PushResult {
         })
     }
 
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    pub(crate) fn encode(
+        &self,
+        out: &mut Vec<u8>,
+        version: WireVersion,
+    ) -> Result<(), EncodeError> {
         put_str(out, &self.client_commit_id, "PUSH_RESULT.clientCommitId")?;
         put_u8(
             out,
@@ -275,12 +285,14 @@ impl PushResult {
             put_i64(o, *v, "PUSH_RESULT.commitSeq")
         })?;
         put_len(out, self.results.len(), "PUSH_RESULT.results")?;
-        self.results.iter().try_for_each(|res| res.encode(out))
+        self.results
+            .iter()
+            .try_for_each(|res| res.encode(out, version))
     }
 }
 
 impl OpResult {
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+    fn decode(r: &mut Reader<'_>, version: WireVersion) -> Result<Self, DecodeError> {
         let op_index = r.i32("result.opIndex")?;
         let kind = match enum_byte(r, "result.status", 3)? {
             1 => OpResultKind::Applied,
@@ -289,6 +301,11 @@ impl OpResult {
                 message: r.str("result.message")?,
                 server_version: r.i64("result.serverVersion")?,
                 server_row: r.bytes("result.serverRow")?,
+                conflict_columns: if version.has_sparse_rows() {
+                    Some(r.bytes("result.conflictColumns")?)
+                } else {
+                    None
+                },
             },
             _ => OpResultKind::Error {
                 code: r.str("result.code")?,
@@ -299,7 +316,7 @@ impl OpResult {
         Ok(Self { op_index, kind })
     }
 
-    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    fn encode(&self, out: &mut Vec<u8>, version: WireVersion) -> Result<(), EncodeError> {
         put_i32(out, self.op_index);
         match &self.kind {
             OpResultKind::Applied => {
@@ -311,12 +328,22 @@ impl OpResult {
                 message,
                 server_version,
                 server_row,
+                conflict_columns,
             } => {
+                if conflict_columns.is_some() != version.has_sparse_rows() {
+                    return Err(EncodeError::VersionMismatch {
+                        what: "result.conflictColumns",
+                    });
+                }
                 put_u8(out, 2);
                 put_str(out, code, "result.code")?;
                 put_str(out, message, "result.message")?;
                 put_i64(out, *server_version, "result.serverVersion")?;
-                put_bytes(out, server_row, "result.serverRow")
+                put_bytes(out, server_row, "result.serverRow")?;
+                match conflict_columns {
+                    Some(columns) => put_bytes(out, columns, "result.conflictColumns"),
+                    None => Ok(()),
+                }
             }
             OpResultKind::Error {
                 code,

@@ -63,11 +63,13 @@ impl WireService {
 /// `wire_version` (the request's, or the connection's when the request's
 /// is unreadable).
 pub fn refusal_stream(failure: &WireFailure, wire_version: i32, log_epoch: &str) -> Vec<u8> {
-    let version = if wire_version == 1 {
-        WireVersion::V1
-    } else {
-        WireVersion::V2
-    };
+    // A refusal is written in the request's own version where the codec
+    // writes it (a version-3 client reads the same header and `ERROR` as
+    // version 2's), else in version 2.
+    let version = u16::try_from(wire_version)
+        .ok()
+        .and_then(WireVersion::from_number)
+        .unwrap_or(WireVersion::V2);
     let body = &failure.body;
     let text = |key: &str| body.get(key).and_then(|v| v.as_str()).unwrap_or_default();
     let mut error = WireError::new(text("code"), text("message"));
