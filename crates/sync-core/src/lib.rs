@@ -60,6 +60,7 @@ mod checkpoints;
 mod clients;
 mod clock;
 pub mod codec;
+pub mod column_versions;
 mod commit_feed;
 mod error;
 #[cfg(feature = "fault-injection")]
