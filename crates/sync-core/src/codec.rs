@@ -74,6 +74,10 @@ pub enum Reason {
     /// version (a [`LayoutColumn`] written by newer code), so no byte of the
     /// payload can be interpreted.
     UnknownColumnType,
+    /// Sparse decode: a padding bit of the presence bitmap is set.
+    PresencePadding,
+    /// Sparse decode and encode: the primary key's presence bit is clear.
+    PrimaryKeyAbsent,
 }
 
 impl Reason {
@@ -93,6 +97,8 @@ impl Reason {
             Reason::TypeMismatch => "type_mismatch",
             Reason::LengthOverflow => "length_overflow",
             Reason::UnknownColumnType => "unknown_column_type",
+            Reason::PresencePadding => "presence_padding",
+            Reason::PrimaryKeyAbsent => "primary_key_absent",
         }
     }
 }
@@ -540,6 +546,127 @@ impl<'a> Reader<'a> {
             ColumnType::Crdt => ValueRef::Crdt(self.length_prefixed(index)?),
         })
     }
+}
+
+// ---------------------------------------------------------------------------
+// Sparse payloads (wire version 3)
+
+/// Decodes a sparse payload (wire version 3, `docs/design/wire-v3.md`
+/// §2.4): for each column, `None` when the payload leaves it out,
+/// `Some(value)` (`Some(RowValue::Null)` included) when it writes it.
+///
+/// The bytes are a presence bitmap of `ceil(n / 8)` bytes, a null bitmap
+/// over the present columns, then the present non-null values in column
+/// order, each as in a full payload. Checks run in this order, the first
+/// broken one deciding: the presence bitmap's padding
+/// ([`Reason::PresencePadding`]), the key's presence
+/// ([`Reason::PrimaryKeyAbsent`]), the null bitmap's padding
+/// ([`Reason::NonzeroPadding`], `details.column` the column the bit would
+/// stand for among the present ones), then column by column a null in a
+/// non-nullable column or a value that does not decode, then trailing
+/// bytes. Fails with `sync.codec.decode_failed`.
+pub fn decode_sparse<C: ColumnSpec>(
+    columns: &[C],
+    primary_key: usize,
+    payload: &[u8],
+) -> Result<Vec<Option<RowValue>>> {
+    if let Some(index) = columns.iter().position(|c| c.codec_type().is_none()) {
+        return Err(decode_error(Reason::UnknownColumnType, index));
+    }
+    let count = columns.len();
+    let (presence, rest) = payload
+        .split_at_checked(count.div_ceil(8))
+        .ok_or_else(|| decode_error(Reason::Truncated, payload.len().saturating_mul(8)))?;
+    let bit = |bitmap: &[u8], i: usize| {
+        bitmap
+            .get(i >> 3)
+            .is_some_and(|byte| byte & (1 << (i & 7)) != 0)
+    };
+    if let Some(i) = (count..presence.len() * 8).find(|&i| bit(presence, i)) {
+        return Err(decode_error(Reason::PresencePadding, i));
+    }
+    if !bit(presence, primary_key) || primary_key >= count {
+        return Err(decode_error(Reason::PrimaryKeyAbsent, primary_key));
+    }
+    let present: Vec<usize> = (0..count).filter(|&i| bit(presence, i)).collect();
+    let (nulls, value_bytes) = read_bitmap(present.len(), rest)?;
+    let mut reader = Reader { rest: value_bytes };
+    let mut slots = vec![None; count];
+    for (j, &index) in present.iter().enumerate() {
+        let column = &columns[index];
+        if bit(nulls, j) {
+            if !column.is_nullable() {
+                return Err(decode_error(Reason::NullInNonNullable, index));
+            }
+            slots[index] = Some(RowValue::Null);
+            continue;
+        }
+        let column_type = column
+            .codec_type()
+            .ok_or_else(|| decode_error(Reason::UnknownColumnType, index))?;
+        slots[index] = Some(reader.value(column_type, index)?.to_row_value());
+    }
+    if !reader.rest.is_empty() {
+        return Err(decode_error(Reason::TrailingBytes, count));
+    }
+    Ok(slots)
+}
+
+/// Decodes one sparse payload of `table` ([`decode_sparse`] under
+/// `table.columns` and its primary key); errors also carry
+/// `details.table`.
+pub fn decode_sparse_row(table: &CompiledTable, payload: &[u8]) -> Result<Vec<Option<RowValue>>> {
+    decode_sparse(&table.columns, table.primary_key_index, payload)
+        .map_err(|error| error.detail("table", &table.name))
+}
+
+/// Encodes a sparse payload: one slot per column, `None` for a column left
+/// out. The key must be present and every present value must encode in
+/// its column (the rules of [`encode`]). Fails with
+/// `sync.codec.encode_failed`.
+pub fn encode_sparse<C: ColumnSpec>(
+    columns: &[C],
+    primary_key: usize,
+    slots: &[Option<RowValue>],
+) -> Result<Vec<u8>> {
+    if slots.len() != columns.len() {
+        return Err(encode_error(
+            Reason::ColumnCountMismatch,
+            slots.len().min(columns.len()),
+        ));
+    }
+    if slots.get(primary_key).is_none_or(Option::is_none) {
+        return Err(encode_error(Reason::PrimaryKeyAbsent, primary_key));
+    }
+    let mut presence = vec![0u8; columns.len().div_ceil(8)];
+    let mut present_columns = Vec::new();
+    let mut present_values = Vec::new();
+    for (i, (column, slot)) in columns.iter().zip(slots).enumerate() {
+        if let Some(value) = slot {
+            // Checked here, so that an error names the table's column.
+            encoded_len(column, value, i)?;
+            presence[i >> 3] |= 1 << (i & 7);
+            present_columns.push(column);
+            present_values.push(value.clone());
+        }
+    }
+    let mut out = presence;
+    out.extend(encode(&present_columns, &present_values)?);
+    Ok(out)
+}
+
+/// The full payload inside a sparse payload of `column_count` columns that
+/// writes every column: the bytes after its all-ones presence bitmap are
+/// exactly the full-row encoding of the same row. `None` for a partial
+/// payload (or one too short for the bitmap); the rest is not checked.
+pub fn full_payload_of_sparse(column_count: usize, payload: &[u8]) -> Option<&[u8]> {
+    let len = column_count.div_ceil(8);
+    let (presence, rest) = payload.split_at_checked(len)?;
+    let all_present = (0..len * 8).all(|i| {
+        let set = presence[i >> 3] & (1 << (i & 7)) != 0;
+        set == (i < column_count)
+    });
+    all_present.then_some(rest)
 }
 
 // ---------------------------------------------------------------------------
