@@ -116,6 +116,7 @@ pub fn row(
         server_version,
         scopes: scopes(grp),
         payload: encode(schema, table, &values),
+        column_versions: None,
     }
 }
 

@@ -977,6 +977,7 @@ impl Model {
                 server_version: row.version,
                 scopes: fixture::scopes(&row.group),
                 payload: fixture::encode(&schema, TABLES[*table], &row.values),
+                column_versions: None,
             });
         }
         for list in rows.values_mut() {

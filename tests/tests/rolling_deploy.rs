@@ -70,6 +70,7 @@ fn todo(schema: &CompiledSchema, id: &str, title: &str, version: i64) -> StoredR
         server_version: version,
         scopes: [("list_id".to_owned(), list)].into(),
         payload: codec::encode_row(table, &values).expect("row encodes"),
+        column_versions: None,
     }
 }
 

@@ -94,6 +94,7 @@ pub(crate) fn projection_row(
         server_version: version,
         scopes,
         payload,
+        column_versions: None,
     };
     (row, change)
 }

@@ -169,6 +169,7 @@ pub fn task_with(schema: &CompiledSchema, values: Vec<RowValue>) -> CheckResult<
         server_version: 1,
         scopes: scopes(&[("project_id", &project)]),
         payload: encode(schema, "tasks", &values)?,
+        column_versions: None,
     })
 }
 
@@ -191,6 +192,7 @@ pub fn doc(
         server_version: 1,
         scopes: scopes(&[("org_id", org), ("project_id", project)]),
         payload: encode(schema, "docs", &values)?,
+        column_versions: None,
     })
 }
 
@@ -212,6 +214,7 @@ pub fn secret(
         server_version: 1,
         scopes: scopes(&[("project_id", project)]),
         payload: encode(schema, "secrets", &values)?,
+        column_versions: None,
     })
 }
 
@@ -232,6 +235,7 @@ pub fn grant(
         server_version: 1,
         scopes: scopes(&[("user_id", user)]),
         payload: encode(schema, "device_key_grants", &values)?,
+        column_versions: None,
     })
 }
 

@@ -13,6 +13,13 @@ pub struct StoredRow {
     pub scopes: StoredScopes,
     /// Row codec bytes, returned byte-identical to what was written.
     pub payload: Vec<u8>,
+    /// The row's column versions (wire version 3,
+    /// [`crate::column_versions`]) as stored in `_sync_column_versions`:
+    /// opaque to storage, written with the payload and returned
+    /// byte-identical by `get_row` and the push path's reads. `None` is SQL
+    /// `NULL` (every column at `server_version`). Reads that serve pulls
+    /// (scans, pages, windows) do not read it and leave `None`.
+    pub column_versions: Option<Vec<u8>>,
 }
 
 /// The operation of a change. Stored as 1 (upsert) / 2 (delete).

@@ -30,7 +30,7 @@ impl SqlDialect for PostgresSql {
             InternalRole::Partition | InternalRole::RowId => "TEXT",
             InternalRole::ServerVersion => "BIGINT",
             InternalRole::Scopes => "JSONB",
-            InternalRole::Payload => "BYTEA",
+            InternalRole::Payload | InternalRole::ColumnVersions => "BYTEA",
         }
     }
 

@@ -163,7 +163,8 @@ fn decode_row(row: &SimpleQueryRow) -> Result<StoredRow> {
         .parse()
         .map_err(Error::backend)?;
     let payload = text(row, 3)?.map(hex).transpose()?;
-    rows::stored_row(row_id, version, text(row, 2)?, payload)
+    let column_versions = text(row, 4)?.map(hex).transpose()?;
+    rows::stored_row(row_id, version, text(row, 2)?, payload, column_versions)
 }
 
 /// Bytes of `encode(…, 'hex')`.

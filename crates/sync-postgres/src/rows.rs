@@ -32,6 +32,7 @@ pub(crate) fn stored_row(
     server_version: i64,
     scopes: Option<&str>,
     payload: Option<Vec<u8>>,
+    column_versions: Option<Vec<u8>>,
 ) -> Result<StoredRow> {
     let payload = payload.ok_or_else(|| {
         Error::new(sync_core::ErrorCode::Backend).detail("reason", "payload_null")
@@ -41,15 +42,34 @@ pub(crate) fn stored_row(
         server_version,
         scopes: crate::json::parse_scopes_opt(scopes)?,
         payload,
+        column_versions,
     })
 }
 
-/// Reads `row_id, version, scopes, payload` rows (columns 0–3).
+/// Reads `row_id, version, scopes, payload` rows (columns 0–3); the rows of
+/// reads that serve pulls, which leave column versions out.
 pub(crate) fn rows_from(rows: &[postgres::Row]) -> Result<Vec<StoredRow>> {
     rows.iter()
         .map(|r| {
             let scopes: Option<String> = col(r, 2)?;
-            stored_row(col(r, 0)?, col(r, 1)?, scopes.as_deref(), col(r, 3)?)
+            stored_row(col(r, 0)?, col(r, 1)?, scopes.as_deref(), col(r, 3)?, None)
+        })
+        .collect()
+}
+
+/// Reads `row_id, version, scopes, payload, column_versions` rows
+/// (columns 0–4): the reads of the push path.
+fn rows_with_versions_from(rows: &[postgres::Row]) -> Result<Vec<StoredRow>> {
+    rows.iter()
+        .map(|r| {
+            let scopes: Option<String> = col(r, 2)?;
+            stored_row(
+                col(r, 0)?,
+                col(r, 1)?,
+                scopes.as_deref(),
+                col(r, 3)?,
+                col(r, 4)?,
+            )
         })
         .collect()
 }
@@ -70,6 +90,7 @@ pub(crate) fn get_row(
         col(&row, 0)?,
         scopes.as_deref(),
         col(&row, 2)?,
+        col(&row, 3)?,
     )
     .map(Some)
 }
@@ -164,6 +185,11 @@ fn upsert_literals(
     for value in typed {
         args.push(typed_literal(value)?);
     }
+    args.push(
+        row.column_versions
+            .as_deref()
+            .map_or_else(|| "NULL".to_owned(), bytea_literal),
+    );
     let size: usize = args.iter().map(String::len).sum();
     (size <= MAX_LITERAL_SQL).then_some(args)
 }
@@ -199,7 +225,7 @@ pub(crate) fn get_rows(
     if row_ids.is_empty() {
         return Ok(Vec::new());
     }
-    let found = rows_from(&conn.query(&sql.get_rows, &[&partition, &row_ids])?)?;
+    let found = rows_with_versions_from(&conn.query(&sql.get_rows, &[&partition, &row_ids])?)?;
     Ok(in_order(found, row_ids))
 }
 
@@ -273,6 +299,7 @@ pub(crate) fn upsert_rows(
     let mut versions: Vec<i64> = Vec::with_capacity(n);
     let mut scopes: Vec<String> = Vec::with_capacity(n);
     let mut payloads: Vec<&[u8]> = Vec::with_capacity(n);
+    let mut column_versions: Vec<Option<&[u8]>> = Vec::with_capacity(n);
     let mut scope_rows: Vec<&str> = Vec::new();
     let mut scope_vars: Vec<&str> = Vec::new();
     let mut scope_values: Vec<&str> = Vec::new();
@@ -286,6 +313,7 @@ pub(crate) fn upsert_rows(
         versions.push(row.server_version);
         scopes.push(scopes_json(&row.scopes));
         payloads.push(&row.payload);
+        column_versions.push(row.column_versions.as_deref());
         for (var, value) in &row.scopes {
             scope_rows.push(&row.row_id);
             scope_vars.push(var);
@@ -311,6 +339,7 @@ pub(crate) fn upsert_rows(
         &scope_values,
     ];
     params.extend(param_refs(&projection));
+    params.push(&column_versions);
     conn.query_raw(&sql.upsert_batch, &params)
         .map(|_| ())
         .map_err(|e| classify(e, Site::UpsertRow(None)))
@@ -342,6 +371,7 @@ pub(crate) fn upsert_row(
         &payload,
     ];
     params.extend(param_refs(projection));
+    params.push(&row.column_versions);
     conn.query_raw(&sql.upsert, &params)
         .map(|_| ())
         .map_err(|e| classify(e, Site::UpsertRow(op_index)))
@@ -423,6 +453,7 @@ mod tests {
             server_version: -3,
             scopes: [("s".to_owned(), scope.to_owned())].into(),
             payload: codec::encode_row(table, &values).expect("encode"),
+            column_versions: None,
         }
     }
 
@@ -443,8 +474,8 @@ mod tests {
         let args = deferred_upsert_args(&table, "p'1", &written, &typed).expect("literal");
         assert_eq!(
             args.len(),
-            8 + 3,
-            "eight fixed arguments, then one per column"
+            8 + 3 + 1,
+            "eight fixed arguments, one per column, then the column versions"
         );
         assert_eq!(args[0], "E'p''1'");
         assert_eq!(args[1], "E'it''s'");
@@ -454,7 +485,7 @@ mod tests {
         assert_eq!(args[5], "'-3'");
         assert_eq!(args[6], r#"E'{"s":"a\\\\b"}'"#);
         assert!(args[7].starts_with("E'\\\\x") && args[7].ends_with("'::bytea"));
-        assert_eq!(args[8..], ["E'it''s'", "'-7'", "'-Infinity'"]);
+        assert_eq!(args[8..], ["E'it''s'", "'-7'", "'-Infinity'", "NULL"]);
     }
 
     #[test]

@@ -185,7 +185,8 @@ impl Scan<'_> {
                 };
                 hits += 1;
                 let scopes: Option<String> = col(row, 2)?;
-                let stored = stored_row(row_id, col(row, 1)?, scopes.as_deref(), Some(payload))?;
+                let stored =
+                    stored_row(row_id, col(row, 1)?, scopes.as_deref(), Some(payload), None)?;
                 if self.offer(stored) {
                     return Ok(Step::Done);
                 }
@@ -233,7 +234,7 @@ impl Scan<'_> {
                     continue;
                 };
                 let scopes: Option<String> = col(row, 2)?;
-                let stored = stored_row(row_id, version, scopes.as_deref(), col(row, 3)?)?;
+                let stored = stored_row(row_id, version, scopes.as_deref(), col(row, 3)?, None)?;
                 if self.offer(stored) {
                     return Ok(Step::Done);
                 }

@@ -75,7 +75,7 @@ impl TableSql {
 fn prelude_rows_sql(quoted: &str) -> String {
     format!(
         "SELECT t.\"_sync_row_id\", t.\"_sync_server_version\", t.\"_sync_scopes\"::text, \
-         encode(t.\"_sync_payload\", 'hex') FROM {} ",
+         encode(t.\"_sync_payload\", 'hex'), encode(t.\"_sync_column_versions\", 'hex') FROM {} ",
         by_ids(quoted)
     )
 }
@@ -110,10 +110,10 @@ fn by_ids(quoted: &str) -> String {
 
 /// The row reads of `by_ids` on the table named `quoted` (quoted
 /// identifier): `$1` partition, `$2` row ids → row id, version, scopes,
-/// payload (as `get_rows` runs it).
+/// payload, column versions (as `get_rows` runs it).
 pub fn rows_by_ids_sql(quoted: &str) -> String {
     format!(
-        "SELECT t.\"_sync_row_id\", {} FROM {}",
+        "SELECT t.\"_sync_row_id\", {}, t.\"_sync_column_versions\" FROM {}",
         ROW_COLUMNS_T,
         by_ids(quoted)
     )
@@ -152,7 +152,7 @@ impl TableSql {
             upsert_batch: upsert_batch_sql(&quoted, &projection, &projection_names),
             delete: delete_sql(&quoted),
             get_row: format!(
-                "SELECT {ROW_COLUMNS} FROM {quoted} \
+                "SELECT {ROW_COLUMNS}, \"_sync_column_versions\" FROM {quoted} \
                  WHERE \"_sync_partition\" = $1 AND \"_sync_row_id\" = $2"
             ),
             get_rows: rows_by_ids_sql(&quoted),
@@ -271,6 +271,10 @@ fn upsert_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -> Stri
         ));
     }
     values.extend(["$6::int8", "($7::text)::jsonb", "$8::bytea"].map(str::to_owned));
+    values.push(format!(
+        "${}::bytea",
+        UPSERT_FIRST_PROJECTION_PARAM + projection.len()
+    ));
     format!(
         "WITH new_scopes AS (SELECT s.var, s.value FROM unnest($4::text[], $5::text[]) AS s(var, value)), \
          removed AS (DELETE FROM sync_row_scopes o WHERE o.partition = $1::text AND o.tbl = $3::text \
@@ -304,8 +308,21 @@ fn upsert_batch_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -
         aliases.push(format!("p{i}"));
         values.push(column_element(*column_type, &format!("i.p{i}")));
     }
+    arrays.push(format!(
+        "${}::bytea[]",
+        UPSERT_BATCH_FIRST_PROJECTION_PARAM + projection.len()
+    ));
+    aliases.push("column_versions".to_owned());
     aliases.push("ord".to_owned());
-    values.extend(["i.version", "(i.scopes)::jsonb", "i.payload"].map(str::to_owned));
+    values.extend(
+        [
+            "i.version",
+            "(i.scopes)::jsonb",
+            "i.payload",
+            "i.column_versions",
+        ]
+        .map(str::to_owned),
+    );
     // Only rows whose scope map changes (or that are new) touch the scope
     // index: a stored row's entries are exactly its stored map (`dialects.md`
     // §6.3 allows skipping equal maps), and every CTE reads the rows as they
@@ -338,7 +355,8 @@ fn upsert_batch_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -
 
 /// `INSERT INTO <table> (<columns>) <source> ON CONFLICT … DO UPDATE`, the
 /// row write shared by [`upsert_sql`] and [`upsert_batch_sql`]; `source`
-/// yields partition, row id, the projections, version, scopes, payload.
+/// yields partition, row id, the projections, version, scopes, payload,
+/// column versions.
 fn row_upsert(quoted: &str, names: &[String], source: &str) -> String {
     let mut columns = vec![
         "\"_sync_partition\"".to_owned(),
@@ -350,6 +368,7 @@ fn row_upsert(quoted: &str, names: &[String], source: &str) -> String {
             "\"_sync_server_version\"",
             "\"_sync_scopes\"",
             "\"_sync_payload\"",
+            "\"_sync_column_versions\"",
         ]
         .map(str::to_owned),
     );

@@ -153,6 +153,7 @@ fn batch_projects_every_column_type_as_the_per_row_upsert() {
             server_version: 1,
             scopes: scopes(&[("project_id", project)]),
             payload: sync_core::codec::encode_row(table, &values).unwrap(),
+            column_versions: None,
         }
     };
     let mut tx = storage.begin("acme").unwrap();

@@ -247,6 +247,7 @@ fn a_scan_that_needs_several_candidate_pages_reads_one_snapshot() {
                 server_version: 1,
                 scopes: scopes(&[("org_id", "o1"), ("project_id", project)]),
                 payload: sync_core::codec::encode_row(docs, &values).unwrap(),
+                column_versions: None,
             }
         })
         .collect();

@@ -436,6 +436,7 @@ fn a_deferred_write_projects_every_value_as_the_immediate_write_does() {
                 server_version: 1,
                 scopes: scopes(&[("project_id", "p1")]),
                 payload: codec::encode_row(table, &values).expect("encode"),
+                column_versions: None,
             }
         };
     for (i, edge) in edges.iter().enumerate() {

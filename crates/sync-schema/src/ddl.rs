@@ -24,7 +24,8 @@ pub fn create_table_sql(table: &CompiledTable, dialect: Dialect) -> String {
 ///
 /// Definitions: the two key columns, the application columns in schema order
 /// when the table is materialized (`NOT NULL` iff not nullable), then
-/// `_sync_server_version`, `_sync_scopes`, `_sync_payload`. When the dialect
+/// `_sync_server_version`, `_sync_scopes`, `_sync_payload` and the nullable
+/// `_sync_column_versions`. When the dialect
 /// has a [`SqlDialect::key_collation`] the key columns read
 /// `<type> COLLATE "<collation>" NOT NULL`.
 pub fn standard_create_table_sql<D: SqlDialect + ?Sized>(d: &D, table: &CompiledTable) -> String {
@@ -34,8 +35,9 @@ pub fn standard_create_table_sql<D: SqlDialect + ?Sized>(d: &D, table: &Compiled
             Some(collation) if column.is_key() => format!(" COLLATE {}", d.quote_ident(collation)),
             _ => String::new(),
         };
+        let not_null = if column.nullable { "" } else { " NOT NULL" };
         format!(
-            "{} {}{collate} NOT NULL",
+            "{} {}{collate}{not_null}",
             d.quote_ident(column.name),
             d.internal_type(column.role)
         )
@@ -58,6 +60,23 @@ pub fn standard_create_table_sql<D: SqlDialect + ?Sized>(d: &D, table: &Compiled
         defs.join(", "),
         d.quote_ident(INTERNAL_COLUMNS[0].name),
         d.quote_ident(INTERNAL_COLUMNS[1].name),
+    )
+}
+
+/// `ALTER TABLE "<t>" ADD COLUMN "<column>" <type>` for a nullable internal
+/// column a table written before it existed lacks (the legacy upgrade and
+/// the bump add `_sync_column_versions` this way: no row is rewritten and
+/// every row reads `NULL`).
+pub fn add_internal_column_sql(
+    table: &str,
+    column: &crate::dialect::InternalColumn,
+    dialect: Dialect,
+) -> String {
+    format!(
+        "ALTER TABLE {} ADD COLUMN {} {}",
+        dialect.quote_ident(table),
+        dialect.quote_ident(column.name),
+        dialect.internal_type(column.role)
     )
 }
 

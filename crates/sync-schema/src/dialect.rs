@@ -206,6 +206,9 @@ pub enum InternalRole {
     Scopes,
     /// `_sync_payload`: bytes.
     Payload,
+    /// `_sync_column_versions`: bytes, nullable (the per-column versions of
+    /// wire version 3, `sync_core::column_versions`).
+    ColumnVersions,
 }
 
 /// One internal column of every application table (`tables.md` §5).
@@ -217,6 +220,8 @@ pub struct InternalColumn {
     pub role: InternalRole,
     /// Position in the primary key (1-based), 0 when not a key column.
     pub primary_key_position: u32,
+    /// Whether the column is declared without `NOT NULL`.
+    pub nullable: bool,
 }
 
 impl InternalColumn {
@@ -235,33 +240,49 @@ impl InternalColumn {
 /// `_sync_partition`.
 pub(crate) const PARTITION_COLUMN: &str = "_sync_partition";
 
-/// The five internal columns: the two key columns first, the three trailing
-/// columns after the projection (`tables.md` §5).
-pub const INTERNAL_COLUMNS: [InternalColumn; 5] = [
+/// `_sync_column_versions`.
+pub const COLUMN_VERSIONS_COLUMN: &str = "_sync_column_versions";
+
+/// The six internal columns: the two key columns first, the four trailing
+/// columns after the projection (`tables.md` §5), the last of them
+/// `_sync_column_versions`, the only nullable one (`docs/design/wire-v3.md`
+/// §3.1).
+pub const INTERNAL_COLUMNS: [InternalColumn; 6] = [
     InternalColumn {
         name: PARTITION_COLUMN,
         role: InternalRole::Partition,
         primary_key_position: 1,
+        nullable: false,
     },
     InternalColumn {
         name: "_sync_row_id",
         role: InternalRole::RowId,
         primary_key_position: 2,
+        nullable: false,
     },
     InternalColumn {
         name: "_sync_server_version",
         role: InternalRole::ServerVersion,
         primary_key_position: 0,
+        nullable: false,
     },
     InternalColumn {
         name: "_sync_scopes",
         role: InternalRole::Scopes,
         primary_key_position: 0,
+        nullable: false,
     },
     InternalColumn {
         name: "_sync_payload",
         role: InternalRole::Payload,
         primary_key_position: 0,
+        nullable: false,
+    },
+    InternalColumn {
+        name: COLUMN_VERSIONS_COLUMN,
+        role: InternalRole::ColumnVersions,
+        primary_key_position: 0,
+        nullable: true,
     },
 ];
 

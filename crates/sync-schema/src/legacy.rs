@@ -6,7 +6,9 @@ use std::fmt;
 use serde_json::{json, Value};
 use sync_core::{CompiledSchema, IndexDef};
 
-use crate::ddl::{alter_key_collation_sql, create_index_sql, drop_index_sql};
+use crate::ddl::{
+    add_internal_column_sql, alter_key_collation_sql, create_index_sql, drop_index_sql,
+};
 use crate::dialect::{Dialect, INTERNAL_COLUMNS};
 use crate::index_name::physical_index_name;
 use crate::observed::{ObservedTable, ObservedTables};
@@ -44,6 +46,10 @@ pub const INTERNAL_KEY_COLUMNS: &[(&str, &[&str])] = &[
 pub struct LegacyUpgradePlan {
     /// The dialect the statements are written for.
     pub dialect: Dialect,
+    /// `ALTER TABLE … ADD COLUMN "_sync_column_versions" …` for configured
+    /// tables written before the column existed (metadata only: no row is
+    /// rewritten, every row reads `NULL`).
+    pub column_additions: Vec<Statement>,
     /// Postgres: `ALTER TABLE … ALTER COLUMN … TYPE text COLLATE "C"` for key
     /// columns with the database's default collation.
     pub collations: Vec<Statement>,
@@ -56,13 +62,18 @@ pub struct LegacyUpgradePlan {
 impl LegacyUpgradePlan {
     /// Whether no legacy shape was found.
     pub fn is_empty(&self) -> bool {
-        self.collations.is_empty() && self.index_drops.is_empty() && self.index_creates.is_empty()
+        self.column_additions.is_empty()
+            && self.collations.is_empty()
+            && self.index_drops.is_empty()
+            && self.index_creates.is_empty()
     }
 
-    /// Every statement in execution order: collations, drops, creates.
+    /// Every statement in execution order: column additions, collations,
+    /// drops, creates.
     pub fn statements(&self) -> impl Iterator<Item = &Statement> + '_ {
-        self.collations
+        self.column_additions
             .iter()
+            .chain(&self.collations)
             .chain(&self.index_drops)
             .chain(&self.index_creates)
     }
@@ -77,6 +88,7 @@ impl LegacyUpgradePlan {
         let list = |v: &[Statement]| v.iter().map(Statement::to_json).collect::<Vec<_>>();
         json!({
             "dialect": self.dialect.as_str(),
+            "columnAdditions": list(&self.column_additions),
             "collations": list(&self.collations),
             "indexDrops": list(&self.index_drops),
             "indexCreates": list(&self.index_creates),
@@ -99,6 +111,9 @@ impl fmt::Display for LegacyUpgradePlan {
 
 /// Detects the legacy shapes of §13 in `observed` and plans their upgrade:
 ///
+/// - a configured table without `_sync_column_versions` (written before
+///   wire version 3's column versions) → `ADD COLUMN`, nullable, so no row
+///   is rewritten (`docs/design/wire-v3.md` §3.5);
 /// - a declared index of a materialized configured table present under its
 ///   bare declared name, or under its physical name with exactly the
 ///   declared columns and uniqueness but without the leading
@@ -114,6 +129,12 @@ pub fn plan_legacy_upgrade(
 ) -> LegacyUpgradePlan {
     let mut plan = LegacyUpgradePlan {
         dialect,
+        column_additions: schema
+            .tables
+            .iter()
+            .filter_map(|t| Some((t, observed.get(&t.name)?)))
+            .flat_map(|(t, physical)| missing_internal_columns(&t.name, physical, dialect))
+            .collect(),
         collations: key_collation_upgrades(schema, observed, dialect),
         index_drops: Vec::new(),
         index_creates: Vec::new(),
@@ -139,6 +160,24 @@ pub fn plan_legacy_upgrade(
         }
     }
     plan
+}
+
+/// `ADD COLUMN` for each nullable internal column that `physical` (an
+/// existing configured table) lacks: the columns a newer layout added
+/// without rewriting rows.
+pub(crate) fn missing_internal_columns(
+    table: &str,
+    physical: &ObservedTable,
+    dialect: Dialect,
+) -> Vec<Statement> {
+    if !physical.exists {
+        return Vec::new();
+    }
+    INTERNAL_COLUMNS
+        .iter()
+        .filter(|c| c.nullable && physical.column(c.name).is_none())
+        .map(|c| Statement::new(add_internal_column_sql(table, c, dialect)))
+        .collect()
 }
 
 /// Names of observed indexes that are a legacy shape of `index`.

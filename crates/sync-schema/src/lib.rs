@@ -44,7 +44,9 @@ pub use ddl::{
     drop_index_sql, drop_table_sql, quote_ident, row_ordered_index_columns,
     standard_create_index_sql, standard_create_table_sql, standard_index_columns,
 };
-pub use dialect::{Dialect, InternalColumn, InternalRole, SqlDialect, INTERNAL_COLUMNS};
+pub use dialect::{
+    Dialect, InternalColumn, InternalRole, SqlDialect, COLUMN_VERSIONS_COLUMN, INTERNAL_COLUMNS,
+};
 pub use identifiers::{
     identifier_failure, is_reserved_name, validate_identifier, IdentifierFailure,
     MAX_IDENTIFIER_BYTES,

@@ -106,7 +106,7 @@ impl ObservedTable {
             ObservedColumn {
                 name: column.name.to_owned(),
                 declared_type: dialect.observed_type(column.sql_type(dialect)),
-                not_null: true,
+                not_null: !column.nullable,
                 primary_key_position: column.primary_key_position,
                 collation: dialect
                     .key_collation()

@@ -68,11 +68,16 @@ fn check_internal_columns(t: &str, observed: &ObservedTable, dialect: Dialect) -
                 &column.declared_type,
             ));
         }
-        if !column.not_null {
+        if column.not_null == internal.nullable {
+            let (expected, actual) = if internal.nullable {
+                ("nullable", "not null")
+            } else {
+                ("not null", "nullable")
+            };
             return Err(differs(
                 column_mismatch(t, internal.name, "nullability"),
-                "not null",
-                "nullable",
+                expected,
+                actual,
             ));
         }
     }

@@ -14,7 +14,7 @@ use crate::ddl::{
 use crate::dialect::Dialect;
 use crate::index_name::PHYSICAL_INDEX_PREFIX;
 use crate::layouts::{retired_table_names, StoredLayouts};
-use crate::legacy::key_collation_upgrades;
+use crate::legacy::{key_collation_upgrades, missing_internal_columns};
 use crate::observed::{ObservedTable, ObservedTables};
 use crate::rewrite::{rewrite_plan, RewritePlan};
 use crate::statement::Statement;
@@ -222,6 +222,8 @@ fn plan_present(
             .filter(|index| owned(&index.name))
             .map(|index| Statement::new(drop_index_sql(&table.name, &index.name, dialect))),
     );
+    plan.creates
+        .extend(missing_internal_columns(&table.name, physical, dialect));
     if table.materialize {
         plan.creates.extend(
             table

@@ -715,6 +715,8 @@ fn c073_physical_index_names() {
     );
 }
 
+// C-074 and C-075 as the checklist writes them, plus the nullable
+// `_sync_column_versions` last (docs/design/wire-v3.md §3.5).
 #[test]
 fn c074_sqlite_ddl_golden_for_tasks() {
     let sql = create_table_sql(fix1().table("tasks").unwrap(), sync_sqlite::DIALECT);
@@ -728,7 +730,7 @@ fn c074_sqlite_ddl_golden_for_tasks() {
     }
     assert_eq!(
         sql,
-        "CREATE TABLE IF NOT EXISTS \"tasks\" (\"_sync_partition\" TEXT NOT NULL, \"_sync_row_id\" TEXT NOT NULL, \"id\" TEXT NOT NULL, \"project_id\" TEXT NOT NULL, \"title\" TEXT NOT NULL, \"done\" INTEGER NOT NULL, \"priority\" INTEGER, \"score\" REAL, \"meta\" TEXT, \"thumb\" BLOB, \"attachment\" TEXT, \"_sync_server_version\" INTEGER NOT NULL, \"_sync_scopes\" TEXT NOT NULL, \"_sync_payload\" BLOB NOT NULL, PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\"))"
+        "CREATE TABLE IF NOT EXISTS \"tasks\" (\"_sync_partition\" TEXT NOT NULL, \"_sync_row_id\" TEXT NOT NULL, \"id\" TEXT NOT NULL, \"project_id\" TEXT NOT NULL, \"title\" TEXT NOT NULL, \"done\" INTEGER NOT NULL, \"priority\" INTEGER, \"score\" REAL, \"meta\" TEXT, \"thumb\" BLOB, \"attachment\" TEXT, \"_sync_server_version\" INTEGER NOT NULL, \"_sync_scopes\" TEXT NOT NULL, \"_sync_payload\" BLOB NOT NULL, \"_sync_column_versions\" BLOB, PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\"))"
     );
 }
 
@@ -748,7 +750,7 @@ fn c075_postgres_ddl_golden_for_tasks() {
     }
     assert_eq!(
         sql,
-        "CREATE TABLE IF NOT EXISTS \"tasks\" (\"_sync_partition\" TEXT COLLATE \"C\" NOT NULL, \"_sync_row_id\" TEXT COLLATE \"C\" NOT NULL, \"id\" TEXT NOT NULL, \"project_id\" TEXT NOT NULL, \"title\" TEXT NOT NULL, \"done\" BOOLEAN NOT NULL, \"priority\" BIGINT, \"score\" DOUBLE PRECISION, \"meta\" JSONB, \"thumb\" BYTEA, \"attachment\" TEXT, \"_sync_server_version\" BIGINT NOT NULL, \"_sync_scopes\" JSONB NOT NULL, \"_sync_payload\" BYTEA NOT NULL, PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\"))"
+        "CREATE TABLE IF NOT EXISTS \"tasks\" (\"_sync_partition\" TEXT COLLATE \"C\" NOT NULL, \"_sync_row_id\" TEXT COLLATE \"C\" NOT NULL, \"id\" TEXT NOT NULL, \"project_id\" TEXT NOT NULL, \"title\" TEXT NOT NULL, \"done\" BOOLEAN NOT NULL, \"priority\" BIGINT, \"score\" DOUBLE PRECISION, \"meta\" JSONB, \"thumb\" BYTEA, \"attachment\" TEXT, \"_sync_server_version\" BIGINT NOT NULL, \"_sync_scopes\" JSONB NOT NULL, \"_sync_payload\" BYTEA NOT NULL, \"_sync_column_versions\" BYTEA, PRIMARY KEY (\"_sync_partition\", \"_sync_row_id\"))"
     );
 }
 

@@ -353,19 +353,26 @@ fn rewrite_sql_pages_by_keyset_and_updates_every_projection() {
 
 #[test]
 fn a_legacy_plan_is_empty_only_without_any_statement() {
-    let plan = |collations: usize, drops: usize, creates: usize| {
+    let plan = |additions: usize, collations: usize, drops: usize, creates: usize| {
         let statements = |n: usize| (0..n).map(|i| Statement::new(format!("S{i}"))).collect();
         LegacyUpgradePlan {
             dialect: sync_sqlite::DIALECT,
+            column_additions: statements(additions),
             collations: statements(collations),
             index_drops: statements(drops),
             index_creates: statements(creates),
         }
     };
-    assert!(plan(0, 0, 0).is_empty());
-    for (c, d, i) in [(1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 1)] {
-        let plan = plan(c, d, i);
-        assert!(!plan.is_empty(), "{c} {d} {i}");
-        assert_eq!(plan.statements().count(), c + d + i);
+    assert!(plan(0, 0, 0, 0).is_empty());
+    for (a, c, d, i) in [
+        (1, 0, 0, 0),
+        (0, 1, 0, 0),
+        (0, 0, 1, 0),
+        (0, 0, 0, 1),
+        (1, 1, 1, 1),
+    ] {
+        let plan = plan(a, c, d, i);
+        assert!(!plan.is_empty(), "{a} {c} {d} {i}");
+        assert_eq!(plan.statements().count(), a + c + d + i);
     }
 }

@@ -285,3 +285,82 @@ fn missing_index_and_index_definition() {
     )
     .unwrap();
 }
+
+#[test]
+fn column_versions_must_be_nullable_bytes() {
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
+        let bytes = sync_schema::INTERNAL_COLUMNS[5]
+            .sql_type(dialect)
+            .to_owned();
+        assert_eq!(
+            failure("tasks", dialect, |o| {
+                column(o, "_sync_column_versions").not_null = true;
+            }),
+            (
+                "nullability".into(),
+                Some("_sync_column_versions".into()),
+                Some("nullable".into()),
+                Some("not null".into())
+            ),
+            "{dialect}"
+        );
+        assert_eq!(
+            failure("tasks", dialect, |o| {
+                column(o, "_sync_column_versions").declared_type = "TEXT".into();
+            }),
+            (
+                "type".into(),
+                Some("_sync_column_versions".into()),
+                Some(bytes.clone()),
+                Some("TEXT".into())
+            ),
+            "{dialect}"
+        );
+        // The other internal columns stay NOT NULL.
+        assert_eq!(
+            failure("tasks", dialect, |o| {
+                column(o, "_sync_payload").not_null = false;
+            })
+            .0,
+            "nullability"
+        );
+    }
+}
+
+#[test]
+fn a_table_without_column_versions_is_a_legacy_shape_upgraded_by_one_add_column() {
+    let schema = fix1();
+    for dialect in [sync_sqlite::DIALECT, sync_postgres::DIALECT] {
+        let mut observed = sync_schema::ObservedTables::new();
+        for t in &schema.tables {
+            let mut o = ObservedTable::as_created(t, dialect);
+            if t.name == "tasks" {
+                o.columns.retain(|c| c.name != "_sync_column_versions");
+            }
+            observed.insert(o);
+        }
+        let plan = sync_schema::plan_legacy_upgrade(&schema, &observed, dialect);
+        let bytes = sync_schema::INTERNAL_COLUMNS[5].sql_type(dialect);
+        assert_eq!(
+            plan.to_sql_lines(),
+            vec![format!(
+                "ALTER TABLE \"tasks\" ADD COLUMN \"_sync_column_versions\" {bytes}"
+            )],
+            "{dialect}"
+        );
+        assert_eq!(
+            plan.to_json()["columnAdditions"][0]["sql"],
+            plan.to_sql_lines()[0]
+        );
+        // Before the upgrade the physical check names the missing column.
+        let tasks = schema.table("tasks").unwrap();
+        let error = check_physical(tasks, observed.get("tasks").unwrap(), dialect).unwrap_err();
+        assert_eq!(error.get_detail("reason"), Some("missing_column"));
+        // The created state has nothing to upgrade.
+        let mut created = sync_schema::ObservedTables::new();
+        for t in &schema.tables {
+            created.insert(ObservedTable::as_created(t, dialect));
+        }
+        assert!(sync_schema::plan_legacy_upgrade(&schema, &created, dialect).is_empty());
+    }
+}

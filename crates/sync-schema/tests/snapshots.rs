@@ -13,10 +13,10 @@ fn fresh_every_type_sqlite() {
         fresh_every_type(sync_sqlite::DIALECT).to_string(),
         r##"-- migration plan (sqlite) to schema version 7
 -- creates
-CREATE TABLE IF NOT EXISTS "Every ""Type""" ("_sync_partition" TEXT NOT NULL, "_sync_row_id" TEXT NOT NULL, "id" INTEGER NOT NULL, "org" TEXT NOT NULL, "flag" INTEGER NOT NULL, "label" TEXT, "amount" REAL NOT NULL, "doc" TEXT, "raw" BLOB NOT NULL, "file" TEXT, "state" BLOB, "sealed" BLOB, "_sync_server_version" INTEGER NOT NULL, "_sync_scopes" TEXT NOT NULL, "_sync_payload" BLOB NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
+CREATE TABLE IF NOT EXISTS "Every ""Type""" ("_sync_partition" TEXT NOT NULL, "_sync_row_id" TEXT NOT NULL, "id" INTEGER NOT NULL, "org" TEXT NOT NULL, "flag" INTEGER NOT NULL, "label" TEXT, "amount" REAL NOT NULL, "doc" TEXT, "raw" BLOB NOT NULL, "file" TEXT, "state" BLOB, "sealed" BLOB, "_sync_server_version" INTEGER NOT NULL, "_sync_scopes" TEXT NOT NULL, "_sync_payload" BLOB NOT NULL, "_sync_column_versions" BLOB, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_every_by_org_label" ON "Every ""Type""" ("_sync_partition", "org", "label");
 CREATE INDEX IF NOT EXISTS "sync_ix_every_by_amount" ON "Every ""Type""" ("_sync_partition", "amount", "_sync_row_id");
-CREATE TABLE IF NOT EXISTS "vault" ("_sync_partition" TEXT NOT NULL, "_sync_row_id" TEXT NOT NULL, "_sync_server_version" INTEGER NOT NULL, "_sync_scopes" TEXT NOT NULL, "_sync_payload" BLOB NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
+CREATE TABLE IF NOT EXISTS "vault" ("_sync_partition" TEXT NOT NULL, "_sync_row_id" TEXT NOT NULL, "_sync_server_version" INTEGER NOT NULL, "_sync_scopes" TEXT NOT NULL, "_sync_payload" BLOB NOT NULL, "_sync_column_versions" BLOB, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
 "##
     );
 }
@@ -29,10 +29,10 @@ fn fresh_every_type_postgres() {
         fresh_every_type(sync_postgres::DIALECT).to_string(),
         r##"-- migration plan (postgres) to schema version 7
 -- creates
-CREATE TABLE IF NOT EXISTS "Every ""Type""" ("_sync_partition" TEXT COLLATE "C" NOT NULL, "_sync_row_id" TEXT COLLATE "C" NOT NULL, "id" BIGINT NOT NULL, "org" TEXT NOT NULL, "flag" BOOLEAN NOT NULL, "label" TEXT, "amount" DOUBLE PRECISION NOT NULL, "doc" JSONB, "raw" BYTEA NOT NULL, "file" TEXT, "state" BYTEA, "sealed" BYTEA, "_sync_server_version" BIGINT NOT NULL, "_sync_scopes" JSONB NOT NULL, "_sync_payload" BYTEA NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
+CREATE TABLE IF NOT EXISTS "Every ""Type""" ("_sync_partition" TEXT COLLATE "C" NOT NULL, "_sync_row_id" TEXT COLLATE "C" NOT NULL, "id" BIGINT NOT NULL, "org" TEXT NOT NULL, "flag" BOOLEAN NOT NULL, "label" TEXT, "amount" DOUBLE PRECISION NOT NULL, "doc" JSONB, "raw" BYTEA NOT NULL, "file" TEXT, "state" BYTEA, "sealed" BYTEA, "_sync_server_version" BIGINT NOT NULL, "_sync_scopes" JSONB NOT NULL, "_sync_payload" BYTEA NOT NULL, "_sync_column_versions" BYTEA, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
 CREATE UNIQUE INDEX IF NOT EXISTS "sync_ix_every_by_org_label" ON "Every ""Type""" ("_sync_partition", "org", "label");
 CREATE INDEX IF NOT EXISTS "sync_ix_every_by_amount" ON "Every ""Type""" ("_sync_partition", "amount", "_sync_row_id");
-CREATE TABLE IF NOT EXISTS "vault" ("_sync_partition" TEXT COLLATE "C" NOT NULL, "_sync_row_id" TEXT COLLATE "C" NOT NULL, "_sync_server_version" BIGINT NOT NULL, "_sync_scopes" JSONB NOT NULL, "_sync_payload" BYTEA NOT NULL, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
+CREATE TABLE IF NOT EXISTS "vault" ("_sync_partition" TEXT COLLATE "C" NOT NULL, "_sync_row_id" TEXT COLLATE "C" NOT NULL, "_sync_server_version" BIGINT NOT NULL, "_sync_scopes" JSONB NOT NULL, "_sync_payload" BYTEA NOT NULL, "_sync_column_versions" BYTEA, PRIMARY KEY ("_sync_partition", "_sync_row_id"));
 "##
     );
 }

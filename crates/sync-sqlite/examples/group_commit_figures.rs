@@ -200,6 +200,7 @@ fn push(
         server_version: 1,
         scopes: [("list_id".to_owned(), list)].into(),
         payload,
+        column_versions: None,
     };
     let _ = storage.get_push_result("p", client, &ccid)?;
     let mut tx = storage.begin("p")?;

@@ -28,7 +28,7 @@ impl SqlDialect for SqliteSql {
         match role {
             InternalRole::Partition | InternalRole::RowId | InternalRole::Scopes => "TEXT",
             InternalRole::ServerVersion => "INTEGER",
-            InternalRole::Payload => "BLOB",
+            InternalRole::Payload | InternalRole::ColumnVersions => "BLOB",
         }
     }
 

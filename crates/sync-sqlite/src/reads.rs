@@ -433,6 +433,7 @@ pub(crate) fn scan_rows(
                 server_version: version,
                 scopes,
                 payload,
+                column_versions: None,
             });
             if out.len() >= limit {
                 return Ok(out);

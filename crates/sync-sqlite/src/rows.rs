@@ -25,17 +25,19 @@ pub(crate) fn get(
                 row.get::<_, i64>(0)?,
                 row.get::<_, String>(1)?,
                 row.get::<_, Vec<u8>>(2)?,
+                row.get::<_, Option<Vec<u8>>>(3)?,
             ))
         })
         .optional()
         .db()?;
     found
-        .map(|(server_version, scopes, payload)| {
+        .map(|(server_version, scopes, payload, column_versions)| {
             Ok(StoredRow {
                 row_id: row_id.to_owned(),
                 server_version,
                 scopes: parse_scopes(&scopes)?,
                 payload,
+                column_versions,
             })
         })
         .transpose()
@@ -62,6 +64,7 @@ pub(crate) fn build_row(raw: (String, i64, String, Vec<u8>)) -> Result<StoredRow
         server_version,
         scopes: parse_scopes(&scopes)?,
         payload,
+        column_versions: None,
     })
 }
 
@@ -101,13 +104,14 @@ pub(crate) fn upsert(
     }
 
     let projection: Vec<BindRow<'_>> = values.unwrap_or_default().iter().map(BindRow).collect();
-    let mut params: Vec<&dyn ToSql> = Vec::with_capacity(projection.len() + 5);
+    let mut params: Vec<&dyn ToSql> = Vec::with_capacity(projection.len() + 6);
     params.push(&partition);
     params.push(&row.row_id);
     params.extend(projection.iter().map(|v| v as &dyn ToSql));
     params.push(&row.server_version);
     params.push(&new_scopes);
     params.push(&row.payload);
+    params.push(&row.column_versions);
     seam::cached(conn, &table.upsert)
         .db()?
         .execute(params.as_slice())

@@ -89,7 +89,7 @@ pub struct TableSql {
     pub(crate) quoted: String,
     /// Insert-or-replace of the whole row (projection when materialized).
     pub(crate) upsert: String,
-    /// `(server_version, scopes, payload)` of one row.
+    /// `(server_version, scopes, payload, column_versions)` of one row.
     pub(crate) select_row: String,
     /// The stored scopes text of one row.
     pub(crate) select_scopes: String,
@@ -113,6 +113,7 @@ impl TableSql {
             quote("_sync_server_version"),
             quote("_sync_scopes"),
             quote("_sync_payload"),
+            quote("_sync_column_versions"),
         ]);
         let updates: Vec<String> = columns[2..]
             .iter()
@@ -127,7 +128,7 @@ impl TableSql {
         let key = "\"_sync_partition\" = ?1 AND \"_sync_row_id\" = ?2";
         Self {
             select_row: format!(
-                "SELECT \"_sync_server_version\", \"_sync_scopes\", \"_sync_payload\" FROM {quoted} WHERE {key}"
+                "SELECT \"_sync_server_version\", \"_sync_scopes\", \"_sync_payload\", \"_sync_column_versions\" FROM {quoted} WHERE {key}"
             ),
             select_scopes: format!("SELECT \"_sync_scopes\" FROM {quoted} WHERE {key}"),
             delete_row: format!("DELETE FROM {quoted} WHERE {key}"),

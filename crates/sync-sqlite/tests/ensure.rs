@@ -311,6 +311,7 @@ fn bump_retires_removed_tables_and_rebuilds_owned_indexes() {
             ],
         )
         .unwrap(),
+        column_versions: None,
     };
     tx.upsert_row("docs", &doc, None).unwrap();
     tx.set_blob_refs("docs", "d1", &["b1".into()]).unwrap();

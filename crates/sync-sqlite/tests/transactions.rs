@@ -388,6 +388,7 @@ fn nan_floats_never_fail_a_write() {
         server_version: 1,
         scopes: scopes(&[("id", "a")]),
         payload: payload.clone(),
+        column_versions: None,
     };
     let mut tx = storage.begin("p").unwrap();
     tx.upsert_row("m", &row, Some(0)).unwrap();

@@ -211,7 +211,7 @@ fn the_same_version_verifies_and_declares_online(db: Db) {
     assert_eq!(verified["plan"]["action"], "verify");
     assert_eq!(
         verified["plan"]["legacyUpgrade"],
-        json!({"dialect": verified["plan"]["dialect"], "collations": [], "indexDrops": [], "indexCreates": []})
+        json!({"dialect": verified["plan"]["dialect"], "columnAdditions": [], "collations": [], "indexDrops": [], "indexCreates": []})
     );
     let checkpoints = db.json(&["checkpoints"]);
     assert_eq!(checkpoints["checkpoints"][0]["name"], "reindex_v1");

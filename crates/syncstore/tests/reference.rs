@@ -109,6 +109,17 @@ fn reproduces_the_manifest(db: &Db, manifest: &Value) {
         matches!(db, Db::Postgres { .. }),
         "{dry:#}"
     );
+    // Tables written before column versions existed get the column.
+    let additions = dry["plan"]["legacyUpgrade"]["columnAdditions"]
+        .as_array()
+        .expect("column additions");
+    assert!(
+        additions.iter().any(|s| s["sql"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ADD COLUMN \"_sync_column_versions\"")),
+        "{dry:#}"
+    );
     let again = db.json(&["migrate", "--schema", &schema, "--dry-run"]);
     assert_eq!(again["plan"], dry["plan"], "the dry run changed nothing");
 
@@ -120,7 +131,7 @@ fn reproduces_the_manifest(db: &Db, manifest: &Value) {
     let after = db.json(&["migrate", "--schema", &schema, "--dry-run"]);
     assert_eq!(
         after["plan"]["legacyUpgrade"],
-        json!({"dialect": after["plan"]["dialect"], "collations": [], "indexDrops": [], "indexCreates": []}),
+        json!({"dialect": after["plan"]["dialect"], "columnAdditions": [], "collations": [], "indexDrops": [], "indexCreates": []}),
         "the legacy upgrade ran once"
     );
 

@@ -32,6 +32,7 @@ impl OursCommit {
                 server_version: r.server_version,
                 scopes: r.scopes.clone(),
                 payload: r.payload.clone(),
+                column_versions: None,
             })
             .collect();
         let changes = rows

@@ -169,6 +169,7 @@ pub(crate) fn task_row(
         server_version: version,
         scopes: scopes(&[("project_id", project)]),
         payload: task_payload(schema, id, project, &format!("title {id}"))?,
+        column_versions: None,
     })
 }
 

@@ -128,6 +128,7 @@ fn seed_big(env: &Env, id: &str, bytes: usize) -> CheckResult<(i64, usize)> {
         server_version: 1,
         scopes: scopes(&[("project_id", "p1")]),
         payload,
+        column_versions: None,
     };
     Ok((
         seed(env.storage.as_ref(), P, id, &[Op::upsert("tasks", row)])?,

@@ -4,6 +4,7 @@ pub(crate) mod bad_input;
 pub(crate) mod blobs_admin;
 pub(crate) mod clients;
 pub(crate) mod codec;
+pub(crate) mod column_versions;
 pub(crate) mod commit_groups;
 pub(crate) mod commit_log;
 pub(crate) mod concurrency;

@@ -365,7 +365,12 @@ fn c002_fresh_tables(ctx: &mut Ctx<'_>) -> CheckResult {
     let columns = raw.list_columns("tasks")?;
     let mut expected = vec!["_sync_partition", "_sync_row_id"];
     expected.extend(TASKS_COLUMNS);
-    expected.extend(["_sync_server_version", "_sync_scopes", "_sync_payload"]);
+    expected.extend([
+        "_sync_server_version",
+        "_sync_scopes",
+        "_sync_payload",
+        "_sync_column_versions",
+    ]);
     check_eq!(
         column_names(&columns),
         expected,

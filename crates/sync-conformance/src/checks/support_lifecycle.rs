@@ -19,14 +19,16 @@ pub(crate) const DOCS: usize = 1;
 /// Position of `secrets` in the fixture JSON.
 pub(crate) const SECRETS: usize = 2;
 
-/// The five internal columns of an application table in physical order
-/// when no projection column exists.
-pub(crate) const INTERNAL_ONLY: [&str; 5] = [
+/// The six internal columns of an application table in physical order
+/// when no projection column exists (the checklist's five, then the
+/// nullable `_sync_column_versions` of `docs/design/wire-v3.md` §3.1).
+pub(crate) const INTERNAL_ONLY: [&str; 6] = [
     "_sync_partition",
     "_sync_row_id",
     "_sync_server_version",
     "_sync_scopes",
     "_sync_payload",
+    "_sync_column_versions",
 ];
 
 /// `FIX1` at `version`, edited by `edit` before compiling.

@@ -436,6 +436,7 @@ impl<'a> Node<'a> {
                         server_version: node.at("server_version")?.i64()?,
                         scopes: node.at("scopes")?.scopes()?,
                         payload: node.at("payload_hex")?.hex()?,
+                        column_versions: None,
                     },
                     values: node.at("values")?.value.clone(),
                 })

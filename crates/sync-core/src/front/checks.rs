@@ -133,10 +133,23 @@ pub(crate) fn index_lookup<'a, S: EnsuredSchema>(
 }
 
 /// A row to write to `table` (§5.4 `upsert_row` after the table): row id,
-/// then the payload under the table's columns (decoded when materialized).
+/// then the payload under the table's columns (decoded when materialized),
+/// then its column versions: absent, or non-empty and no longer than
+/// well-formed pairs for every column can be (`invalid_argument`; storage
+/// never reads them, the check keeps a bug from being stored).
 pub(crate) fn row<'r, T>(table: Table<'_, T>, row: &'r StoredRow) -> Result<CheckedRow<'r>> {
     validate::row_id(&row.row_id)?;
     let compiled = table.compiled();
+    if !crate::column_versions::storable(row.column_versions.as_deref(), compiled.columns.len()) {
+        let reason = if row.column_versions.as_ref().is_some_and(Vec::is_empty) {
+            "empty"
+        } else {
+            "too_long"
+        };
+        return Err(
+            Error::invalid_argument("column_versions", reason).detail("table", &compiled.name)
+        );
+    }
     let projection = if compiled.materialize {
         Some(crate::codec::decode_row(compiled, &row.payload)?)
     } else {

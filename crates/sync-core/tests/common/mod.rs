@@ -15,6 +15,7 @@ pub fn row(id: &str) -> StoredRow {
         server_version: 1,
         scopes: BTreeMap::new(),
         payload: id.as_bytes().to_vec(),
+        column_versions: None,
     }
 }
 

@@ -253,6 +253,7 @@ impl Applier<'_, '_, '_> {
             server_version: version,
             scopes: stored.scopes,
             payload,
+            column_versions: None,
         };
         let before = (stored_values.as_slice(), stored.server_version);
         self.record_evidence(i, table, op, Some((&values, version)), Some(before));
@@ -323,6 +324,7 @@ impl Applier<'_, '_, '_> {
             server_version: 1,
             scopes,
             payload,
+            column_versions: None,
         };
         self.record_evidence(i, table, op, Some((values, 1)), None);
         self.store(i, table, row) // U5i, U5j

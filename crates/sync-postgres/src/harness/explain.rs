@@ -41,6 +41,7 @@ fn sample_row(schema: &CompiledSchema) -> Result<StoredRow> {
         server_version: 2,
         scopes: [("project_id".to_owned(), "proj-1".to_owned())].into(),
         payload: codec::encode_row(table, &values)?,
+        column_versions: None,
     })
 }
 
@@ -217,6 +218,7 @@ fn scope_replacement_plan(
         &payload,
     ];
     params.extend(param_refs(&projection));
+    params.push(&row.column_versions);
     run_explain(conn, &sql.upsert, &params)
 }
 

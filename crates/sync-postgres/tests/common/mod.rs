@@ -180,6 +180,7 @@ pub fn task_row(
         server_version: version,
         scopes: scopes(&[("project_id", project)]),
         payload: task_payload(schema, id, project, title),
+        column_versions: None,
     }
 }
 

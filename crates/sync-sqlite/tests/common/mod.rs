@@ -146,6 +146,7 @@ pub fn task_row(id: &str, project: &str, title: &str) -> StoredRow {
         server_version: 1,
         scopes: scopes(&[("project_id", project)]),
         payload: task_payload(id, project, title),
+        column_versions: None,
     }
 }
 

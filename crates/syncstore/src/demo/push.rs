@@ -130,6 +130,7 @@ impl Pusher<'_> {
                 server_version: version,
                 scopes: scopes.clone(),
                 payload: payload.clone(),
+                column_versions: None,
             };
             tx.upsert_row(&self.table.name, &row, u32::try_from(index).ok())?;
             changes.push(NewChange::upsert(

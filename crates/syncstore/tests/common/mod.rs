@@ -372,6 +372,7 @@ impl App {
                     server_version: version,
                     scopes: scopes.clone(),
                     payload: payload.clone(),
+                    column_versions: None,
                 },
                 Some(i as u32),
             )
