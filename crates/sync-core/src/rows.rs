@@ -141,6 +141,24 @@ pub struct NewCommit {
     pub changes: Vec<NewChange>,
 }
 
+impl NewCommit {
+    /// For each change, whether appending the commit leaves a tombstone for
+    /// its row: a delete that no later change of the same row in this
+    /// commit follows. A row deleted and then written again in one commit
+    /// is live afterwards and keeps no tombstone of that commit; a row
+    /// written and then deleted keeps one (`docs/design/wire-v3.md` §3.3).
+    pub fn tombstones(&self) -> Vec<bool> {
+        let mut later: std::collections::HashSet<(&str, &str)> =
+            std::collections::HashSet::with_capacity(self.changes.len());
+        let mut leaves = vec![false; self.changes.len()];
+        for (i, change) in self.changes.iter().enumerate().rev() {
+            let first_from_the_end = later.insert((change.table.as_str(), change.row_id.as_str()));
+            leaves[i] = first_from_the_end && change.op == ChangeOp::Delete;
+        }
+        leaves
+    }
+}
+
 /// A commit returned by window reads: only the matching changes of the
 /// queried table, in original index order.
 #[derive(Debug, Clone, PartialEq, Eq)]

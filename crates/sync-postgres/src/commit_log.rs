@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
-use sync_core::{ChangeOp, Error, NewChange, NewCommit, Result};
+use sync_core::{Error, NewChange, NewCommit, Result};
 
 use crate::json::scopes_json;
 use crate::pool::{col, Conn};
@@ -167,7 +167,10 @@ struct Batch<'c> {
 }
 
 impl<'c> Batch<'c> {
-    fn new(first_idx: usize, changes: &'c [NewChange]) -> Result<Self> {
+    /// The batch of `changes` (the commit's from `first_idx` on);
+    /// `tombstones[i]` says whether `changes[i]` leaves a tombstone
+    /// ([`NewCommit::tombstones`]).
+    fn new(first_idx: usize, changes: &'c [NewChange], tombstones: &[bool]) -> Result<Self> {
         let mut scope_keys = BTreeSet::new();
         let mut tomb_keys = BTreeSet::new();
         let mut batch = Batch {
@@ -197,7 +200,7 @@ impl<'c> Batch<'c> {
             for (var, value) in &change.scopes {
                 scope_keys.insert((change.table.as_str(), var.as_str(), value.as_str()));
             }
-            if change.op == ChangeOp::Delete {
+            if tombstones.get(offset).copied().unwrap_or(false) {
                 tomb_keys.insert((change.table.as_str(), change.row_id.as_str()));
             }
         }
@@ -270,8 +273,13 @@ pub(crate) fn append_commit(
     writer_version: i32,
     commit: &NewCommit,
 ) -> Result<i64> {
-    let mut chunks = commit.changes.chunks(CHANGE_BATCH);
-    let first = Batch::new(0, chunks.next().unwrap_or(&[]))?;
+    let tombstones = commit.tombstones();
+    let mut chunks = commit
+        .changes
+        .chunks(CHANGE_BATCH)
+        .zip(tombstones.chunks(CHANGE_BATCH));
+    let (changes, leaves) = chunks.next().unwrap_or((&[], &[]));
+    let first = Batch::new(0, changes, leaves)?;
     let row = conn.query_one(
         &APPEND_SQL,
         &[
@@ -296,8 +304,8 @@ pub(crate) fn append_commit(
         ],
     )?;
     let commit_seq: i64 = col(&row, 0)?;
-    for (n, chunk) in chunks.enumerate() {
-        let batch = Batch::new((n + 1) * CHANGE_BATCH, chunk)?;
+    for (n, (chunk, leaves)) in chunks.enumerate() {
+        let batch = Batch::new((n + 1) * CHANGE_BATCH, chunk, leaves)?;
         conn.query(
             &APPEND_BATCH_SQL,
             &[
@@ -367,7 +375,7 @@ pub(crate) fn deferred_append_args(
     if lower_bound > MAX_LITERAL_SQL {
         return None;
     }
-    let batch = Batch::new(0, &commit.changes).ok()?;
+    let batch = Batch::new(0, &commit.changes, &commit.tombstones()).ok()?;
     let mut args = vec![
         quote_literal(partition)?,
         quote_literal(&commit.client_id)?,

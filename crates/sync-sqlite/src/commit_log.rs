@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use rusqlite::{Connection, OptionalExtension};
-use sync_core::{ChangeOp, NewCommit, Result};
+use sync_core::{NewCommit, Result};
 
 use crate::errors::DbResultExt;
 use crate::seam;
@@ -60,6 +60,7 @@ pub(crate) fn append(
     let mut insert_change = conn.prepare_cached(INSERT_CHANGE).db()?;
     let mut scope_keys: BTreeSet<(&str, &str, &str)> = BTreeSet::new();
     let mut tombstones: Vec<(&str, &str)> = Vec::new();
+    let leaves_tombstone = commit.tombstones();
     for (idx, change) in commit.changes.iter().enumerate() {
         seam::check(conn, INSERT_CHANGE).db()?;
         insert_change
@@ -78,7 +79,7 @@ pub(crate) fn append(
         for (variable, value) in &change.scopes {
             scope_keys.insert((change.table.as_str(), variable.as_str(), value.as_str()));
         }
-        if change.op == ChangeOp::Delete {
+        if leaves_tombstone[idx] {
             tombstones.push((change.table.as_str(), change.row_id.as_str()));
         }
     }

@@ -1,5 +1,6 @@
-//! Column versions in storage (wire version 3, `docs/design/wire-v3.md`
-//! §3.1–§3.5), C-366…C-369, C-371, C-373 (beyond the checklist).
+//! Column versions and tombstones in storage (wire version 3,
+//! `docs/design/wire-v3.md` §3.1–§3.5), C-366…C-369, C-371, C-373, C-375
+//! (beyond the checklist).
 //!
 //! Every application table has a nullable bytes column
 //! `_sync_column_versions`; storage writes it with the row and returns it
@@ -7,7 +8,7 @@
 //! column existed gets it at the same schema version, with no row
 //! rewritten.
 
-use sync_core::{EnsureOutcome, ErrorCode, ServerStorage, StoredRow};
+use sync_core::{EnsureOutcome, ErrorCode, NewChange, ServerStorage, StoredRow};
 
 use crate::check::{expect_code, expect_detail, CheckDef, CheckResult, Failure};
 use crate::context::Ctx;
@@ -57,6 +58,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-373",
         "the front refuses empty or oversized column versions (invalid_argument), before any write",
         c373_front_bounds,
+    ),
+    check(
+        GROUP,
+        "C-375",
+        "a commit that deletes a row and writes it again leaves no tombstone of it; one that writes then deletes leaves one, across append batches too",
+        c375_tombstone_of_the_last_change,
     ),
 ];
 
@@ -281,5 +288,52 @@ fn c373_front_bounds(ctx: &mut Ctx<'_>) -> CheckResult {
         Some(width * 20),
         "length of the longest column versions"
     );
+    Ok(())
+}
+
+fn c375_tombstone_of_the_last_change(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let row = |id: &str| task(&schema, id, "proj-1", "a");
+    let upsert = |r: &StoredRow| super::support_rows::upsert_change("tasks", r);
+    let delete = |r: &StoredRow| NewChange::delete("tasks", r.row_id.clone(), r.scopes.clone());
+    let (revived, gone) = (row("revived")?, row("gone")?);
+    // Deleted then written again / written then deleted, in one commit;
+    // the revived row's two changes are far enough apart that a dialect
+    // appending a large commit in several statements sees them in
+    // different ones.
+    let mut changes = vec![delete(&revived), upsert(&gone)];
+    for i in 0..5000 {
+        changes.push(upsert(&row(&format!("filler-{i}"))?));
+    }
+    changes.push(upsert(&revived));
+    changes.push(delete(&gone));
+    let mut tx = storage.begin(PARTITION)?;
+    tx.lock_partition_for_push()?;
+    let seq = tx.append_commit(&super::support_rows::commit_of("k1", changes))?;
+    check_eq!(
+        tx.get_tombstone_seq("tasks", "revived")?,
+        None,
+        "tombstone of a row deleted then written again"
+    );
+    check_eq!(
+        tx.get_tombstone_seq("tasks", "gone")?,
+        Some(seq),
+        "tombstone of a row written then deleted"
+    );
+    tx.commit()?;
+    // A later commit that deletes the revived row leaves its tombstone.
+    let mut tx = storage.begin(PARTITION)?;
+    tx.lock_partition_for_push()?;
+    let later = tx.append_commit(&super::support_rows::commit_of(
+        "k2",
+        vec![delete(&revived)],
+    ))?;
+    check_eq!(
+        tx.get_tombstone_seq("tasks", "revived")?,
+        Some(later),
+        "tombstone of a later delete"
+    );
+    tx.commit()?;
     Ok(())
 }
