@@ -916,6 +916,10 @@ impl Model {
         }
         let seq = part.counter + 1;
         let mut logged = Vec::new();
+        // A row's tombstone follows its last change in the commit: the
+        // tombstone a row had before this commit deleted it, restored when
+        // the commit writes the row again.
+        let mut before_delete: BTreeMap<(usize, String), Option<i64>> = BTreeMap::new();
         for change in changes {
             let row_id = ROW_IDS[change.row].to_owned();
             let key = (change.table, row_id.clone());
@@ -925,9 +929,19 @@ impl Model {
                     .rows
                     .remove(&key)
                     .map_or_else(|| GROUPS[change.group].to_owned(), |r| r.group);
-                part.tombstones.insert(key, seq);
+                let previous = part.tombstones.insert(key.clone(), seq);
+                before_delete.entry(key).or_insert(previous);
                 logged.push(NewChange::delete(table, row_id, fixture::scopes(&group)));
             } else {
+                match before_delete.get(&key) {
+                    Some(Some(previous)) => {
+                        part.tombstones.insert(key.clone(), *previous);
+                    }
+                    Some(None) => {
+                        part.tombstones.remove(&key);
+                    }
+                    None => {}
+                }
                 let version = part.rows.get(&key).map_or(1, |r| r.version + 1);
                 let group = GROUPS[change.group];
                 let values = fixture::row_values(table, running, &row_id, group, change.n);
