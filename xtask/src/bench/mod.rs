@@ -304,7 +304,7 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
                 w1_push::build_fixture(env, scale)?
             };
         if only.has("W3") {
-            out.extend(w3_scan::run(&fixture, scale)?);
+            out.extend(w3_scan::run(&fixture, scale, false)?);
         }
         if only.has("W4") {
             out.extend(w4_pull::run(&fixture, scale)?);
@@ -314,6 +314,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
         }
         if only.has("W12") {
             out.extend(w12_http_bootstrap::run(&fixture, scale)?);
+        }
+        if only.has("W3") {
+            out.extend(w3_scan::run(&fixture, scale, true)?);
         }
     } else if only.has("W9") || only.has("W12") {
         let fixture = w1_push::build_fixture(env, scale)?;
