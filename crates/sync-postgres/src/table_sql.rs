@@ -493,12 +493,24 @@ impl ScanPages {
 /// table; these do not. Each candidate reaches its row through a
 /// `LEFT JOIN LATERAL` primary-key lookup, which the planner cannot turn
 /// into a hash or merge join on unanalyzed tables (`docs/decisions.md`).
+///
+/// A range's cursor is the row comparison `(value, row_id) > (value, $5)`,
+/// not `row_id > $5`: only the primary key can search it, so
+/// `sync_row_scopes_by_row` `(partition, tbl, row_id)`, which orders by row
+/// id too, cannot take the range by the cursor and filter out the other
+/// values' entries — the plan an unanalyzed table got (both estimated at
+/// one row), reading about 50 000 entries for a page of one list among
+/// 100. The comparison starts at `value`, not `var`: its estimate is its
+/// first column's, and `var > $3` looks empty to an analyzed table, which
+/// made every custom plan look cheaper than the generic one
+/// (`docs/decisions.md`, "Scan ranges the by-row index cannot take").
 pub fn scan_page_sql(quoted: &str, values: usize) -> String {
     let arm = |k: usize| {
         format!(
             "SELECT s.row_id FROM sync_row_scopes s \
              WHERE s.partition = $1 AND s.tbl = $2 AND s.var = $3 AND s.value = ($4::text[])[{k}] \
-               AND s.row_id > $5 ORDER BY s.row_id"
+               AND (s.value, s.row_id) > (($4::text[])[{k}], $5::text) \
+             ORDER BY s.row_id"
         )
     };
     let candidates = match values {

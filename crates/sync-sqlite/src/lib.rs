@@ -93,6 +93,7 @@ pub mod hot_path_sql {
     pub use crate::bootstrap::{FENCE_TRIGGER_NAME, FENCE_TRIGGER_SQL};
     pub use crate::checkpoints::{coverage_probe_sql, coverage_seq_sql};
     pub use crate::gate::SERVE_GATE;
+    pub use crate::pools::stable_plans;
     pub use crate::reads::{
         index_lookup_sql, scan_candidates_sql, scan_page_sql, window_candidates_sql,
         window_page_sql, MERGED_SCAN_VALUES, MERGED_WINDOW_VALUES, SCAN_DENSE_MATCHES,

@@ -509,6 +509,7 @@ fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
         .with_flags(open_flags(create))
         .with_init(move |conn| {
             conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+            stable_plans(conn)?;
             conn.busy_timeout(busy)?;
             let _mode: String =
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
@@ -533,6 +534,7 @@ fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
         .with_flags(open_flags(false))
         .with_init(move |conn| {
             conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+            stable_plans(conn)?;
             conn.busy_timeout(busy)?;
             conn.pragma_update(None, "query_only", "ON")?;
             Ok(())
@@ -555,6 +557,7 @@ fn read_only_manager(path: &Path, config: &SqliteConfig, overlay: String) -> Man
         )
         .with_init(move |conn| {
             conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+            stable_plans(conn)?;
             conn.busy_timeout(busy)?;
             conn.execute_batch(&overlay)?;
             conn.pragma_update(None, "query_only", "ON")?;
@@ -564,6 +567,22 @@ fn read_only_manager(path: &Path, config: &SqliteConfig, overlay: String) -> Man
         inner,
         synchronous: None,
     }
+}
+
+/// Turns on SQLite's query planner stability guarantee on `conn`: a
+/// statement's plan never depends on the values bound to it. Without it,
+/// once `ANALYZE` has written `sqlite_stat4` (the bundled library is built
+/// with it), every statement whose plan looked at a bound value is
+/// re-prepared each time that value is bound again: a 100-value scan page
+/// (a hundred merged ranges) was compiled anew for every page, 20 times
+/// slower than before the `ANALYZE` (`docs/decisions.md`, "Plans that do
+/// not depend on bound values (SQLite)").
+pub fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map(drop)
 }
 
 /// Refuses SQLite libraries older than 3.35 (`sync.storage.backend`).

@@ -166,17 +166,29 @@ pub fn scan_candidates_sql(quoted_table: &str, values: usize) -> String {
     )
 }
 
+/// Whether the variable `?3` can be named as a JSON path label: ASCII
+/// letters, digits and `_`, not starting with a digit (a constant of the
+/// statement, evaluated once).
+const PLAIN_VARIABLE: &str =
+    "(?3 <> '' AND ?3 NOT GLOB '*[^A-Za-z0-9_]*' AND ?3 NOT GLOB '[0-9]*')";
+
 /// Whether row `t` of the scanned table has an index entry for variable
 /// `?3` with one of the values `?6…`: read from its stored scope map, whose
 /// `json_each` pairs are exactly the entries the storage wrote
 /// (`INSERT_ROW_SCOPES`; the text of a non-text value as SQLite's text
-/// affinity stores it). A map that is not a JSON object asks the index.
+/// affinity stores it). A variable that is a plain label is read with one
+/// `->>` lookup, the same value as its `json_each` pair (a map written by
+/// the storage has each key once), at about half the cost per row; any
+/// other name walks the pairs. A map that is not a JSON object asks the
+/// index.
 fn scan_match_sql(values: usize) -> String {
     let list = placeholders(6, values);
     format!(
         "CASE WHEN json_valid(t.\"_sync_scopes\") AND json_type(t.\"_sync_scopes\") = 'object' \
-         THEN EXISTS (SELECT 1 FROM json_each(t.\"_sync_scopes\") AS j \
-           WHERE j.key = ?3 AND CAST(j.value AS TEXT) IN ({list})) \
+         THEN CASE WHEN {PLAIN_VARIABLE} \
+           THEN CAST(t.\"_sync_scopes\" ->> ?3 AS TEXT) IN ({list}) \
+           ELSE EXISTS (SELECT 1 FROM json_each(t.\"_sync_scopes\") AS j \
+             WHERE j.key = ?3 AND CAST(j.value AS TEXT) IN ({list})) END \
          ELSE EXISTS (SELECT 1 FROM sync_row_scopes AS e WHERE e.partition = ?1 AND e.tbl = ?2 \
            AND e.var = ?3 AND e.value IN ({list}) AND e.row_id = t.\"_sync_row_id\") END"
     )

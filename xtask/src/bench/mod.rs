@@ -26,6 +26,7 @@ mod w11_http_push;
 mod w12_http_bootstrap;
 pub mod w12_serve;
 mod w13_realtime;
+mod w16_cost;
 mod w1_push;
 mod w2_push10;
 mod w3_growth;
@@ -83,9 +84,9 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W11,W12,W13,W1P,NORMAL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W11,W12,W13,W16,W1P,NORMAL,CONC,RT;
     /// W1P is W1 through the push prelude against W1 through the single calls;
-    /// W3G is the W3 growth of scan pages with the table size).
+    /// W3G is the W3 growth of scan pages with the table size; W16 the cost of one push).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Directory for the SQLite files (default: the system temporary directory).
@@ -304,7 +305,7 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
                 w1_push::build_fixture(env, scale)?
             };
         if only.has("W3") {
-            out.extend(w3_scan::run(&fixture, scale)?);
+            out.extend(w3_scan::run(&fixture, scale, false)?);
         }
         if only.has("W4") {
             out.extend(w4_pull::run(&fixture, scale)?);
@@ -314,6 +315,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
         }
         if only.has("W12") {
             out.extend(w12_http_bootstrap::run(&fixture, scale)?);
+        }
+        if only.has("W3") {
+            out.extend(w3_scan::run(&fixture, scale, true)?);
         }
     } else if only.has("W9") || only.has("W12") {
         let fixture = w1_push::build_fixture(env, scale)?;
@@ -359,6 +363,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
     }
     if only.has("W3G") {
         out.extend(w3_growth::run(env, scale)?);
+    }
+    if only.has("W16") {
+        out.extend(w16_cost::run(env, scale)?);
     }
     progress(
         env.dialect,

@@ -1,7 +1,8 @@
 //! A loopback TCP proxy in front of the Postgres server that counts the
 //! client's round trips: every `Sync` (extended protocol: one per
 //! prepared-statement execution or preparation) and every simple `Query`
-//! message is one request the client then waits on.
+//! message is one request the client then waits on. It also counts the
+//! statements: every `Execute` and every simple `Query` message.
 //!
 //! It can also put the server at a distance (`cargo xtask bench
 //! --latency-ms N`): every chunk of bytes, in either direction, is
@@ -27,6 +28,7 @@ const ENCRYPTION_REQUESTS: [u32; 2] = [80_877_103, 80_877_104];
 pub struct Proxy {
     port: u16,
     round_trips: Arc<AtomicU64>,
+    statements: Arc<AtomicU64>,
 }
 
 impl Proxy {
@@ -40,7 +42,9 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         let round_trips = Arc::new(AtomicU64::new(0));
+        let statements = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&round_trips);
+        let statement_counter = Arc::clone(&statements);
         thread::spawn(move || {
             for client in listener.incoming().flatten() {
                 let Ok(server) = TcpStream::connect(&upstream) else {
@@ -53,14 +57,19 @@ impl Proxy {
                     continue;
                 };
                 let counter = Arc::clone(&counter);
+                let statement_counter = Arc::clone(&statement_counter);
                 thread::spawn(move || {
-                    let mut count = MessageCounter::new(&counter);
+                    let mut count = MessageCounter::new(&counter, &statement_counter);
                     pump(client, server, delay, |bytes| count.feed(bytes));
                 });
                 thread::spawn(move || pump(server2, client2, delay, |_| {}));
             }
         });
-        Ok(Self { port, round_trips })
+        Ok(Self {
+            port,
+            round_trips,
+            statements,
+        })
     }
 
     /// `url` with its host and port replaced by the proxy's.
@@ -74,9 +83,15 @@ impl Proxy {
         Ok(format!("{scheme}://{user}127.0.0.1:{}{tail}", self.port))
     }
 
-    /// Zeroes the counter.
+    /// Zeroes the counters.
     pub fn reset(&self) {
         self.round_trips.store(0, Ordering::SeqCst);
+        self.statements.store(0, Ordering::SeqCst);
+    }
+
+    /// Statements (`Execute` and `Query` messages) since the last reset.
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::SeqCst)
     }
 
     /// Round trips since the last reset.
@@ -139,17 +154,20 @@ fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration, mut inspect: im
     let _ = writer.join();
 }
 
-/// Counts `Sync` and `Query` messages in the client → server byte stream.
+/// Counts `Sync` and `Query` messages (round trips) and `Execute` and
+/// `Query` messages (statements) in the client → server byte stream.
 struct MessageCounter<'c> {
     counter: &'c AtomicU64,
+    statements: &'c AtomicU64,
     pending: Vec<u8>,
     startup: bool,
 }
 
 impl<'c> MessageCounter<'c> {
-    fn new(counter: &'c AtomicU64) -> Self {
+    fn new(counter: &'c AtomicU64, statements: &'c AtomicU64) -> Self {
         Self {
             counter,
+            statements,
             pending: Vec::new(),
             startup: true,
         }
@@ -179,8 +197,13 @@ impl<'c> MessageCounter<'c> {
                     .get(4..8)
                     .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
                 self.startup = code.is_some_and(|c| ENCRYPTION_REQUESTS.contains(&c));
-            } else if matches!(pending[0], b'S' | b'Q') {
-                self.counter.fetch_add(1, Ordering::SeqCst);
+            } else {
+                if matches!(pending[0], b'S' | b'Q') {
+                    self.counter.fetch_add(1, Ordering::SeqCst);
+                }
+                if matches!(pending[0], b'E' | b'Q') {
+                    self.statements.fetch_add(1, Ordering::SeqCst);
+                }
             }
             pending.drain(..total);
         }

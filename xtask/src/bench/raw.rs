@@ -64,4 +64,8 @@ pub trait RawClient: Send {
     /// Setup: with `present`, a database-wide fence and a partition fence
     /// at version 1 (both pass writer version 1); without, neither.
     fn set_fence(&mut self, partition: &str, present: bool) -> Result<()>;
+
+    /// Gathers the planner's statistics of every table (`ANALYZE`), as an
+    /// operator or a maintenance job eventually does after a bulk load.
+    fn analyze(&mut self) -> Result<()>;
 }

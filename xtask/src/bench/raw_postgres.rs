@@ -765,4 +765,9 @@ impl RawClient for RawPostgres {
             Ok(())
         })
     }
+
+    fn analyze(&mut self) -> Result<()> {
+        self.client.batch_execute("ANALYZE")?;
+        Ok(())
+    }
 }

@@ -140,7 +140,7 @@ pub struct RawSqlite {
 impl RawSqlite {
     /// Opens the database file with the writer's pragmas
     /// (`journal_mode=WAL`, `synchronous`, `busy_timeout=5000`,
-    /// `foreign_keys=OFF`).
+    /// `foreign_keys=OFF`) and the query planner stability guarantee.
     pub fn open(path: &Path, synchronous: &str) -> Result<Self> {
         Self::open_waiting(path, synchronous, Duration::from_millis(5_000))
     }
@@ -150,6 +150,12 @@ impl RawSqlite {
     pub fn open_waiting(path: &Path, synchronous: &str, busy_timeout: Duration) -> Result<Self> {
         let conn = Connection::open(path).with_context(|| format!("opening {path:?}"))?;
         conn.set_prepared_statement_cache_capacity(256);
+        // As the storage's connections: plans that never depend on bound
+        // values, so no statement is re-prepared once `ANALYZE` has run.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )?;
         conn.busy_timeout(busy_timeout)?;
         let _mode: String =
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
@@ -596,6 +602,11 @@ impl RawClient for RawSqlite {
                 write_fences(conn, partition, present).map_err(sync_core::Error::backend)
             })?)
         })
+    }
+
+    fn analyze(&mut self) -> Result<()> {
+        self.conn.execute_batch("ANALYZE")?;
+        Ok(())
     }
 }
 

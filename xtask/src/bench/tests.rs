@@ -143,10 +143,13 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
             .count("SELECT max(commit_seq) FROM sync_commits")
             .unwrap()
     );
-    let scans = w3_scan::run(&fixture, &scale).unwrap();
+    let scans = w3_scan::run(&fixture, &scale, false).unwrap();
     check(&scans, "W3", 2);
     let pulls = w4_pull::run(&fixture, &scale).unwrap();
     check(&pulls, "W4", 1);
+    let analyzed = w3_scan::run(&fixture, &scale, true).unwrap();
+    check(&analyzed, "W3", 2);
+    assert!(analyzed.iter().all(|m| m.variant.ends_with(" analyzed")));
     check(&w1_push::run_normal(&env, &scale).unwrap(), "W1", 3);
     check(&w1_push::run_prelude(&env, &scale).unwrap(), "W1", 3);
     check(&w6_fence_gate::run(&env, &scale).unwrap(), "W6", 4);

@@ -1,6 +1,9 @@
 //! W3 scan: `scan_rows` over the 70 000 rows of W1+W2 in pages of 500 —
 //! every list on its own (`lists=1`, 100 scans) and one filter naming all
-//! 100 lists (`lists=100`). Rows/s. Ours and raw read the same database.
+//! 100 lists (`lists=100`). Rows/s. Ours and raw read the same database:
+//! first as loaded (no planner statistics, as a bootstrap right after a
+//! bulk load meets it), then, at the end of the run, after `ANALYZE`
+//! (`lists=1 analyzed`, `lists=100 analyzed`).
 
 use anyhow::{bail, Result};
 use sync_core::{RowScanQuery, ServerStorage};
@@ -67,12 +70,20 @@ fn timed(
     ))
 }
 
-/// Both variants, interleaved.
-pub fn run(db: &Db, scale: &Scale) -> Result<Vec<Measure>> {
+/// Both variants, interleaved; with `analyzed`, after `ANALYZE` (which
+/// the workloads that read the fixture after W3 would then meet too: run
+/// it last).
+pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
     let storage = db.storage(false)?;
     let mut raw: Box<dyn RawClient> = db.raw()?;
+    if analyzed {
+        raw.analyze()?;
+    }
+    let suffix = if analyzed { " analyzed" } else { "" };
     let mut out = Vec::new();
-    for (variant, per_scan) in [("lists=1", 1usize), ("lists=100", fixture::LISTS as usize)] {
+    for (base, per_scan) in [("lists=1", 1usize), ("lists=100", fixture::LISTS as usize)] {
+        let variant = format!("{base}{suffix}");
+        let variant = variant.as_str();
         let groups = groups(per_scan);
         let mut samples = Vec::new();
         for round in 0..scale.rounds {

@@ -213,6 +213,15 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
         ) {
             expect_streaming(&plan, path)?;
         }
+        if matches!(path, HotPath::ScanPage | HotPath::ScanPageMulti) {
+            // The by-row index orders by row id too, but a range read by
+            // it filters out every other value's entries.
+            check!(
+                !plan.uses_index("sync_row_scopes", "sync_row_scopes_by_row"),
+                "{path:?}: sync_row_scopes_by_row reads the scan's ranges; plan:\n{}",
+                plan.raw
+            );
+        }
         if path == HotPath::IndexLookupShared {
             check!(
                 plan.uses_index("tasks", "sync_ix_tasks_by_title"),
