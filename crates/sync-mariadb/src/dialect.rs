@@ -2,13 +2,30 @@
 //! `?` placeholders, backtick quoting, `COLUMN_TYPE` introspection and
 //! InnoDB table options.
 
-use sync_core::{ColumnType, CompiledTable};
-use sync_schema::{standard_create_table_sql, Dialect, InternalRole, SqlDialect};
+use sync_core::{ColumnType, CompiledTable, IndexDef};
+use sync_schema::{
+    physical_index_name, standard_create_table_sql, Dialect, InternalRole, SqlDialect,
+    PHYSICAL_INDEX_PREFIX,
+};
 
 /// Table options every table of the dialect carries: InnoDB and the exact
 /// (no-pad, binary) `utf8mb4` collation, never the database's default.
 pub(crate) const TABLE_OPTIONS: &str =
     "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin";
+
+/// InnoDB's limit on the declared key parts of one index, in bytes.
+const KEY_BUDGET: usize = 3072;
+/// Bytes of `_sync_partition` in every index.
+const PARTITION_KEY_BYTES: usize = 255;
+/// Bytes charged per fixed-width key part (a `BIGINT` or `DOUBLE`, rounded up).
+const FIXED_KEY_BYTES: usize = 9;
+/// Most bytes one variable-width key part's prefix takes.
+const PREFIX_CAP_BYTES: usize = 1020;
+/// Bytes per character of a `utf8mb4` prefix.
+const UTF8MB4_BYTES: usize = 4;
+/// The name prefix of the uniqueness index of a declared unique index
+/// over variable-width columns (same length as [`PHYSICAL_INDEX_PREFIX`]).
+pub(crate) const UNIQUENESS_INDEX_PREFIX: &str = "sync_ux_";
 
 /// MariaDB's SQL text rules for the shared crates.
 #[derive(Debug, Clone, Copy, Default)]
@@ -69,6 +86,124 @@ impl SqlDialect for MariadbSql {
     /// table options.
     fn create_table_sql(&self, table: &CompiledTable) -> String {
         format!("{} {TABLE_OPTIONS}", standard_create_table_sql(self, table))
+    }
+
+    /// A declared index over fixed-width columns only is one index. One
+    /// with a variable-width column (text, JSON, bytes) is a lookup index
+    /// over prefixes of those columns (`sync_ix_…`, never unique: a unique
+    /// prefix would refuse values that only share the prefix) and, when
+    /// declared unique, a uniqueness index over the full values
+    /// (`sync_ux_…`, a long unique key the optimizer never searches)
+    /// (`docs/design/mariadb.md` §6.2).
+    fn create_index_statements(&self, table: &CompiledTable, index: &IndexDef) -> Vec<String> {
+        let types: Vec<Option<ColumnType>> = index
+            .columns
+            .iter()
+            .map(|name| table.column(name).map(|c| c.column_type))
+            .collect();
+        let variable = types
+            .iter()
+            .filter(|t| t.is_some_and(is_variable_width))
+            .count();
+        let physical = physical_index_name(&index.name);
+        let quoted_table = quote_ident(&table.name);
+        let partition = quote_ident("_sync_partition");
+        if variable == 0 {
+            let columns: Vec<String> = index.columns.iter().map(|c| quote_ident(c)).collect();
+            return vec![format!(
+                "CREATE {}INDEX IF NOT EXISTS {} ON {quoted_table} ({partition}, {})",
+                if index.unique { "UNIQUE " } else { "" },
+                quote_ident(&physical),
+                columns.join(", ")
+            )];
+        }
+        let fixed = index.columns.len() - variable;
+        let share = ((KEY_BUDGET - PARTITION_KEY_BYTES - FIXED_KEY_BYTES * fixed) / variable)
+            .min(PREFIX_CAP_BYTES);
+        let parts: Vec<String> = index
+            .columns
+            .iter()
+            .zip(&types)
+            .map(|(name, column_type)| match column_type {
+                Some(t) if is_variable_width(*t) => {
+                    let prefix = if is_text(*t) {
+                        share / UTF8MB4_BYTES
+                    } else {
+                        share
+                    };
+                    format!("{}({prefix})", quote_ident(name))
+                }
+                _ => quote_ident(name),
+            })
+            .collect();
+        let mut statements = vec![format!(
+            "CREATE INDEX IF NOT EXISTS {} ON {quoted_table} ({partition}, {})",
+            quote_ident(&physical),
+            parts.join(", ")
+        )];
+        if index.unique {
+            let full: Vec<String> = index.columns.iter().map(|c| quote_ident(c)).collect();
+            statements.push(format!(
+                "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {quoted_table} ({partition}, {})",
+                quote_ident(&uniqueness_index_name(&physical)),
+                full.join(", ")
+            ));
+        }
+        statements
+    }
+
+    /// Index names are per table in MariaDB. Dropping a declared index's
+    /// physical name drops its uniqueness index too, in one statement.
+    fn drop_index_sql(&self, table: &str, name: &str) -> String {
+        let mut sql = format!(
+            "ALTER TABLE {} DROP INDEX IF EXISTS {}",
+            quote_ident(table),
+            quote_ident(name)
+        );
+        if name.starts_with(PHYSICAL_INDEX_PREFIX) {
+            sql.push_str(&format!(
+                ", DROP INDEX IF EXISTS {}",
+                quote_ident(&uniqueness_index_name(name))
+            ));
+        }
+        sql
+    }
+
+    /// `ALTER TABLE … ADD COLUMN IF NOT EXISTS` (idempotent: a migration
+    /// resumed after a crash runs it again).
+    fn add_column_sql(&self, table: &str, column: &sync_core::CompiledColumn) -> String {
+        format!(
+            "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {} NULL",
+            quote_ident(table),
+            quote_ident(&column.name),
+            self.sql_type(column.column_type)
+        )
+    }
+}
+
+/// Whether a column of this type is stored variable-width (an index needs
+/// a prefix of it).
+fn is_variable_width(column_type: ColumnType) -> bool {
+    !matches!(
+        column_type,
+        ColumnType::Integer | ColumnType::Float | ColumnType::Boolean
+    )
+}
+
+/// Whether a variable-width column is text (its prefix counts characters).
+fn is_text(column_type: ColumnType) -> bool {
+    matches!(
+        column_type,
+        ColumnType::String | ColumnType::Json | ColumnType::BlobRef
+    )
+}
+
+/// `sync_ux_…` for the physical name `sync_ix_…` (same length, same hash
+/// fallback).
+pub(crate) fn uniqueness_index_name(physical: &str) -> String {
+    match physical.strip_prefix(PHYSICAL_INDEX_PREFIX) {
+        Some(rest) => format!("{UNIQUENESS_INDEX_PREFIX}{rest}"),
+        None => format!("{UNIQUENESS_INDEX_PREFIX}{physical}"),
     }
 }
 
