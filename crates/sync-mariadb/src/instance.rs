@@ -2,12 +2,14 @@
 //! of one MariaDB database.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use r2d2::Pool;
 use sync_core::Result;
 
 use crate::bootstrap;
 use crate::config::{MariadbConfig, MariadbUrl, DEFAULT_METADATA_LOCK_WAIT_SECONDS};
+use crate::ensured::Ensured;
 use crate::errors::pool_timeout;
 use crate::pool::{build_pool, Conn, Manager, Pooled};
 use crate::session::{LockWaits, SessionFacts};
@@ -19,6 +21,8 @@ pub struct MariadbStorage {
     waits: LockWaits,
     facts: SessionFacts,
     pool: Pool<Manager>,
+    ensured: RwLock<Option<Arc<Ensured>>>,
+    ensure_lock: Mutex<()>,
 }
 
 impl fmt::Debug for MariadbStorage {
@@ -62,6 +66,8 @@ impl MariadbStorage {
             waits,
             facts,
             pool,
+            ensured: RwLock::new(None),
+            ensure_lock: Mutex::new(()),
         })
     }
 
@@ -88,6 +94,74 @@ impl MariadbStorage {
             self.waits,
             self.config.migration_lock_timeout_ms,
         )
+    }
+
+    /// The configuration.
+    pub(crate) fn config(&self) -> &MariadbConfig {
+        &self.config
+    }
+
+    /// The URL.
+    pub(crate) fn url(&self) -> &MariadbUrl {
+        &self.url
+    }
+
+    /// The lock waits of pooled connections.
+    pub(crate) fn lock_waits(&self) -> LockWaits {
+        self.waits
+    }
+
+    /// The schema last ensured on this instance.
+    pub(crate) fn ensured_schema(&self) -> Option<Arc<Ensured>> {
+        self.ensured
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records the schema of a successful `ensure_schema`.
+    pub(crate) fn set_ensured(&self, ensured: Arc<Ensured>) {
+        *self.ensured.write().unwrap_or_else(PoisonError::into_inner) = Some(ensured);
+    }
+
+    /// Serializes `ensure_schema` calls of this instance.
+    pub(crate) fn ensure_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.ensure_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on a pooled connection.
+    pub(crate) fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut crate::pool::Conn) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        f(&mut conn)
+    }
+
+    /// Runs `f` in a `READ COMMITTED` transaction on a pooled connection:
+    /// committed when it succeeds, rolled back otherwise.
+    pub(crate) fn with_write<T>(
+        &self,
+        f: impl FnOnce(&mut crate::pool::Conn) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
+        conn.run("START TRANSACTION")?;
+        match f(&mut conn) {
+            Ok(value) => match conn.run("COMMIT") {
+                Ok(()) => Ok(value),
+                Err(error) => {
+                    conn.rollback();
+                    Err(crate::session::lost_at_commit(error))
+                }
+            },
+            Err(error) => {
+                conn.rollback();
+                Err(error)
+            }
+        }
     }
 
     /// A pooled connection; a checkout timeout is `sync.storage.busy`.

@@ -2,7 +2,7 @@
 //! (MariaDB 10.6 or newer with InnoDB; tested on 10.11), built from
 //! `docs/design/mariadb.md`.
 //!
-//! **Status: first increment, not yet a storage.** What exists and is
+//! **Status: second increment, a partial storage.** What exists and is
 //! tested against a live server:
 //!
 //! - [`MariadbUrl`] (`mariadb://` or `mysql://` URLs) and [`MariadbConfig`];
@@ -13,29 +13,54 @@
 //!   MariaDB ≥ 10.6 and the session reads back `NO_BACKSLASH_ESCAPES`,
 //!   `ANSI_QUOTES` and `utf8mb4`;
 //! - [`MariadbSql`] / [`DIALECT`]: type mapping, backtick quoting, `?`
-//!   placeholders, `COLUMN_TYPE` comparison, InnoDB table options;
-//! - the base DDL and the writer-fence trigger
-//!   ([`MariadbStorage::ensure_base_tables`]), catalog-driven and serialized
-//!   by a per-database `GET_LOCK`;
+//!   placeholders, `COLUMN_TYPE` comparison, InnoDB table options, declared
+//!   indexes as prefix lookup indexes plus full-value uniqueness indexes;
+//! - the base DDL and the writer-fence trigger, catalog-driven and
+//!   serialized by a per-database `GET_LOCK`;
 //! - error classification (fence rejection, integrity errors by site,
-//!   lock waits and deadlocks as `busy`, causes).
+//!   lock waits and deadlocks as `busy`, causes);
+//! - `ensure_schema`: the same-version path (layouts, physical checks
+//!   through `information_schema`) and the bump under the migration lock
+//!   with the fence transaction, journaled DDL, the finishing transaction
+//!   and roll-forward of an open journal;
+//! - the push path ([`MariadbTransaction`]: the meta-share / partition-row
+//!   lock, the two-statement row upsert with scope-index maintenance,
+//!   deletes and tombstones, allocation by `INSERT … RETURNING`, push
+//!   results, rejection finalization at the savepoint, client records) and
+//!   the pull reads (rows, scope scans, the commit window, the newest
+//!   scoped change, client records and cursors, the registry, the gate).
 //!
-//! Not yet: the `StorageBackend` / `TransactionBackend` implementations
-//! (push, pull, migrations with the fence transaction and journal,
-//! registered queries, introspection), the conformance harness and the
-//! registry lines. Until then this crate is not a dialect a binary can
-//! open.
+//! Not yet (each answers `sync.storage.capability_unsupported` with
+//! `reason = not_yet_implemented`, or is absent): pruning, checkpoint
+//! declaration / claim / advance / activation and source coverage, the five
+//! optional capability groups (reactions, blob references, admin,
+//! registered queries, index scans), bump rewrites (refused before any
+//! write), the preflight's shape probe and decode scan, key-length
+//! validation (`key_too_long`), the round entry and push prelude batches,
+//! segments, `ObserveTables`, the conformance harness and the registry
+//! lines. Until then no binary opens this dialect.
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod bootstrap;
+mod checkpoints;
+mod commit_log;
 mod config;
 mod dialect;
+mod ensure;
+mod ensured;
 mod errors;
 mod instance;
+mod introspect;
 mod pool;
+mod reads;
+mod records;
+mod rows;
 pub mod scratch;
 mod session;
+mod storage;
+mod transaction;
+mod values;
 
 #[cfg(test)]
 mod live_tests;
@@ -46,5 +71,7 @@ pub use config::{
     DEFAULT_MIGRATION_LOCK_TIMEOUT_MS, DEFAULT_POOL_SIZE, DEFAULT_ROW_LOCK_WAIT_SECONDS,
 };
 pub use dialect::{MariadbSql, DIALECT, URL_SCHEMES};
+pub use ensured::{Ensured, TableSql};
 pub use instance::MariadbStorage;
 pub use session::{SessionFacts, SQL_MODE};
+pub use transaction::MariadbTransaction;

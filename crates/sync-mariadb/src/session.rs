@@ -4,7 +4,7 @@
 use std::fmt;
 
 use mysql::prelude::Queryable;
-use sync_core::{BackendCause, Error, Result};
+use sync_core::{BackendCause, Error, ErrorCode, Result};
 
 use crate::errors::connect_error;
 
@@ -136,6 +136,16 @@ fn refused(reason: &str) -> Error {
     Error::backend_with_cause(BackendCause::Other, SessionRefused(reason.to_owned()))
 }
 
+/// `sync.storage.outcome_unknown` for a `connection_lost` error at
+/// `COMMIT` (the commit may have happened).
+pub(crate) fn lost_at_commit(err: Error) -> Error {
+    if err.is(ErrorCode::ConnectionLost) {
+        err.with_code(ErrorCode::OutcomeUnknown)
+    } else {
+        err
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,7 +182,7 @@ mod tests {
             let mut bad = facts();
             defect(&mut bad);
             let err = check(&bad).expect_err("refused");
-            assert_eq!(err.code(), sync_core::ErrorCode::Backend, "{bad:?}");
+            assert_eq!(err.code(), ErrorCode::Backend, "{bad:?}");
             assert_eq!(err.cause(), Some(BackendCause::Other));
         }
     }

@@ -1,0 +1,389 @@
+//! `ensure_schema` without transactional DDL (`docs/design/mariadb.md`
+//! §10): a read-only path when the stored version matches; otherwise a
+//! bump under the migration lock (`GET_LOCK`, on a connection of its own):
+//! a read-only preflight, the fence transaction (fences, declarations, the
+//! `migrating_to` mark and the journal, one InnoDB transaction that drains
+//! writers), the DDL statements one by one with the journal's step after
+//! each, and the finishing transaction. A journal left open by a crash is
+//! rolled forward by the next bump.
+//!
+//! Not yet: plans that rewrite rows (re-encoding or projection backfill)
+//! are refused before anything is written, and the shape probe and decode
+//! scan of the preflight are not written.
+
+use serde_json::json;
+use sync_core::{
+    bump_resolutions, CheckpointDeclaration, CheckpointKey, CompiledSchema, EnsureOptions,
+    EnsureOutcome, Error, ErrorCode, Resolution, Result,
+};
+use sync_schema::{
+    check_physical, compare_same_version, layouts_json, parse_layouts, plan_migration,
+    ObservedTable, StoredLayouts,
+};
+
+use crate::bootstrap::take_named_lock;
+use crate::checkpoints;
+use crate::config::ms_to_seconds;
+use crate::instance::MariadbStorage;
+use crate::introspect::observe_schema;
+use crate::pool::Conn;
+use crate::session::LockWaits;
+use crate::values::corrupt;
+use crate::DIALECT;
+
+/// The stored marker row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Marker {
+    /// 0 when the database was never bumped.
+    pub version: i64,
+    pub layouts: String,
+    pub required_writer_version: Option<i32>,
+    pub migrating_to: Option<i32>,
+}
+
+/// Reads the marker row.
+pub(crate) fn read_marker(conn: &mut Conn) -> Result<Option<Marker>> {
+    let row: Option<(i64, String, Option<i32>, Option<i32>)> = conn.first(
+        "SELECT `schema_version`, `layouts`, `required_writer_version`, `migrating_to` \
+         FROM `sync_schema_meta` WHERE `id` = 1",
+        (),
+    )?;
+    Ok(row.map(
+        |(version, layouts, required_writer_version, migrating_to)| Marker {
+            version,
+            layouts,
+            required_writer_version,
+            migrating_to,
+        },
+    ))
+}
+
+fn check_pending(
+    pending: &[CheckpointKey],
+    declarations: &[CheckpointDeclaration],
+    version: i32,
+) -> Result<()> {
+    for key in pending {
+        let declared = declarations.iter().any(|d| {
+            d.partition == key.partition && d.name == key.name && d.schema_version == version
+        });
+        if !declared {
+            return Err(Error::new(ErrorCode::CheckpointIncomplete)
+                .detail("partition", &key.partition)
+                .detail("name", &key.name));
+        }
+    }
+    Ok(())
+}
+
+fn newer(stored: i64, configured: i32) -> Error {
+    Error::new(ErrorCode::SchemaNewerThanCode)
+        .detail("stored", stored)
+        .detail("configured", configured)
+}
+
+/// Steps 3–14.
+pub(crate) fn run(
+    storage: &MariadbStorage,
+    schema: &CompiledSchema,
+    opts: &EnsureOptions,
+) -> Result<EnsureOutcome> {
+    let version = schema.version;
+    let mut restarted = false;
+    loop {
+        let (marker, pending) = {
+            let mut conn = storage.conn()?;
+            (
+                read_marker(&mut conn)?,
+                checkpoints::list_pending(&mut conn, version)?,
+            )
+        };
+        check_pending(&pending, &opts.declarations, version)?;
+        let stored = marker.as_ref().map_or(0, |m| m.version);
+        let migrating = marker.as_ref().and_then(|m| m.migrating_to);
+        if stored > i64::from(version) || migrating.is_some_and(|m| m > version) {
+            return Err(newer(
+                stored.max(i64::from(migrating.unwrap_or(0))),
+                version,
+            ));
+        }
+        if stored == i64::from(version) && migrating.is_none() {
+            return same_version(storage, schema, marker.as_ref());
+        }
+        match bump(storage, schema, opts)? {
+            Bump::Done => return Ok(EnsureOutcome::Migrated),
+            Bump::Raced if !restarted => restarted = true,
+            Bump::Raced => {
+                return Err(Error::new(ErrorCode::Busy).detail("reason", "marker_changed"))
+            }
+        }
+    }
+}
+
+/// Exact layouts and physical checks; no lock, no DDL.
+fn same_version(
+    storage: &MariadbStorage,
+    schema: &CompiledSchema,
+    marker: Option<&Marker>,
+) -> Result<EnsureOutcome> {
+    let stored = parse_layouts(marker.map(|m| m.layouts.as_str()))?;
+    compare_same_version(schema, &stored)?;
+    let observed = storage.with_conn(|c| observe_schema(c, schema))?;
+    for table in &schema.tables {
+        let physical = observed
+            .get(&table.name)
+            .cloned()
+            .unwrap_or_else(|| ObservedTable::absent(&table.name));
+        check_physical(table, &physical, DIALECT)?;
+    }
+    Ok(EnsureOutcome::Verified)
+}
+
+enum Bump {
+    Done,
+    /// The marker reached the version while this instance waited.
+    Raced,
+}
+
+/// The plan kept in the journal: the DDL statements, in order, and the
+/// layouts the finishing transaction stores.
+fn plan_json(statements: &[String], layouts: &str) -> String {
+    json!({"format": 1, "statements": statements, "layouts": layouts}).to_string()
+}
+
+fn parse_plan(text: &str) -> Result<(Vec<String>, String)> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|_| corrupt("journal_plan"))?;
+    let statements = value["statements"]
+        .as_array()
+        .ok_or_else(|| corrupt("journal_plan"))?
+        .iter()
+        .map(|s| {
+            s.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| corrupt("journal_plan"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let layouts = value["layouts"]
+        .as_str()
+        .ok_or_else(|| corrupt("journal_plan"))?
+        .to_owned();
+    Ok((statements, layouts))
+}
+
+fn bump(storage: &MariadbStorage, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<Bump> {
+    let lock_ms = storage.config().migration_lock_timeout_ms;
+    let (mut conn, _) = Conn::open(
+        &storage.url().connection_opts(),
+        LockWaits {
+            metadata_seconds: ms_to_seconds(lock_ms),
+            ..storage.lock_waits()
+        },
+    )?;
+    take_named_lock(&mut conn, "sync.migrate.", lock_ms)?;
+    let outcome = bump_locked(&mut conn, storage, schema, opts);
+    // Dropping the connection ends the session and with it the lock.
+    drop(conn);
+    outcome
+}
+
+fn bump_locked(
+    conn: &mut Conn,
+    storage: &MariadbStorage,
+    schema: &CompiledSchema,
+    opts: &EnsureOptions,
+) -> Result<Bump> {
+    let version = schema.version;
+    let marker = read_marker(conn)?;
+    if let Some(target) = marker.as_ref().and_then(|m| m.migrating_to) {
+        if target > version {
+            return Err(newer(i64::from(target), version));
+        }
+        // A crashed migration: finish it first, then look again.
+        roll_forward(conn, target, storage)?;
+        return Ok(Bump::Raced);
+    }
+    let stored_version = marker.as_ref().map_or(0, |m| m.version);
+    if stored_version >= i64::from(version) {
+        return Ok(Bump::Raced);
+    }
+
+    // Preflight: everything that can refuse, before any write.
+    check_pending(
+        &checkpoints::list_pending(conn, version)?,
+        &opts.declarations,
+        version,
+    )?;
+    let resolved = bump_resolutions(&checkpoints::list_unfinished(conn, version)?, opts)?;
+    let stored = match &marker {
+        Some(m) if m.version > 0 => parse_layouts(Some(&m.layouts))?,
+        _ => StoredLayouts::new(),
+    };
+    let observed = observe_schema(conn, schema)?;
+    let plan = plan_migration(schema, &stored, &observed, DIALECT)?;
+    if let Some(rewrite) = plan.needed_rewrites().next() {
+        return Err(Error::new(ErrorCode::CapabilityUnsupported)
+            .detail("capability", "migration_rewrite")
+            .detail("table", &rewrite.table));
+    }
+    for d in &opts.declarations {
+        if let Some(existing) = checkpoints::read_one(conn, &d.partition, &d.name)? {
+            if existing.schema_version != version {
+                return Err(checkpoints::version_mismatch(
+                    existing.schema_version,
+                    version,
+                ));
+            }
+        }
+    }
+    let statements: Vec<String> = plan.statements().map(|s| s.sql.clone()).collect();
+    let layouts = layouts_json(schema);
+    let now = storage.config().clock.now_ms();
+
+    // The fence transaction.
+    conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
+    conn.run("START TRANSACTION")?;
+    let fenced = (|| -> Result<bool> {
+        let locked = read_marker_for_update(conn)?;
+        opts.notify_migration_locked();
+        if locked != marker {
+            return Ok(false);
+        }
+        conn.exec(
+            "INSERT INTO `sync_schema_meta` (`id`, `schema_version`, `layouts`, \
+             `required_writer_version`, `migrating_to`) VALUES (1, 0, '{}', ?, ?) \
+             ON DUPLICATE KEY UPDATE `required_writer_version` = \
+             GREATEST(COALESCE(`required_writer_version`, VALUE(`required_writer_version`)), \
+             VALUE(`required_writer_version`)), `migrating_to` = VALUE(`migrating_to`)",
+            (version, version),
+        )?;
+        for r in &resolved {
+            let (partition, name) = (&r.checkpoint.partition, &r.checkpoint.name);
+            match r.resolution {
+                Resolution::Carry => checkpoints::carry(conn, partition, name, version, now)?,
+                Resolution::Abandon => checkpoints::abandon(conn, partition, name)?,
+            }
+        }
+        for d in &opts.declarations {
+            checkpoints::install(conn, &d.partition, &d.name, version, now)?;
+        }
+        conn.exec(
+            "INSERT INTO `sync_migration_journal` (`target_version`, `from_version`, `state`, \
+             `plan`, `owner`, `started_at_ms`, `updated_at_ms`) VALUES (?, ?, 'fenced', ?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE `from_version` = VALUE(`from_version`), `state` = 'fenced', \
+             `plan` = VALUE(`plan`), `next_step` = 0, `owner` = VALUE(`owner`), \
+             `started_at_ms` = VALUE(`started_at_ms`), `updated_at_ms` = VALUE(`updated_at_ms`), \
+             `finished_at_ms` = NULL",
+            (
+                version,
+                stored_version,
+                plan_json(&statements, &layouts),
+                format!("pid {}", std::process::id()),
+                now,
+                now,
+            ),
+        )?;
+        Ok(true)
+    })();
+    match fenced {
+        Ok(true) => conn.run("COMMIT")?,
+        Ok(false) => {
+            conn.rollback();
+            return Ok(Bump::Raced);
+        }
+        Err(error) => {
+            conn.rollback();
+            return Err(error);
+        }
+    }
+
+    run_ddl(conn, version, &statements, 0, storage)?;
+    finish(conn, version, &layouts, storage)?;
+    Ok(Bump::Done)
+}
+
+fn read_marker_for_update(conn: &mut Conn) -> Result<Option<Marker>> {
+    let row: Option<(i64, String, Option<i32>, Option<i32>)> = conn.first(
+        "SELECT `schema_version`, `layouts`, `required_writer_version`, `migrating_to` \
+         FROM `sync_schema_meta` WHERE `id` = 1 FOR UPDATE",
+        (),
+    )?;
+    Ok(row.map(
+        |(version, layouts, required_writer_version, migrating_to)| Marker {
+            version,
+            layouts,
+            required_writer_version,
+            migrating_to,
+        },
+    ))
+}
+
+/// Runs the DDL statements from `from` on, journaling the next step after
+/// each (autocommit: every statement commits on its own).
+fn run_ddl(
+    conn: &mut Conn,
+    version: i32,
+    statements: &[String],
+    from: usize,
+    storage: &MariadbStorage,
+) -> Result<()> {
+    for (step, statement) in statements.iter().enumerate().skip(from) {
+        conn.run(statement)?;
+        conn.exec(
+            "UPDATE `sync_migration_journal` SET `next_step` = ?, `state` = 'ddl', \
+             `updated_at_ms` = ? WHERE `target_version` = ?",
+            (step as i64 + 1, storage.config().clock.now_ms(), version),
+        )?;
+    }
+    Ok(())
+}
+
+/// The finishing transaction: marker and layouts, journal done.
+fn finish(conn: &mut Conn, version: i32, layouts: &str, storage: &MariadbStorage) -> Result<()> {
+    let now = storage.config().clock.now_ms();
+    conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
+    conn.run("START TRANSACTION")?;
+    let done = (|| -> Result<()> {
+        read_marker_for_update(conn)?;
+        conn.exec(
+            "UPDATE `sync_schema_meta` SET `schema_version` = ?, `layouts` = ?, \
+             `migrating_to` = NULL WHERE `id` = 1 AND `migrating_to` = ?",
+            (version, layouts, version),
+        )?;
+        conn.exec(
+            "UPDATE `sync_migration_journal` SET `state` = 'done', `updated_at_ms` = ?, \
+             `finished_at_ms` = ? WHERE `target_version` = ?",
+            (now, now, version),
+        )?;
+        Ok(())
+    })();
+    match done {
+        Ok(()) => conn.run("COMMIT"),
+        Err(error) => {
+            conn.rollback();
+            Err(error)
+        }
+    }
+}
+
+/// Finishes the open migration to `target` from its journal.
+fn roll_forward(conn: &mut Conn, target: i32, storage: &MariadbStorage) -> Result<()> {
+    let journal: Option<(String, i64)> = conn.first(
+        "SELECT `plan`, `next_step` FROM `sync_migration_journal` \
+         WHERE `target_version` = ? AND `state` <> 'done'",
+        (target,),
+    )?;
+    let Some((plan, next_step)) = journal else {
+        return Err(corrupt("migration_journal_missing"));
+    };
+    let (statements, layouts) = parse_plan(&plan)?;
+    run_ddl(
+        conn,
+        target,
+        &statements,
+        usize::try_from(next_step).unwrap_or(0),
+        storage,
+    )?;
+    // The fence transaction already resolved and installed checkpoints.
+    finish(conn, target, &layouts, storage)
+}

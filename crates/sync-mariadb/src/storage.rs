@@ -1,0 +1,390 @@
+//! [`StorageBackend`] for [`MariadbStorage`]: the pool-level half of the
+//! contract. Methods marked "not yet" answer
+//! `sync.storage.capability_unsupported` with `reason =
+//! not_yet_implemented` (first increment; the crate's rustdoc lists them).
+
+use std::sync::Arc;
+
+use sync_core::front::{
+    Checked, CheckpointName, Handle, LogEpoch, Partition, Request, StorageBackend, Table, Tables,
+};
+use sync_core::{
+    ActivationOutcome, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord,
+    CommitPruneQuery, CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage,
+    EnsureOptions, EnsureOutcome, Error, ErrorCode, PartitionRegistryEntry, Result, RowScanQuery,
+    SchemaMarker, ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit,
+    StoredPushResult, StoredRow,
+};
+
+use crate::ensured::Ensured;
+use crate::instance::MariadbStorage;
+use crate::pool::Conn;
+use crate::transaction::{self, MariadbTransaction};
+use crate::{checkpoints, commit_log, ensure, reads, records, rows};
+
+fn not_yet(method: &'static str) -> Error {
+    Error::new(ErrorCode::CapabilityUnsupported)
+        .detail("capability", method)
+        .detail("reason", "not_yet_implemented")
+}
+
+/// The partition write lock of a pool write (meta row shared, partition
+/// row created if absent and locked), as `lock_partition_for_push` takes it.
+fn lock_partition(conn: &mut Conn, partition: &str) -> Result<()> {
+    conn.rows::<(i64,)>(
+        "SELECT `schema_version` FROM `sync_schema_meta` WHERE `id` = 1 LOCK IN SHARE MODE",
+        (),
+    )?;
+    conn.exec(
+        "INSERT INTO `sync_partitions` (`partition`) VALUES (?) \
+         ON DUPLICATE KEY UPDATE `partition` = `partition`",
+        (partition,),
+    )?;
+    conn.rows::<(i64,)>(
+        "SELECT `max_commit_seq` FROM `sync_partitions` WHERE `partition` = ? FOR UPDATE",
+        (partition,),
+    )?;
+    Ok(())
+}
+
+impl StorageBackend for MariadbStorage {
+    type Schema = Ensured;
+    type Transaction<'s> = MariadbTransaction<'s>;
+
+    fn ensured(&self) -> Option<Arc<Ensured>> {
+        self.ensured_schema()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn ensure_schema(
+        &self,
+        schema: &CompiledSchema,
+        opts: Request<'_, EnsureOptions>,
+    ) -> Result<EnsureOutcome> {
+        let _guard = self.ensure_guard();
+        if self
+            .ensured_schema()
+            .is_some_and(|e| **sync_core::front::EnsuredSchema::schema(&*e) == *schema)
+        {
+            return Ok(EnsureOutcome::Verified);
+        }
+        self.ensure_base_tables()?;
+        let outcome = ensure::run(self, schema, opts.get())?;
+        self.set_ensured(Arc::new(Ensured::new(Arc::new(schema.clone()))));
+        Ok(outcome)
+    }
+
+    fn read_schema_marker(&self) -> Result<Option<SchemaMarker>> {
+        let marker = self.with_conn(ensure::read_marker)?;
+        Ok(marker.filter(|m| m.version > 0).map(|m| SchemaMarker {
+            schema_version: m.version,
+            layouts: m.layouts,
+            required_writer_version: m.required_writer_version,
+        }))
+    }
+
+    fn touch_partition(
+        &self,
+        p: Partition<'_>,
+        at_ms: i64,
+        epoch: LogEpoch<'_>,
+    ) -> Result<PartitionRegistryEntry> {
+        self.with_conn(|c| records::touch(c, p.as_str(), at_ms, epoch.as_str()))
+    }
+
+    fn rotate_partition_log_epoch(
+        &self,
+        p: Partition<'_>,
+        epoch: LogEpoch<'_>,
+        at_ms: i64,
+    ) -> Result<PartitionRegistryEntry> {
+        self.with_write(|c| {
+            lock_partition(c, p.as_str())?;
+            records::rotate(c, p.as_str(), epoch.as_str(), at_ms)
+        })
+    }
+
+    fn get_partition_log_epoch(&self, p: Partition<'_>) -> Result<Option<String>> {
+        self.with_conn(|c| records::log_epoch(c, p.as_str()))
+    }
+
+    fn list_partition_registry(&self) -> Result<Vec<PartitionRegistryEntry>> {
+        self.with_conn(records::list_registry)
+    }
+
+    fn list_partitions(&self) -> Result<Vec<String>> {
+        Ok(self
+            .list_partition_registry()?
+            .into_iter()
+            .map(|e| e.partition)
+            .collect())
+    }
+
+    fn begin(
+        &self,
+        p: Partition<'_>,
+        ensured: Option<Arc<Ensured>>,
+    ) -> Result<MariadbTransaction<'_>> {
+        let writer_version = ensured.map_or(0, |e| e.version());
+        transaction::begin(self, p.as_str(), writer_version)
+    }
+
+    fn get_max_commit_seq(&self, p: Partition<'_>) -> Result<i64> {
+        self.with_conn(|c| commit_log::max_commit_seq(c, p.as_str()))
+    }
+
+    fn get_horizon_seq(&self, p: Partition<'_>) -> Result<i64> {
+        self.with_conn(|c| commit_log::horizon_seq(c, p.as_str()))
+    }
+
+    fn set_horizon_seq(&self, p: Partition<'_>, seq: Checked<i64>) -> Result<()> {
+        self.with_write(|c| {
+            lock_partition(c, p.as_str())?;
+            c.exec(
+                "UPDATE `sync_partitions` SET `horizon_seq` = GREATEST(`horizon_seq`, ?) \
+                 WHERE `partition` = ?",
+                (seq.get(), p.as_str()),
+            )?;
+            Ok(())
+        })
+    }
+
+    fn prune_commits_through(
+        &self,
+        _p: Partition<'_>,
+        _query: Request<'_, CommitPruneQuery>,
+    ) -> Result<CommitPruneResult> {
+        Err(not_yet("prune_commits_through"))
+    }
+
+    fn get_commit_seq_before(&self, p: Partition<'_>, before_ms: i64) -> Result<i64> {
+        self.with_conn(|c| commit_log::commit_seq_before(c, p.as_str(), before_ms))
+    }
+
+    fn get_row(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<StoredRow>> {
+        self.with_conn(|c| rows::get(c, t.handle(), p.as_str(), row_id))
+    }
+
+    fn get_push_result(
+        &self,
+        p: Partition<'_>,
+        client_id: &str,
+        client_commit_id: &str,
+    ) -> Result<Option<StoredPushResult>> {
+        let text = self
+            .with_conn(|c| records::push_result_text(c, p.as_str(), client_id, client_commit_id))?;
+        records::parse_push_result(text)
+    }
+
+    fn read_commit_window(
+        &self,
+        p: Partition<'_>,
+        _t: Table<'_, Handle<Self>>,
+        query: Request<'_, CommitWindowQuery>,
+    ) -> Result<Vec<StoredCommit>> {
+        self.with_conn(|c| reads::commit_window(c, p.as_str(), query.get()))
+    }
+
+    fn latest_scoped_change_seq(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        filter: Request<'_, ScopeFilter>,
+    ) -> Result<i64> {
+        self.with_conn(|c| reads::latest_scoped_seq(c, p.as_str(), t.name(), filter.get()))
+    }
+
+    fn scan_rows(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        query: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| reads::scan_rows(c, t.handle(), p.as_str(), query.get()))
+    }
+
+    fn scan_partition_rows(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        after: Option<&str>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| rows::partition_scan(c, t.handle(), p.as_str(), after, limit.get()))
+    }
+
+    fn get_client_record(&self, p: Partition<'_>, client_id: &str) -> Result<Option<ClientRecord>> {
+        self.with_conn(|c| records::get_client(c, p.as_str(), client_id))
+    }
+
+    fn put_client_record(&self, p: Partition<'_>, record: Request<'_, ClientRecord>) -> Result<()> {
+        self.with_conn(|c| records::put_client(c, p.as_str(), record.get()))
+    }
+
+    fn list_client_cursors(&self, p: Partition<'_>) -> Result<Vec<ClientCursorInfo>> {
+        self.with_conn(|c| records::cursors(c, p.as_str()))
+    }
+
+    fn advance_client_cursor(
+        &self,
+        p: Partition<'_>,
+        client_id: &str,
+        actor_id: &str,
+        epoch: LogEpoch<'_>,
+        cursor: i64,
+        updated_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| {
+            records::advance_cursor(
+                c,
+                p.as_str(),
+                client_id,
+                actor_id,
+                epoch.as_str(),
+                cursor,
+                updated_at_ms,
+            )
+        })
+    }
+
+    fn update_client_cursor(
+        &self,
+        p: Partition<'_>,
+        client_id: &str,
+        cursor: i64,
+        updated_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| records::update_cursor(c, p.as_str(), client_id, cursor, updated_at_ms))
+    }
+
+    fn get_active_client_cursor_floor(
+        &self,
+        p: Partition<'_>,
+        cutoff_ms: i64,
+    ) -> Result<Option<i64>> {
+        self.with_conn(|c| records::active_floor(c, p.as_str(), cutoff_ms))
+    }
+
+    fn read_checkpoints(&self, p: Partition<'_>) -> Result<Vec<StoredCheckpoint>> {
+        let names: Vec<String> = self.with_conn(|c| {
+            c.rows(
+                "SELECT CAST(`name` AS CHAR) FROM `sync_backfill_checkpoints` \
+                 WHERE `partition` = ? ORDER BY `name`",
+                (p.as_str(),),
+            )
+        })?;
+        self.with_conn(|c| {
+            names
+                .iter()
+                .filter_map(|n| checkpoints::read_one(c, p.as_str(), n).transpose())
+                .collect()
+        })
+    }
+
+    fn read_checkpoint(
+        &self,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+    ) -> Result<Option<StoredCheckpoint>> {
+        self.with_conn(|c| checkpoints::read_one(c, p.as_str(), name.as_str()))
+    }
+
+    fn list_pending_checkpoints(&self, version: Checked<i32>) -> Result<Vec<CheckpointKey>> {
+        self.with_conn(|c| checkpoints::list_pending(c, version.get()))
+    }
+
+    fn list_unfinished_checkpoints(&self, version: Checked<i32>) -> Result<Vec<StoredCheckpoint>> {
+        self.with_conn(|c| checkpoints::list_unfinished(c, version.get()))
+    }
+
+    fn read_serve_gate(&self, p: Partition<'_>, running: Checked<i32>) -> Result<ServeGate> {
+        self.with_conn(|c| reads::serve_gate(c, p.as_str(), running.get()))
+    }
+
+    fn declare_checkpoint(
+        &self,
+        _p: Partition<'_>,
+        _name: CheckpointName<'_>,
+        _version: Checked<i32>,
+        _now_ms: i64,
+    ) -> Result<StoredCheckpoint> {
+        Err(not_yet("declare_checkpoint"))
+    }
+
+    fn claim_checkpoint(
+        &self,
+        _p: Partition<'_>,
+        _name: CheckpointName<'_>,
+        _version: Checked<i32>,
+        _now_ms: i64,
+    ) -> Result<StoredCheckpoint> {
+        Err(not_yet("claim_checkpoint"))
+    }
+
+    fn advance_checkpoint(
+        &self,
+        _p: Partition<'_>,
+        _name: CheckpointName<'_>,
+        _owner_epoch: i64,
+        _watermark: Checked<i64>,
+        _observed_rows: Checked<i64>,
+        _now_ms: i64,
+    ) -> Result<bool> {
+        Err(not_yet("advance_checkpoint"))
+    }
+
+    fn activate_checkpoint(
+        &self,
+        _p: Partition<'_>,
+        _name: CheckpointName<'_>,
+        _owner_epoch: i64,
+        _watermark: Checked<i64>,
+        _sources: &Tables,
+        _now_ms: i64,
+    ) -> Result<ActivationOutcome> {
+        Err(not_yet("activate_checkpoint"))
+    }
+
+    fn source_coverage_seq(&self, _p: Partition<'_>, _tables: &Tables) -> Result<i64> {
+        Err(not_yet("source_coverage_seq"))
+    }
+
+    fn has_source_changes_above(
+        &self,
+        _p: Partition<'_>,
+        _tables: &Tables,
+        _seq: Checked<i64>,
+    ) -> Result<Coverage> {
+        Err(not_yet("has_source_changes_above"))
+    }
+
+    fn list_source_changes(
+        &self,
+        _p: Partition<'_>,
+        _tables: &Tables,
+        _after_seq: Checked<i64>,
+        _limit: Checked<i64>,
+    ) -> Result<Vec<SourceChange>> {
+        Err(not_yet("list_source_changes"))
+    }
+
+    fn required_writer_version(&self, p: Partition<'_>) -> Result<Option<i32>> {
+        let fence: Option<(Option<i32>, Option<i32>)> = self.with_conn(|c| {
+            c.first(
+                "SELECT (SELECT `required_writer_version` FROM `sync_schema_meta` WHERE `id` = 1), \
+                 (SELECT `required_writer_version` FROM `sync_writer_fence` WHERE `partition` = ?)",
+                (p.as_str(),),
+            )
+        })?;
+        let (database, partition) = fence.unwrap_or_default();
+        Ok(database.into_iter().chain(partition).max())
+    }
+}

@@ -1,0 +1,277 @@
+//! Push and pull through the validating front on a live server: a fresh
+//! database is migrated to FIX1, commits are pushed with the standard push
+//! sequence, and rows, windows, scans, client records and the gate read
+//! back what was written.
+
+use std::sync::Arc;
+
+use sync_conformance::fixtures::{self, Op, PushOutcome};
+use sync_core::{
+    ClientRecord, ClientSubscription, CommitWindowQuery, EnsureOptions, EnsureOutcome, ErrorCode,
+    PushStatus, RowScanQuery, ScopeFilter, ServerStorage,
+};
+use sync_mariadb::scratch::{url_from_env, ScratchDatabase};
+use sync_mariadb::{MariadbConfig, MariadbStorage};
+
+fn scratch() -> ScratchDatabase {
+    ScratchDatabase::from_env()
+        .unwrap_or_else(|e| panic!("cannot reach MariaDB at {} ({e:?})", url_from_env()))
+}
+
+fn open(db: &ScratchDatabase) -> Arc<dyn ServerStorage> {
+    Arc::new(
+        MariadbStorage::connect_to(db.url().clone(), MariadbConfig::default()).expect("connect"),
+    )
+}
+
+fn upsert(row: sync_core::StoredRow) -> Op {
+    Op::Upsert {
+        table: "tasks".to_owned(),
+        row,
+    }
+}
+
+fn project(values: &[&str]) -> ScopeFilter {
+    [(
+        "project_id".to_owned(),
+        values.iter().map(|v| (*v).to_owned()).collect(),
+    )]
+    .into()
+}
+
+#[test]
+fn a_fresh_database_migrates_then_verifies_on_every_instance() {
+    let db = scratch();
+    let schema = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    let opts = EnsureOptions::default();
+    assert_eq!(
+        storage.ensure_schema_outcome(&schema, &opts).expect("bump"),
+        EnsureOutcome::Migrated
+    );
+    assert_eq!(
+        storage.ensure_schema_outcome(&schema, &opts).expect("memo"),
+        EnsureOutcome::Verified
+    );
+    let other = open(&db);
+    assert_eq!(
+        other
+            .ensure_schema_outcome(&schema, &opts)
+            .expect("same version"),
+        EnsureOutcome::Verified,
+        "the introspected tables pass the physical checks"
+    );
+    let marker = storage
+        .read_schema_marker()
+        .expect("marker")
+        .expect("stored");
+    assert_eq!(marker.schema_version, 1);
+    assert_eq!(marker.required_writer_version, Some(1));
+    assert_eq!(
+        storage.required_writer_version("p1").expect("fence"),
+        Some(1)
+    );
+
+    // A second bump (same tables, version 2) rebuilds the declared
+    // indexes; code at version 1 is then refused.
+    let v2 = fixtures::fix1_at(2).expect("fix1 at 2");
+    assert_eq!(
+        open(&db)
+            .ensure_schema_outcome(&v2, &opts)
+            .expect("second bump"),
+        EnsureOutcome::Migrated
+    );
+    assert_eq!(
+        storage.required_writer_version("p1").expect("fence"),
+        Some(2)
+    );
+    let err = open(&db)
+        .ensure_schema_outcome(&schema, &opts)
+        .expect_err("older code");
+    assert_eq!(err.code(), ErrorCode::SchemaNewerThanCode);
+    assert_eq!(
+        open(&db)
+            .ensure_schema_outcome(&v2, &opts)
+            .expect("verified"),
+        EnsureOutcome::Verified
+    );
+}
+
+#[test]
+fn pushes_are_applied_replayed_and_rejected_and_pulls_read_them() {
+    let db = scratch();
+    let schema = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    storage
+        .ensure_schema(&schema, &EnsureOptions::default())
+        .expect("ensure");
+    let s = storage.as_ref();
+
+    let t1 = fixtures::task(&schema, "t1", "proj-1", "first").expect("t1");
+    let t2 = fixtures::task(&schema, "t2", "proj-2", "second").expect("t2");
+    let applied =
+        fixtures::push(s, "p1", "c1", "cc1", &[upsert(t1.clone()), upsert(t2)]).expect("push");
+    assert!(matches!(applied, PushOutcome::Applied(1)), "{applied:?}");
+    let replayed = fixtures::push(s, "p1", "c1", "cc1", &[]).expect("replay");
+    assert!(
+        matches!(replayed, PushOutcome::Replayed(ref r) if r.commit_seq == Some(1)),
+        "{replayed:?}"
+    );
+
+    // A unique collision on (project_id, title) is a rejection of op 0.
+    let clash = fixtures::task(&schema, "t3", "proj-1", "first").expect("t3");
+    let rejected = fixtures::push(s, "p1", "c1", "cc2", &[upsert(clash)]).expect("push");
+    match rejected {
+        PushOutcome::Rejected(result) => assert_eq!(result.status, PushStatus::Rejected),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert_eq!(s.get_max_commit_seq("p1").expect("max"), 1);
+    assert!(s.get_row("p1", "tasks", "t3").expect("get").is_none());
+    assert_eq!(
+        s.get_push_result("p1", "c1", "cc2")
+            .expect("stored")
+            .map(|r| r.status),
+        Some(PushStatus::Rejected)
+    );
+
+    // Rows and scans.
+    assert_eq!(
+        s.get_row("p1", "tasks", "t1").expect("get"),
+        Some(t1.clone())
+    );
+    assert!(s
+        .get_row("p2", "tasks", "t1")
+        .expect("other partition")
+        .is_none());
+    let scanned = s
+        .scan_rows(
+            "p1",
+            &RowScanQuery {
+                table: "tasks".into(),
+                scope_filter: project(&["proj-1"]),
+                after_row_id: None,
+                limit: 10,
+            },
+        )
+        .expect("scan");
+    assert_eq!(scanned, vec![t1.clone()]);
+    let all = s
+        .scan_partition_rows("p1", "tasks", None, 10)
+        .expect("partition scan");
+    assert_eq!(
+        all.iter().map(|r| r.row_id.as_str()).collect::<Vec<_>>(),
+        ["t1", "t2"]
+    );
+
+    // An update moves t1 to another project: the scope index follows.
+    let moved = fixtures::task(&schema, "t1", "proj-2", "first").expect("moved");
+    let second = fixtures::push(s, "p1", "c1", "cc3", &[upsert(moved)]).expect("push");
+    assert!(matches!(second, PushOutcome::Applied(2)), "{second:?}");
+    let query = |values: &[&str]| RowScanQuery {
+        table: "tasks".into(),
+        scope_filter: project(values),
+        after_row_id: None,
+        limit: 10,
+    };
+    assert!(s
+        .scan_rows("p1", &query(&["proj-1"]))
+        .expect("scan")
+        .is_empty());
+    assert_eq!(
+        s.scan_rows("p1", &query(&["proj-2"])).expect("scan").len(),
+        2
+    );
+
+    // The window reads commits whose changes match, in order.
+    let window = s
+        .read_commit_window(
+            "p1",
+            &CommitWindowQuery {
+                table: "tasks".into(),
+                scope_filter: project(&["proj-1", "proj-2"]),
+                after_seq: 0,
+                through_seq: 2,
+                limit_changes: 100,
+            },
+        )
+        .expect("window");
+    assert_eq!(
+        window.iter().map(|c| c.commit_seq).collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert_eq!(window[0].changes.len(), 2);
+    assert_eq!(
+        s.latest_scoped_change_seq("p1", "tasks", &project(&["proj-1"]))
+            .expect("latest"),
+        1
+    );
+
+    // A delete leaves a tombstone and removes the row and its entries.
+    let deleted = fixtures::push(
+        s,
+        "p1",
+        "c1",
+        "cc4",
+        &[Op::Delete {
+            table: "tasks".into(),
+            row_id: "t2".into(),
+        }],
+    )
+    .expect("delete");
+    assert!(matches!(deleted, PushOutcome::Applied(3)), "{deleted:?}");
+    assert!(s.get_row("p1", "tasks", "t2").expect("get").is_none());
+    assert_eq!(
+        s.scan_rows("p1", &query(&["proj-2"])).expect("scan").len(),
+        1
+    );
+}
+
+#[test]
+fn client_records_registry_and_gate() {
+    let db = scratch();
+    let schema = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    storage
+        .ensure_schema(&schema, &EnsureOptions::default())
+        .expect("ensure");
+    let s = storage.as_ref();
+    let entry = s.touch_partition("p1", 100, "e1").expect("touch");
+    assert_eq!(
+        (entry.log_epoch.as_str(), entry.last_authenticated_at_ms),
+        ("e1", 100)
+    );
+    let again = s.touch_partition("p1", 200, "e2").expect("touch again");
+    assert_eq!(
+        (again.log_epoch.as_str(), again.last_authenticated_at_ms),
+        ("e1", 200)
+    );
+    assert_eq!(s.list_partitions().expect("list"), vec!["p1".to_owned()]);
+
+    let record = ClientRecord {
+        client_id: "c1".into(),
+        actor_id: "a1".into(),
+        wire_version: 2,
+        cursor: 5,
+        updated_at_ms: 1000,
+        subscriptions: vec![ClientSubscription {
+            id: "s1".into(),
+            table: "tasks".into(),
+            scopes: project(&["proj-1"]),
+        }],
+    };
+    s.put_client_record("p1", &record).expect("put");
+    assert_eq!(s.get_client_record("p1", "c1").expect("get"), Some(record));
+    assert!(s.update_client_cursor("p1", "c1", 9, 1100).expect("update"));
+    assert!(!s
+        .update_client_cursor("p1", "nobody", 9, 1100)
+        .expect("absent"));
+    assert_eq!(
+        s.get_active_client_cursor_floor("p1", 0).expect("floor"),
+        Some(9)
+    );
+
+    let gate = s.read_serve_gate("p1", 1).expect("gate");
+    assert_eq!(gate.stored_schema_version, 1);
+    assert_eq!(gate.log_epoch.as_deref(), Some("e1"));
+    assert!(gate.pending.is_empty());
+}
