@@ -90,6 +90,7 @@ pub(crate) fn run(
 ) -> Result<EnsureOutcome> {
     let version = schema.version;
     let mut restarted = false;
+    let mut rolled_forward = false;
     loop {
         let (marker, pending) = {
             let mut conn = storage.conn()?;
@@ -108,10 +109,16 @@ pub(crate) fn run(
             ));
         }
         if stored == i64::from(version) && migrating.is_none() {
-            return same_version(storage, schema, marker.as_ref());
+            let outcome = same_version(storage, schema, marker.as_ref())?;
+            return Ok(if rolled_forward {
+                EnsureOutcome::Migrated
+            } else {
+                outcome
+            });
         }
         match bump(storage, schema, opts)? {
             Bump::Done => return Ok(EnsureOutcome::Migrated),
+            Bump::RolledForward => rolled_forward = true,
             Bump::Raced if !restarted => restarted = true,
             Bump::Raced => {
                 return Err(Error::new(ErrorCode::Busy).detail("reason", "marker_changed"))
@@ -143,6 +150,8 @@ enum Bump {
     Done,
     /// The marker reached the version while this instance waited.
     Raced,
+    /// An open migration was finished; look again.
+    RolledForward,
 }
 
 /// The plan kept in the journal: the DDL statements, in order, and the
@@ -201,7 +210,7 @@ fn bump_locked(
         }
         // A crashed migration: finish it first, then look again.
         roll_forward(conn, target, storage)?;
-        return Ok(Bump::Raced);
+        return Ok(Bump::RolledForward);
     }
     let stored_version = marker.as_ref().map_or(0, |m| m.version);
     if stored_version >= i64::from(version) {
