@@ -7,9 +7,9 @@
 //! each, and the finishing transaction. A journal left open by a crash is
 //! rolled forward by the next bump.
 //!
-//! Not yet: plans that rewrite rows (re-encoding or projection backfill)
-//! are refused before anything is written, and the shape probe and decode
-//! scan of the preflight are not written.
+//! Rows are rewritten after the DDL in journaled keyset pages; the
+//! preflight decodes every payload a rewrite will decode first. Not yet:
+//! the preflight's shape probe (row-size and key-length refusals).
 
 use serde_json::json;
 use sync_core::{
@@ -18,7 +18,7 @@ use sync_core::{
 };
 use sync_schema::{
     check_physical, compare_same_version, layouts_json, parse_layouts, plan_migration,
-    ObservedTable, StoredLayouts,
+    ObservedTable, RewritePlan, Statement, StoredLayouts,
 };
 
 use crate::bootstrap::take_named_lock;
@@ -27,6 +27,7 @@ use crate::config::ms_to_seconds;
 use crate::instance::MariadbStorage;
 use crate::introspect::observe_schema;
 use crate::pool::Conn;
+use crate::rewrite;
 use crate::session::LockWaits;
 use crate::values::corrupt;
 use crate::DIALECT;
@@ -154,30 +155,52 @@ enum Bump {
     RolledForward,
 }
 
-/// The plan kept in the journal: the DDL statements, in order, and the
-/// layouts the finishing transaction stores.
-fn plan_json(statements: &[String], layouts: &str) -> String {
-    json!({"format": 1, "statements": statements, "layouts": layouts}).to_string()
+/// The plan kept in the journal: the statements (text and bound text
+/// parameters), in order, the rewrites, and the layouts the finishing
+/// transaction stores.
+fn plan_json(statements: &[Statement], rewrites: &[RewritePlan], layouts: &str) -> String {
+    let statements: Vec<serde_json::Value> = statements
+        .iter()
+        .map(|s| json!({"sql": s.sql, "params": s.params}))
+        .collect();
+    let rewrites: Vec<serde_json::Value> = rewrites.iter().map(rewrite::plan_entry).collect();
+    json!({"format": 1, "statements": statements, "rewrites": rewrites, "layouts": layouts})
+        .to_string()
 }
 
-fn parse_plan(text: &str) -> Result<(Vec<String>, String)> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|_| corrupt("journal_plan"))?;
+/// A journaled plan: statements, rewrite entries, target layouts.
+struct JournalPlan {
+    statements: Vec<Statement>,
+    rewrites: Vec<serde_json::Value>,
+    layouts: String,
+}
+
+fn parse_plan(text: &str) -> Result<JournalPlan> {
+    let bad = || corrupt("journal_plan");
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|_| bad())?;
     let statements = value["statements"]
         .as_array()
-        .ok_or_else(|| corrupt("journal_plan"))?
+        .ok_or_else(bad)?
         .iter()
         .map(|s| {
-            s.as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| corrupt("journal_plan"))
+            let sql = s["sql"].as_str().ok_or_else(bad)?;
+            let params = match s["params"].as_array() {
+                Some(params) => params
+                    .iter()
+                    .map(|p| p.as_str().map(str::to_owned).ok_or_else(bad))
+                    .collect::<Result<Vec<_>>>()?,
+                None => Vec::new(),
+            };
+            Ok(Statement::with_params(sql, params))
         })
         .collect::<Result<Vec<_>>>()?;
-    let layouts = value["layouts"]
-        .as_str()
-        .ok_or_else(|| corrupt("journal_plan"))?
-        .to_owned();
-    Ok((statements, layouts))
+    let layouts = value["layouts"].as_str().ok_or_else(bad)?.to_owned();
+    let rewrites = value["rewrites"].as_array().cloned().unwrap_or_default();
+    Ok(JournalPlan {
+        statements,
+        rewrites,
+        layouts,
+    })
 }
 
 fn bump(storage: &MariadbStorage, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<Bump> {
@@ -209,7 +232,7 @@ fn bump_locked(
             return Err(newer(i64::from(target), version));
         }
         // A crashed migration: finish it first, then look again.
-        roll_forward(conn, target, storage)?;
+        roll_forward(conn, target, schema, storage, opts)?;
         return Ok(Bump::RolledForward);
     }
     let stored_version = marker.as_ref().map_or(0, |m| m.version);
@@ -230,10 +253,9 @@ fn bump_locked(
     };
     let observed = observe_schema(conn, schema)?;
     let plan = plan_migration(schema, &stored, &observed, DIALECT)?;
-    if let Some(rewrite) = plan.needed_rewrites().next() {
-        return Err(Error::new(ErrorCode::CapabilityUnsupported)
-            .detail("capability", "migration_rewrite")
-            .detail("table", &rewrite.table));
+    let rewrites: Vec<RewritePlan> = plan.needed_rewrites().cloned().collect();
+    for rewrite in &rewrites {
+        rewrite::decode_scan(conn, schema, rewrite)?;
     }
     for d in &opts.declarations {
         if let Some(existing) = checkpoints::read_one(conn, &d.partition, &d.name)? {
@@ -245,7 +267,7 @@ fn bump_locked(
             }
         }
     }
-    let statements: Vec<String> = plan.statements().map(|s| s.sql.clone()).collect();
+    let statements: Vec<Statement> = plan.statements().cloned().collect();
     let layouts = layouts_json(schema);
     let now = storage.config().clock.now_ms();
 
@@ -286,7 +308,7 @@ fn bump_locked(
             (
                 version,
                 stored_version,
-                plan_json(&statements, &layouts),
+                plan_json(&statements, &rewrites, &layouts),
                 format!("pid {}", std::process::id()),
                 now,
                 now,
@@ -307,6 +329,7 @@ fn bump_locked(
     }
 
     run_ddl(conn, version, &statements, 0, storage)?;
+    run_rewrites(conn, schema, version, &rewrites, None, storage, opts)?;
     finish(conn, version, &layouts, storage)?;
     Ok(Bump::Done)
 }
@@ -332,12 +355,16 @@ fn read_marker_for_update(conn: &mut Conn) -> Result<Option<Marker>> {
 fn run_ddl(
     conn: &mut Conn,
     version: i32,
-    statements: &[String],
+    statements: &[Statement],
     from: usize,
     storage: &MariadbStorage,
 ) -> Result<()> {
     for (step, statement) in statements.iter().enumerate().skip(from) {
-        conn.run(statement)?;
+        if statement.params.is_empty() {
+            conn.run(&statement.sql)?;
+        } else {
+            conn.exec(&statement.sql, statement.params.clone())?;
+        }
         conn.exec(
             "UPDATE `sync_migration_journal` SET `next_step` = ?, `state` = 'ddl', \
              `updated_at_ms` = ? WHERE `target_version` = ?",
@@ -375,24 +402,92 @@ fn finish(conn: &mut Conn, version: i32, layouts: &str, storage: &MariadbStorage
     }
 }
 
-/// Finishes the open migration to `target` from its journal.
-fn roll_forward(conn: &mut Conn, target: i32, storage: &MariadbStorage) -> Result<()> {
-    let journal: Option<(String, i64)> = conn.first(
-        "SELECT `plan`, `next_step` FROM `sync_migration_journal` \
+/// Where a resumed rewrite continues: the table and the last row written.
+type RewriteCursor = (String, Option<(Vec<u8>, Vec<u8>)>);
+
+/// Rewrites the planned tables in order, from `cursor` on.
+fn run_rewrites(
+    conn: &mut Conn,
+    schema: &CompiledSchema,
+    version: i32,
+    rewrites: &[RewritePlan],
+    cursor: Option<RewriteCursor>,
+    storage: &MariadbStorage,
+    opts: &EnsureOptions,
+) -> Result<()> {
+    let start = cursor
+        .as_ref()
+        .and_then(|(table, _)| rewrites.iter().position(|r| &r.table == table))
+        .unwrap_or(0);
+    let mut tally = opts.rewrite_tally(0);
+    if tally.observed() {
+        let mut total = 0_u64;
+        for rewrite in &rewrites[start..] {
+            total = total.saturating_add(rewrite::count_rows(conn, &rewrite.table)?);
+        }
+        tally = opts.rewrite_tally(total);
+    }
+    let mut after = cursor.and_then(|(_, after)| after);
+    for rewrite in &rewrites[start..] {
+        let Some(table) = schema.table(&rewrite.table) else {
+            continue;
+        };
+        tally.start(&table.name);
+        let now = storage.config().clock.now_ms();
+        rewrite::rewrite_table(conn, table, rewrite, version, after.take(), now, &mut tally)?;
+    }
+    Ok(())
+}
+
+/// Finishes the open migration to `target` from its journal (its rewrites
+/// need the target's compiled tables: `schema` must be at `target`).
+fn roll_forward(
+    conn: &mut Conn,
+    target: i32,
+    schema: &CompiledSchema,
+    storage: &MariadbStorage,
+    opts: &EnsureOptions,
+) -> Result<()> {
+    type Journal = (
+        String,
+        i64,
+        Option<String>,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+    );
+    let journal: Option<Journal> = conn.first(
+        "SELECT `plan`, `next_step`, CAST(`rewrite_table` AS CHAR), `rewrite_after_partition`, \
+         `rewrite_after_row_id` FROM `sync_migration_journal` \
          WHERE `target_version` = ? AND `state` <> 'done'",
         (target,),
     )?;
-    let Some((plan, next_step)) = journal else {
+    let Some((plan, next_step, rewrite_table, after_partition, after_row_id)) = journal else {
         return Err(corrupt("migration_journal_missing"));
     };
-    let (statements, layouts) = parse_plan(&plan)?;
+    let plan = parse_plan(&plan)?;
     run_ddl(
         conn,
         target,
-        &statements,
+        &plan.statements,
         usize::try_from(next_step).unwrap_or(0),
         storage,
     )?;
+    if !plan.rewrites.is_empty() {
+        if schema.version != target {
+            return Err(Error::new(ErrorCode::SchemaNewerThanCode)
+                .detail("stored", target)
+                .detail("configured", schema.version)
+                .detail("reason", "open_migration"));
+        }
+        // The stored layouts are still the ones the rows were written with.
+        let stored = parse_layouts(read_marker(conn)?.map(|m| m.layouts).as_deref())?;
+        let rewrites = rewrite::plans_from_journal(&plan.rewrites, &stored)?;
+        let cursor = rewrite_table.map(|table| {
+            let after = after_partition.zip(after_row_id);
+            (table, after)
+        });
+        run_rewrites(conn, schema, target, &rewrites, cursor, storage, opts)?;
+    }
     // The fence transaction already resolved and installed checkpoints.
-    finish(conn, target, &layouts, storage)
+    finish(conn, target, &plan.layouts, storage)
 }

@@ -41,7 +41,8 @@ impl MariadbStorage {
     /// an unreachable server, refused credentials, a missing database or a
     /// server that is not MariaDB ≥ 10.6 fail here with
     /// `sync.storage.backend` and `details.cause`; then the pool is built
-    /// from `config`.
+    /// from `config`, and the internal tables and the fence trigger are
+    /// created where the catalog lacks them.
     pub fn connect(url: &str, config: MariadbConfig) -> Result<Self> {
         Self::connect_to(MariadbUrl::parse(url)?, config)
     }
@@ -60,7 +61,7 @@ impl MariadbStorage {
             config.pool_size,
             config.pool_wait_ms,
         )?;
-        Ok(Self {
+        let storage = Self {
             url,
             config,
             waits,
@@ -68,7 +69,9 @@ impl MariadbStorage {
             pool,
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
-        })
+        };
+        storage.ensure_base_tables()?;
+        Ok(storage)
     }
 
     /// The database the storage works in.

@@ -21,8 +21,9 @@
 //!   lock waits and deadlocks as `busy`, causes);
 //! - `ensure_schema`: the same-version path (layouts, physical checks
 //!   through `information_schema`) and the bump under the migration lock
-//!   with the fence transaction, journaled DDL, the finishing transaction
-//!   and roll-forward of an open journal;
+//!   with a preflight decode scan, the fence transaction, journaled DDL,
+//!   journaled keyset row rewrites, the finishing transaction and
+//!   roll-forward of an open journal;
 //! - the push path ([`MariadbTransaction`]: the meta-share / partition-row
 //!   lock, the two-statement row upsert with scope-index maintenance,
 //!   deletes and tombstones, allocation by `INSERT … RETURNING`, push
@@ -30,15 +31,18 @@
 //!   the pull reads (rows, scope scans, the commit window, the newest
 //!   scoped change, client records and cursors, the registry, the gate).
 //!
+//! With the `conformance` feature, `harness::MariadbHarness` runs the
+//! conformance suite (`cargo xtask conformance --dialect mariadb`); it does
+//! not pass yet.
+//!
 //! Not yet (each answers `sync.storage.capability_unsupported` with
 //! `reason = not_yet_implemented`, or is absent): pruning, checkpoint
 //! declaration / claim / advance / activation and source coverage, the five
 //! optional capability groups (reactions, blob references, admin,
-//! registered queries, index scans), bump rewrites (refused before any
-//! write), the preflight's shape probe and decode scan, key-length
-//! validation (`key_too_long`), the round entry and push prelude batches,
-//! segments, `ObserveTables`, the conformance harness and the registry
-//! lines. Until then no binary opens this dialect.
+//! registered queries, index scans), the preflight's shape probe,
+//! key-length validation (`key_too_long`), the round entry and push
+//! prelude batches, segments, `ObserveTables`, plan explanations and the
+//! `syncstore` URL registry line. Until then no binary opens this dialect.
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -50,11 +54,14 @@ mod dialect;
 mod ensure;
 mod ensured;
 mod errors;
+#[cfg(feature = "conformance")]
+pub mod harness;
 mod instance;
 mod introspect;
 mod pool;
 mod reads;
 mod records;
+mod rewrite;
 mod rows;
 pub mod scratch;
 mod session;

@@ -59,7 +59,8 @@ fn a_crashed_migration_is_rolled_forward_and_gates_refuse_meanwhile() {
     let mut raw = db.raw().expect("raw");
     let plan = serde_json::json!({
         "format": 1,
-        "statements": ["CREATE TABLE IF NOT EXISTS `crash_marker` (`a` INT) ENGINE=InnoDB"],
+        "statements": [{"sql": "CREATE TABLE IF NOT EXISTS `crash_marker` (`a` INT) ENGINE=InnoDB", "params": []}],
+        "rewrites": [],
         "layouts": sync_schema::layouts_json(&v2),
     })
     .to_string();
