@@ -162,3 +162,42 @@ pub(crate) fn commit_seq_before(conn: &mut Conn, partition: &str, before_ms: i64
     )?;
     Ok(seq.flatten().unwrap_or(0))
 }
+
+/// Epoch-fenced pruning (the caller holds the partition lock): the epoch
+/// must match, `through_seq` may not pass the head, the horizon only rises,
+/// and commits, changes, change-scope entries and tombstones at or below it
+/// are deleted.
+pub(crate) fn prune_through(
+    conn: &mut Conn,
+    partition: &str,
+    query: &sync_core::CommitPruneQuery,
+) -> Result<sync_core::CommitPruneResult> {
+    if crate::records::log_epoch(conn, partition)?.as_deref() != Some(query.log_epoch.as_str()) {
+        return Err(Error::new(sync_core::ErrorCode::PruneEpochMismatch));
+    }
+    if query.through_seq > max_commit_seq(conn, partition)? {
+        return Err(sync_core::validate::prune_beyond_head());
+    }
+    let previous = horizon_seq(conn, partition)?;
+    let horizon = previous.max(query.through_seq);
+    conn.exec(
+        "UPDATE `sync_partitions` SET `horizon_seq` = ? WHERE `partition` = ?",
+        (horizon, partition),
+    )?;
+    let removed = conn.exec(
+        "DELETE FROM `sync_commits` WHERE `partition` = ? AND `commit_seq` <= ?",
+        (partition, horizon),
+    )?;
+    for sql in [
+        "DELETE FROM `sync_changes` WHERE `partition` = ? AND `commit_seq` <= ?",
+        "DELETE FROM `sync_change_scopes` WHERE `partition` = ? AND `commit_seq` <= ?",
+        "DELETE FROM `sync_tombstones` WHERE `partition` = ? AND `commit_seq` <= ?",
+    ] {
+        conn.exec(sql, (partition, horizon))?;
+    }
+    Ok(sync_core::CommitPruneResult {
+        previous_horizon_seq: previous,
+        horizon_seq: horizon,
+        removed_commits: i64::try_from(removed).unwrap_or(i64::MAX),
+    })
+}

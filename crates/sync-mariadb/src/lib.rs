@@ -29,16 +29,18 @@
 //!   deletes and tombstones, allocation by `INSERT … RETURNING`, push
 //!   results, rejection finalization at the savepoint, client records) and
 //!   the pull reads (rows, scope scans, the commit window, the newest
-//!   scoped change, client records and cursors, the registry, the gate).
+//!   scoped change, client records and cursors, the registry, the gate);
+//! - epoch-fenced pruning, the horizon and rotation under the partition
+//!   lock; checkpoint declaration, claim, advance and activation with
+//!   source coverage (RFC 0007).
 //!
 //! With the `conformance` feature, `harness::MariadbHarness` runs the
 //! conformance suite (`cargo xtask conformance --dialect mariadb`); it does
 //! not pass yet.
 //!
 //! Not yet (each answers `sync.storage.capability_unsupported` with
-//! `reason = not_yet_implemented`, or is absent): pruning, checkpoint
-//! declaration / claim / advance / activation and source coverage, the five
-//! optional capability groups (reactions, blob references, admin,
+//! `reason = not_yet_implemented`, or is absent): the five optional
+//! capability groups (reactions, blob references, admin,
 //! registered queries, index scans), the preflight's shape probe,
 //! key-length validation (`key_too_long`), the round entry and push
 //! prelude batches, segments, `ObserveTables`, plan explanations and the

@@ -1,7 +1,6 @@
 //! [`StorageBackend`] for [`MariadbStorage`]: the pool-level half of the
-//! contract. Methods marked "not yet" answer
-//! `sync.storage.capability_unsupported` with `reason =
-//! not_yet_implemented` (first increment; the crate's rustdoc lists them).
+//! contract. The optional groups keep the trait's default bodies
+//! (`sync.storage.capability_unsupported`) until they are written.
 
 use std::sync::Arc;
 
@@ -11,9 +10,9 @@ use sync_core::front::{
 use sync_core::{
     ActivationOutcome, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord,
     CommitPruneQuery, CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage,
-    EnsureOptions, EnsureOutcome, Error, ErrorCode, PartitionRegistryEntry, Result, RowScanQuery,
-    SchemaMarker, ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit,
-    StoredPushResult, StoredRow,
+    EnsureOptions, EnsureOutcome, PartitionRegistryEntry, Result, RowScanQuery, SchemaMarker,
+    ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult,
+    StoredRow,
 };
 
 use crate::ensured::Ensured;
@@ -21,12 +20,6 @@ use crate::instance::MariadbStorage;
 use crate::pool::Conn;
 use crate::transaction::{self, MariadbTransaction};
 use crate::{checkpoints, commit_log, ensure, reads, records, rows};
-
-fn not_yet(method: &'static str) -> Error {
-    Error::new(ErrorCode::CapabilityUnsupported)
-        .detail("capability", method)
-        .detail("reason", "not_yet_implemented")
-}
 
 /// The partition write lock of a pool write (meta row shared, partition
 /// row created if absent and locked), as `lock_partition_for_push` takes it.
@@ -154,10 +147,13 @@ impl StorageBackend for MariadbStorage {
 
     fn prune_commits_through(
         &self,
-        _p: Partition<'_>,
-        _query: Request<'_, CommitPruneQuery>,
+        p: Partition<'_>,
+        query: Request<'_, CommitPruneQuery>,
     ) -> Result<CommitPruneResult> {
-        Err(not_yet("prune_commits_through"))
+        self.with_write(|c| {
+            lock_partition(c, p.as_str())?;
+            commit_log::prune_through(c, p.as_str(), query.get())
+        })
     }
 
     fn get_commit_seq_before(&self, p: Partition<'_>, before_ms: i64) -> Result<i64> {
@@ -311,80 +307,103 @@ impl StorageBackend for MariadbStorage {
 
     fn declare_checkpoint(
         &self,
-        _p: Partition<'_>,
-        _name: CheckpointName<'_>,
-        _version: Checked<i32>,
-        _now_ms: i64,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+        version: Checked<i32>,
+        now_ms: i64,
     ) -> Result<StoredCheckpoint> {
-        Err(not_yet("declare_checkpoint"))
+        self.with_write(|c| {
+            checkpoints::declare(c, p.as_str(), name.as_str(), version.get(), now_ms)
+        })
     }
 
     fn claim_checkpoint(
         &self,
-        _p: Partition<'_>,
-        _name: CheckpointName<'_>,
-        _version: Checked<i32>,
-        _now_ms: i64,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+        version: Checked<i32>,
+        now_ms: i64,
     ) -> Result<StoredCheckpoint> {
-        Err(not_yet("claim_checkpoint"))
+        self.with_write(|c| checkpoints::claim(c, p.as_str(), name.as_str(), version.get(), now_ms))
     }
 
     fn advance_checkpoint(
         &self,
-        _p: Partition<'_>,
-        _name: CheckpointName<'_>,
-        _owner_epoch: i64,
-        _watermark: Checked<i64>,
-        _observed_rows: Checked<i64>,
-        _now_ms: i64,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+        owner_epoch: i64,
+        watermark: Checked<i64>,
+        observed_rows: Checked<i64>,
+        now_ms: i64,
     ) -> Result<bool> {
-        Err(not_yet("advance_checkpoint"))
+        self.with_write(|c| {
+            checkpoints::advance(
+                c,
+                p.as_str(),
+                name.as_str(),
+                owner_epoch,
+                watermark.get(),
+                observed_rows.get(),
+                now_ms,
+            )
+        })
     }
 
     fn activate_checkpoint(
         &self,
-        _p: Partition<'_>,
-        _name: CheckpointName<'_>,
-        _owner_epoch: i64,
-        _watermark: Checked<i64>,
-        _sources: &Tables,
-        _now_ms: i64,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+        owner_epoch: i64,
+        watermark: Checked<i64>,
+        sources: &Tables,
+        now_ms: i64,
     ) -> Result<ActivationOutcome> {
-        Err(not_yet("activate_checkpoint"))
+        self.with_write(|c| {
+            lock_partition(c, p.as_str())?;
+            checkpoints::activate(
+                c,
+                p.as_str(),
+                name.as_str(),
+                owner_epoch,
+                watermark.get(),
+                sources.as_slice(),
+                now_ms,
+            )
+        })
     }
 
-    fn source_coverage_seq(&self, _p: Partition<'_>, _tables: &Tables) -> Result<i64> {
-        Err(not_yet("source_coverage_seq"))
+    fn source_coverage_seq(&self, p: Partition<'_>, tables: &Tables) -> Result<i64> {
+        self.with_conn(|c| checkpoints::coverage_seq(c, p.as_str(), tables.as_slice()))
     }
 
     fn has_source_changes_above(
         &self,
-        _p: Partition<'_>,
-        _tables: &Tables,
-        _seq: Checked<i64>,
+        p: Partition<'_>,
+        tables: &Tables,
+        seq: Checked<i64>,
     ) -> Result<Coverage> {
-        Err(not_yet("has_source_changes_above"))
+        self.with_conn(|c| checkpoints::changes_above(c, p.as_str(), tables.as_slice(), seq.get()))
     }
 
     fn list_source_changes(
         &self,
-        _p: Partition<'_>,
-        _tables: &Tables,
-        _after_seq: Checked<i64>,
-        _limit: Checked<i64>,
+        p: Partition<'_>,
+        tables: &Tables,
+        after_seq: Checked<i64>,
+        limit: Checked<i64>,
     ) -> Result<Vec<SourceChange>> {
-        Err(not_yet("list_source_changes"))
+        self.with_conn(|c| {
+            checkpoints::source_changes(
+                c,
+                p.as_str(),
+                tables.as_slice(),
+                after_seq.get(),
+                limit.get(),
+            )
+        })
     }
 
     fn required_writer_version(&self, p: Partition<'_>) -> Result<Option<i32>> {
-        let fence: Option<(Option<i32>, Option<i32>)> = self.with_conn(|c| {
-            c.first(
-                "SELECT (SELECT `required_writer_version` FROM `sync_schema_meta` WHERE `id` = 1), \
-                 (SELECT `required_writer_version` FROM `sync_writer_fence` WHERE `partition` = ?)",
-                (p.as_str(),),
-            )
-        })?;
-        let (database, partition) = fence.unwrap_or_default();
-        Ok(database.into_iter().chain(partition).max())
+        self.with_conn(|c| checkpoints::required_writer_version(c, p.as_str()))
     }
 }

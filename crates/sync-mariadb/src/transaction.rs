@@ -68,12 +68,6 @@ pub(crate) fn begin<'s>(
     })
 }
 
-fn not_yet(method: &'static str) -> Error {
-    Error::new(ErrorCode::CapabilityUnsupported)
-        .detail("capability", method)
-        .detail("reason", "not_yet_implemented")
-}
-
 impl MariadbTransaction<'_> {
     /// Runs statements; any failure poisons the transaction.
     fn run<T>(&mut self, f: impl FnOnce(&mut Conn, &str) -> Result<T>) -> Result<T> {
@@ -283,41 +277,59 @@ impl TransactionBackend for MariadbTransaction<'_> {
 
     fn advance_checkpoint(
         &mut self,
-        _name: CheckpointName<'_>,
-        _owner_epoch: i64,
-        _watermark: Checked<i64>,
-        _observed_rows: Checked<i64>,
-        _now_ms: i64,
+        name: CheckpointName<'_>,
+        owner_epoch: i64,
+        watermark: Checked<i64>,
+        observed_rows: Checked<i64>,
+        now_ms: i64,
     ) -> Result<bool> {
-        Err(not_yet("advance_checkpoint"))
+        self.run(|conn, p| {
+            checkpoints::advance(
+                conn,
+                p,
+                name.as_str(),
+                owner_epoch,
+                watermark.get(),
+                observed_rows.get(),
+                now_ms,
+            )
+        })
     }
 
     fn activate_checkpoint(
         &mut self,
-        _name: CheckpointName<'_>,
-        _owner_epoch: i64,
-        _watermark: Checked<i64>,
-        _sources: &Tables,
-        _now_ms: i64,
+        name: CheckpointName<'_>,
+        owner_epoch: i64,
+        watermark: Checked<i64>,
+        sources: &Tables,
+        now_ms: i64,
     ) -> Result<ActivationOutcome> {
-        Err(not_yet("activate_checkpoint"))
+        self.run(|conn, p| {
+            checkpoints::activate(
+                conn,
+                p,
+                name.as_str(),
+                owner_epoch,
+                watermark.get(),
+                sources.as_slice(),
+                now_ms,
+            )
+        })
     }
 
-    fn has_source_changes_above(
-        &mut self,
-        _tables: &Tables,
-        _seq: Checked<i64>,
-    ) -> Result<Coverage> {
-        Err(not_yet("has_source_changes_above"))
+    fn has_source_changes_above(&mut self, tables: &Tables, seq: Checked<i64>) -> Result<Coverage> {
+        self.run(|conn, p| checkpoints::changes_above(conn, p, tables.as_slice(), seq.get()))
     }
 
     fn list_source_changes(
         &mut self,
-        _tables: &Tables,
-        _after_seq: Checked<i64>,
-        _limit: Checked<i64>,
+        tables: &Tables,
+        after_seq: Checked<i64>,
+        limit: Checked<i64>,
     ) -> Result<Vec<SourceChange>> {
-        Err(not_yet("list_source_changes"))
+        self.run(|conn, p| {
+            checkpoints::source_changes(conn, p, tables.as_slice(), after_seq.get(), limit.get())
+        })
     }
 
     fn commit(mut self) -> Result<()> {

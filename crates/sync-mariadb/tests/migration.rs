@@ -140,3 +140,45 @@ fn a_crashed_migration_is_rolled_forward_and_gates_refuse_meanwhile() {
     .expect("push");
     assert!(matches!(pushed, PushOutcome::Applied(1)), "{pushed:?}");
 }
+
+#[test]
+fn a_checkpoint_is_declared_claimed_advanced_and_activated() {
+    use sync_core::{ActivationOutcome, CheckpointState};
+    let db = scratch();
+    let schema = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    storage
+        .ensure_schema(&schema, &EnsureOptions::default())
+        .expect("v1");
+    let s = storage.as_ref();
+    let declared = s
+        .declare_checkpoint("p1", "search", 1, 10)
+        .expect("declare");
+    assert_eq!(declared.state, CheckpointState::Declared);
+    assert_eq!(s.required_writer_version("p1").expect("fence"), Some(1));
+    let err = s
+        .declare_checkpoint("p1", "later", 2, 10)
+        .expect_err("not current");
+    assert_eq!(err.code(), ErrorCode::CheckpointDeclarationInvalid);
+
+    let claimed = s.claim_checkpoint("p1", "search", 1, 20).expect("claim");
+    assert_eq!(
+        (claimed.state, claimed.owner_epoch),
+        (CheckpointState::Backfilling, 1)
+    );
+    assert!(s
+        .advance_checkpoint("p1", "search", 1, 0, 5, 30)
+        .expect("advance"));
+    assert!(!s
+        .advance_checkpoint("p1", "search", 7, 0, 5, 30)
+        .expect("stale owner"));
+    let outcome = s
+        .activate_checkpoint("p1", "search", 1, 0, &["tasks".to_owned()], 40)
+        .expect("activate");
+    assert_eq!(outcome, ActivationOutcome::Activated);
+    let stored = s
+        .read_checkpoint("p1", "search")
+        .expect("read")
+        .expect("row");
+    assert_eq!(stored.state, CheckpointState::Activated);
+}
