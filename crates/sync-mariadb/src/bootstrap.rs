@@ -227,7 +227,7 @@ pub(crate) const BASE_TABLES: &[(&str, &str)] = &[
   `partition` VARBINARY(255) NOT NULL,
   `segment_id` VARBINARY(128) NOT NULL,
   `scope_digest` VARBINARY(128) NOT NULL,
-  `build_key` VARBINARY(1024) NOT NULL,
+  `build_key` LONGBLOB NOT NULL,
   `tbl` LONGTEXT NOT NULL,
   `media_type` SMALLINT NOT NULL,
   `schema_version` INT NOT NULL,
@@ -241,7 +241,7 @@ pub(crate) const BASE_TABLES: &[(&str, &str)] = &[
   `expires_at_ms` BIGINT NOT NULL,
   `bytes` LONGBLOB NOT NULL,
   PRIMARY KEY (`partition`, `segment_id`, `scope_digest`),
-  KEY `_syncstore_segments_by_key` (`partition`, `build_key`, `expires_at_ms`),
+  KEY `_syncstore_segments_by_key` (`partition`, `build_key`(1000), `expires_at_ms`),
   KEY `_syncstore_segments_by_expiry` (`expires_at_ms`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin"#,
     ),

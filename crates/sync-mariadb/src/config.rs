@@ -7,6 +7,7 @@ use std::time::Duration;
 use mysql::consts::CapabilityFlags;
 use mysql::{Opts, OptsBuilder};
 use sync_core::limits::DEFAULT_POOL_WAIT_MS;
+use sync_core::segments::SegmentLimits;
 use sync_core::{Clock, Error, Result, SystemClock};
 
 use crate::dialect::URL_SCHEMES;
@@ -48,6 +49,9 @@ pub struct MariadbConfig {
     /// Source of installation timestamps of checkpoints declared through
     /// `ensure_schema`.
     pub clock: Arc<dyn Clock>,
+    /// The limits of the segment store in the database
+    /// (`ServerStorage::segment_store`).
+    pub segment_limits: SegmentLimits,
 }
 
 impl Default for MariadbConfig {
@@ -58,6 +62,7 @@ impl Default for MariadbConfig {
             push_lock_timeout_ms: None,
             migration_lock_timeout_ms: DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
             clock: Arc::new(SystemClock),
+            segment_limits: SegmentLimits::default(),
         }
     }
 }

@@ -167,6 +167,25 @@ impl MariadbStorage {
         }
     }
 
+    /// Runs `f` in one `REPEATABLE READ` read-only snapshot on a pooled
+    /// connection (multi-statement pool reads).
+    pub(crate) fn with_read<T>(
+        &self,
+        f: impl FnOnce(&mut crate::pool::Conn) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        conn.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")?;
+        conn.run("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")?;
+        let result = f(&mut conn);
+        match result {
+            Ok(value) => conn.run("COMMIT").map(|()| value),
+            Err(error) => {
+                conn.rollback();
+                Err(error)
+            }
+        }
+    }
+
     /// A pooled connection; a checkout timeout is `sync.storage.busy`.
     pub(crate) fn conn(&self) -> Result<Pooled> {
         self.pool.get().map_err(pool_timeout)

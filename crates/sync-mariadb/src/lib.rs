@@ -32,22 +32,25 @@
 //!   scoped change, client records and cursors, the registry, the gate);
 //! - epoch-fenced pruning, the horizon and rotation under the partition
 //!   lock; checkpoint declaration, claim, advance and activation with
-//!   source coverage (RFC 0007).
+//!   source coverage (RFC 0007);
+//! - the `BlobRefs` and `Admin` capability groups and the bootstrap
+//!   segment store (`_syncstore_segments`).
 //!
 //! With the `conformance` feature, `harness::MariadbHarness` runs the
 //! conformance suite (`cargo xtask conformance --dialect mariadb`); it does
 //! not pass yet.
 //!
-//! Not yet (each answers `sync.storage.capability_unsupported` with
-//! `reason = not_yet_implemented`, or is absent): the five optional
-//! capability groups (reactions, blob references, admin,
-//! registered queries, index scans), the preflight's shape probe,
+//! Not yet (the optional groups answer `sync.storage.capability_unsupported`
+//! through the trait's default bodies; the rest is absent): the optional
+//! groups `Reactions`, `AuthoritativeQuery` (registered queries) and
+//! `IndexScan`, the preflight's shape probe,
 //! key-length validation (`key_too_long`), the round entry and push
-//! prelude batches, segments, `ObserveTables`, plan explanations and the
+//! prelude batches, `ObserveTables`, plan explanations and the
 //! `syncstore` URL registry line. Until then no binary opens this dialect.
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod admin;
 mod bootstrap;
 mod checkpoints;
 mod commit_log;
@@ -66,6 +69,7 @@ mod records;
 mod rewrite;
 mod rows;
 pub mod scratch;
+mod segments;
 mod session;
 mod storage;
 mod transaction;

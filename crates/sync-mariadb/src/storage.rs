@@ -19,7 +19,7 @@ use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::Conn;
 use crate::transaction::{self, MariadbTransaction};
-use crate::{checkpoints, commit_log, ensure, reads, records, rows};
+use crate::{admin, checkpoints, commit_log, ensure, reads, records, rows};
 
 /// The partition write lock of a pool write (meta row shared, partition
 /// row created if absent and locked), as `lock_partition_for_push` takes it.
@@ -49,7 +49,11 @@ impl StorageBackend for MariadbStorage {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities {
+            blob_refs: true,
+            admin: true,
+            ..Capabilities::default()
+        }
     }
 
     fn ensure_schema(
@@ -401,6 +405,71 @@ impl StorageBackend for MariadbStorage {
                 limit.get(),
             )
         })
+    }
+
+    fn list_rows_referencing_blob(
+        &self,
+        p: Partition<'_>,
+        blob_id: &str,
+    ) -> Result<Vec<sync_core::BlobReferencingRow>> {
+        let ensured = self.ensured_schema();
+        self.with_conn(|c| admin::rows_referencing(c, ensured.as_deref(), p.as_str(), blob_id))
+    }
+
+    fn list_referenced_blob_ids(&self, p: Partition<'_>) -> Result<Vec<String>> {
+        self.with_conn(|c| admin::referenced_ids(c, p.as_str()))
+    }
+
+    fn list_client_records(&self, p: Partition<'_>) -> Result<Vec<ClientRecord>> {
+        self.with_conn(|c| admin::client_records(c, p.as_str()))
+    }
+
+    fn list_commit_metadata(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::CommitMetadataQuery,
+    ) -> Result<Vec<sync_core::CommitMetadata>> {
+        self.with_conn(|c| admin::commit_metadata(c, p.as_str(), query))
+    }
+
+    fn scope_activity(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::ScopeActivityQuery,
+    ) -> Result<Vec<sync_core::ScopeCommitActivity>> {
+        self.with_conn(|c| admin::scope_activity(c, p.as_str(), query))
+    }
+
+    fn get_row_scopes(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<(i64, sync_core::StoredScopes)>> {
+        self.with_conn(|c| admin::row_scopes(c, t.handle(), p.as_str(), row_id))
+    }
+
+    fn read_commits(
+        &self,
+        p: Partition<'_>,
+        after: Checked<i64>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<sync_core::CommitRecord>> {
+        self.with_read(|c| admin::read_commits(c, p.as_str(), after.get(), limit.get()))
+    }
+
+    fn inspect_table_rows(
+        &self,
+        p: Partition<'_>,
+        table: &str,
+        after: Option<&str>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| admin::inspect_rows(c, p.as_str(), table, after, limit.get()))
+    }
+
+    fn segment_store(&self) -> Option<&dyn sync_core::SegmentStore> {
+        Some(self)
     }
 
     fn required_writer_version(&self, p: Partition<'_>) -> Result<Option<i32>> {

@@ -248,6 +248,17 @@ impl TransactionBackend for MariadbTransaction<'_> {
         self.run(|conn, p| rows::clear_tombstone(conn, p, t.name(), row_id))
     }
 
+    fn set_blob_refs(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_id: RowId<'_>,
+        blob_ids: &[String],
+    ) -> Result<()> {
+        self.run(|conn, p| {
+            crate::admin::set_blob_refs(conn, p, t.name(), row_id.as_str(), blob_ids)
+        })
+    }
+
     fn append_commit(&mut self, commit: Request<'_, NewCommit>) -> Result<i64> {
         let writer_version = self.writer_version;
         self.run(|conn, p| commit_log::append(conn, p, writer_version, commit.get()))
