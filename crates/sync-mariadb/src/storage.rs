@@ -19,7 +19,7 @@ use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::Conn;
 use crate::transaction::{self, MariadbTransaction};
-use crate::{admin, checkpoints, commit_log, ensure, reads, records, rows};
+use crate::{admin, checkpoints, commit_log, ensure, reactions, reads, records, rows};
 
 /// The partition write lock of a pool write (meta row shared, partition
 /// row created if absent and locked), as `lock_partition_for_push` takes it.
@@ -50,6 +50,7 @@ impl StorageBackend for MariadbStorage {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
+            reactions: true,
             blob_refs: true,
             admin: true,
             ..Capabilities::default()
@@ -405,6 +406,71 @@ impl StorageBackend for MariadbStorage {
                 limit.get(),
             )
         })
+    }
+
+    fn claim_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, sync_core::ReactionClaimQuery>,
+    ) -> Result<Vec<sync_core::StoredReaction>> {
+        self.with_write(|c| reactions::claim(c, p.as_str(), query.get()))
+    }
+
+    fn complete_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        lease_owner: &str,
+        completed_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| reactions::complete(c, p.as_str(), key, lease_owner, completed_at_ms))
+    }
+
+    fn extend_reaction_lease(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        lease_owner: &str,
+        lease_expires_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| reactions::extend(c, p.as_str(), key, lease_owner, lease_expires_at_ms))
+    }
+
+    fn fail_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        update: &sync_core::ReactionFailureUpdate,
+    ) -> Result<bool> {
+        self.with_conn(|c| reactions::fail(c, p.as_str(), key, update))
+    }
+
+    fn retry_reaction(&self, p: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
+        self.with_conn(|c| reactions::retry(c, p.as_str(), key, now_ms))
+    }
+
+    fn get_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+    ) -> Result<Option<sync_core::StoredReaction>> {
+        self.with_conn(|c| reactions::get(c, p.as_str(), key))
+    }
+
+    fn list_reactions(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::ReactionListQuery,
+    ) -> Result<Vec<sync_core::StoredReaction>> {
+        self.with_conn(|c| reactions::list(c, p.as_str(), query))
+    }
+
+    fn prune_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, sync_core::ReactionPruneQuery>,
+    ) -> Result<sync_core::PrunedReactionCounts> {
+        self.with_write(|c| reactions::prune(c, p.as_str(), query.get()))
     }
 
     fn list_rows_referencing_blob(

@@ -264,6 +264,10 @@ impl TransactionBackend for MariadbTransaction<'_> {
         self.run(|conn, p| commit_log::append(conn, p, writer_version, commit.get()))
     }
 
+    fn enqueue_reactions(&mut self, reactions: &[sync_core::NewReaction]) -> Result<()> {
+        self.run(|conn, p| crate::reactions::enqueue(conn, p, reactions))
+    }
+
     fn stage_client_record(&mut self, record: Request<'_, ClientRecord>) -> Result<bool> {
         self.run(|conn, p| records::put_client(conn, p, record.get()))?;
         Ok(true)

@@ -275,3 +275,63 @@ fn client_records_registry_and_gate() {
     assert_eq!(gate.log_epoch.as_deref(), Some("e1"));
     assert!(gate.pending.is_empty());
 }
+
+#[test]
+fn reactions_are_enqueued_claimed_once_and_completed() {
+    use sync_core::{NewReaction, ReactionClaimQuery, ReactionStatus};
+    let db = scratch();
+    let schema = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    storage
+        .ensure_schema(&schema, &EnsureOptions::default())
+        .expect("ensure");
+    let s = storage.as_ref();
+    let reaction = |key: &str| NewReaction {
+        idempotency_key: key.to_owned(),
+        kind: "mail".to_owned(),
+        version: 1,
+        payload: serde_json::json!({"to": "a"}),
+        source_client_id: "c1".to_owned(),
+        source_client_commit_id: "cc1".to_owned(),
+        source_commit_seq: 1,
+        created_at_ms: 100,
+        max_attempts: 3,
+    };
+    let mut tx = s.begin("p1").expect("begin");
+    tx.lock_partition_for_push().expect("lock");
+    tx.enqueue_reactions(&[reaction("k1"), reaction("k2")])
+        .expect("enqueue");
+    tx.commit().expect("commit");
+    let mut tx = s.begin("p1").expect("begin");
+    tx.lock_partition_for_push().expect("lock");
+    let err = tx
+        .enqueue_reactions(&[reaction("k1")])
+        .expect_err("duplicate");
+    assert_eq!(err.code(), ErrorCode::DuplicateReaction);
+    tx.rollback().expect("rollback");
+
+    let query = |owner: &str| ReactionClaimQuery {
+        lease_owner: owner.to_owned(),
+        kinds: vec!["mail".to_owned()],
+        now_ms: 200,
+        lease_duration_ms: 1000,
+        limit: 10,
+    };
+    let first = s.claim_reactions("p1", &query("w1")).expect("claim");
+    assert_eq!(first.len(), 2);
+    assert!(first
+        .iter()
+        .all(|r| r.status == ReactionStatus::Leased && r.attempts == 1));
+    assert!(s
+        .claim_reactions("p1", &query("w2"))
+        .expect("claim again")
+        .is_empty());
+    assert!(!s
+        .complete_reaction("p1", "k1", "w2", 300)
+        .expect("not the owner"));
+    assert!(s
+        .complete_reaction("p1", "k1", "w1", 300)
+        .expect("complete"));
+    let stored = s.get_reaction("p1", "k1").expect("get").expect("stored");
+    assert_eq!(stored.status, ReactionStatus::Completed);
+}
