@@ -287,6 +287,20 @@ pub const FENCE_TRIGGER_BODY: &str = "BEGIN
   END IF;
 END";
 
+/// The body the first fence trigger had: plain (non-locking) reads, which a
+/// writer with an old snapshot passes. The bootstrap replaces it.
+pub(crate) const OUTDATED_FENCE_TRIGGER_BODY: &str = "BEGIN
+  DECLARE database_fence INT DEFAULT NULL;
+  DECLARE partition_fence INT DEFAULT NULL;
+  SELECT MAX(required_writer_version) INTO database_fence FROM sync_schema_meta WHERE id = 1;
+  SELECT MAX(required_writer_version) INTO partition_fence
+    FROM sync_writer_fence WHERE `partition` = NEW.`partition`;
+  IF COALESCE(NEW.writer_version, -1)
+     < GREATEST(COALESCE(database_fence, -1), COALESCE(partition_fence, -1)) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'sync.storage.writer_fence_rejected';
+  END IF;
+END";
+
 /// `CREATE OR REPLACE TRIGGER` of the fence trigger with `body`.
 pub(crate) fn fence_trigger_sql(body: &str) -> String {
     format!(
@@ -318,6 +332,31 @@ impl TriggerFacts {
             && self.timing == "BEFORE"
             && self.event == "INSERT"
             && self.table == "sync_commits"
+    }
+}
+
+impl TriggerFacts {
+    /// The state operator tools read (`ServerStorage::writer_fence_trigger`).
+    pub(crate) fn state(&self) -> sync_core::FenceTriggerState {
+        use sync_core::{FenceTriggerState as S, TriggerDifference as D};
+        if self.table != "sync_commits" {
+            return S::Missing;
+        }
+        if self.event != "INSERT" {
+            return S::Tampered(D::Events);
+        }
+        if self.timing != "BEFORE" {
+            return S::Tampered(D::Timing);
+        }
+        if self.body == FENCE_TRIGGER_BODY {
+            S::Enforced
+        } else if self.body == OUTDATED_FENCE_TRIGGER_BODY {
+            S::Outdated
+        } else if self.body.contains(crate::errors::FENCE_MESSAGE) {
+            S::Tampered(D::Definition)
+        } else {
+            S::Foreign
+        }
     }
 }
 

@@ -14,14 +14,16 @@ use std::sync::{Arc, Mutex};
 
 use mysql::Value;
 use sync_conformance::{
-    BooleanValues, DbHandle, GroupedStorage, Harness, HarnessEntry, HarnessEnv, HotPath, OldWriter,
-    PlanSummary, Planner, PoolLimits, Properties, RawAccess, RawColumn, RawFilter, RawIndex,
-    WriteLocking, WriterProbe,
+    BooleanValues, DbHandle, FenceTamper, GroupedStorage, Harness, HarnessEntry, HarnessEnv,
+    HotPath, OldWriter, PlanSummary, Planner, PoolLimits, Properties, RawAccess, RawColumn,
+    RawFilter, RawIndex, WriteLocking, WriterProbe,
 };
 use sync_core::{Clock, Error, ErrorCode, Result, ServerStorage};
 use sync_schema::{Dialect, ObservedTable};
 
-use crate::bootstrap::{fence_trigger_sql, FENCE_TRIGGER_NAME};
+use crate::bootstrap::{
+    fence_trigger_sql, FENCE_TRIGGER_BODY, FENCE_TRIGGER_NAME, OUTDATED_FENCE_TRIGGER_BODY,
+};
 use crate::config::{
     MariadbConfig, MariadbUrl, DEFAULT_METADATA_LOCK_WAIT_SECONDS, DEFAULT_ROW_LOCK_WAIT_SECONDS,
 };
@@ -51,20 +53,6 @@ pub const PROPERTIES: Properties = Properties {
     booleans: BooleanValues::Integers,
     json_nul_projects_null: false,
 };
-
-/// The body the first fence trigger had: plain (non-locking) reads, which a
-/// writer with an old snapshot passes. `ensure_schema` replaces it.
-pub const OUTDATED_FENCE_TRIGGER_BODY: &str = "BEGIN
-  DECLARE database_fence INT DEFAULT NULL;
-  DECLARE partition_fence INT DEFAULT NULL;
-  SELECT MAX(required_writer_version) INTO database_fence FROM sync_schema_meta WHERE id = 1;
-  SELECT MAX(required_writer_version) INTO partition_fence
-    FROM sync_writer_fence WHERE `partition` = NEW.`partition`;
-  IF COALESCE(NEW.writer_version, -1)
-     < GREATEST(COALESCE(database_fence, -1), COALESCE(partition_fence, -1)) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'sync.storage.writer_fence_rejected';
-  END IF;
-END";
 
 fn waits() -> LockWaits {
     LockWaits {
@@ -523,6 +511,28 @@ impl RawAccess for MariadbRaw {
 
     fn exec(&self, dialect_sql: &str) -> Result<()> {
         self.run(dialect_sql)
+    }
+
+    /// MariaDB triggers cannot be disabled (`ALTER TABLE … DISABLE
+    /// TRIGGER` is a syntax error), so `Disable` is unsupported; the other
+    /// tampers redefine the trigger under its name.
+    fn tamper_fence_trigger(&self, tamper: FenceTamper) -> Result<()> {
+        let name = q(FENCE_TRIGGER_NAME);
+        match tamper {
+            FenceTamper::Drop => self.run(&format!("DROP TRIGGER IF EXISTS {name}")),
+            FenceTamper::Disable => Err(Error::new(ErrorCode::CapabilityUnsupported)
+                .detail("capability", "disable_trigger")),
+            FenceTamper::WhenFalse => self.run(&fence_trigger_sql(
+                "BEGIN\n  IF FALSE THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = \
+                 'sync.storage.writer_fence_rejected';\n  END IF;\nEND",
+            )),
+            FenceTamper::BeforeUpdate => {
+                self.run(&format!("DROP TRIGGER IF EXISTS {name}"))?;
+                self.run(&format!(
+                    "CREATE TRIGGER {name} BEFORE UPDATE ON `sync_commits` FOR EACH ROW\n{FENCE_TRIGGER_BODY}"
+                ))
+            }
+        }
     }
 }
 

@@ -33,9 +33,9 @@
 //! - epoch-fenced pruning, the horizon and rotation under the partition
 //!   lock; checkpoint declaration, claim, advance and activation with
 //!   source coverage (RFC 0007);
-//! - the `Reactions` (claims with `FOR UPDATE SKIP LOCKED`), `BlobRefs`
-//!   and `Admin` capability groups and the bootstrap segment store
-//!   (`_syncstore_segments`).
+//! - the `Reactions` (claims with `FOR UPDATE SKIP LOCKED`), `BlobRefs`,
+//!   `Admin` and `IndexScan` capability groups, the bootstrap segment store
+//!   (`_syncstore_segments`) and the fence-trigger state read.
 //!
 //! With the `conformance` feature, `harness::MariadbHarness` runs the
 //! conformance suite (`cargo xtask conformance --dialect mariadb`); it does
@@ -43,7 +43,7 @@
 //!
 //! Not yet (the optional groups answer `sync.storage.capability_unsupported`
 //! through the trait's default bodies; the rest is absent): the optional
-//! groups `AuthoritativeQuery` (registered queries) and `IndexScan`, the preflight's shape probe,
+//! group `AuthoritativeQuery` (registered queries), the preflight's shape probe,
 //! key-length validation (`key_too_long`), the round entry and push
 //! prelude batches, `ObserveTables`, plan explanations and the
 //! `syncstore` URL registry line. Until then no binary opens this dialect.
@@ -63,6 +63,7 @@ mod errors;
 pub mod harness;
 mod instance;
 mod introspect;
+mod lookups;
 mod pool;
 mod reactions;
 mod reads;

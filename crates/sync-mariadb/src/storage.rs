@@ -53,6 +53,7 @@ impl StorageBackend for MariadbStorage {
             reactions: true,
             blob_refs: true,
             admin: true,
+            index_scan: true,
             ..Capabilities::default()
         }
     }
@@ -532,6 +533,29 @@ impl StorageBackend for MariadbStorage {
         limit: Checked<i64>,
     ) -> Result<Vec<StoredRow>> {
         self.with_conn(|c| admin::inspect_rows(c, p.as_str(), table, after, limit.get()))
+    }
+
+    fn writer_fence_trigger(&self) -> Result<sync_core::FenceTriggerState> {
+        self.with_conn(|c| {
+            let tables: Option<i64> = c.first(
+                "SELECT COUNT(*) FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sync_commits'",
+                (),
+            )?;
+            if tables.unwrap_or(0) == 0 {
+                return Ok(sync_core::FenceTriggerState::NoCommitTable);
+            }
+            Ok(crate::bootstrap::read_trigger(c)?
+                .map_or(sync_core::FenceTriggerState::Missing, |t| t.state()))
+        })
+    }
+
+    fn scan_rows_by_index(
+        &self,
+        p: Partition<'_>,
+        lookup: sync_core::front::IndexLookup<'_, Handle<Self>>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| crate::lookups::index_scan(c, p.as_str(), lookup))
     }
 
     fn segment_store(&self) -> Option<&dyn sync_core::SegmentStore> {

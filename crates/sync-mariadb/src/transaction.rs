@@ -155,6 +155,13 @@ impl TransactionBackend for MariadbTransaction<'_> {
         self.run(|conn, p| reads::scan_rows(conn, t.handle(), p, query.get()))
     }
 
+    fn scan_rows_by_index(
+        &mut self,
+        lookup: sync_core::front::IndexLookup<'_, TxHandle<Self>>,
+    ) -> Result<Vec<StoredRow>> {
+        self.run(|conn, p| crate::lookups::index_scan(conn, p, lookup))
+    }
+
     fn scan_partition_rows(
         &mut self,
         t: Table<'_, TxHandle<Self>>,

@@ -335,3 +335,59 @@ fn reactions_are_enqueued_claimed_once_and_completed() {
     let stored = s.get_reaction("p1", "k1").expect("get").expect("stored");
     assert_eq!(stored.status, ReactionStatus::Completed);
 }
+
+#[test]
+fn index_lookups_read_exact_values_in_row_id_order() {
+    use sync_core::{IndexRowScanQuery, RowValue};
+    let db = scratch();
+    let schema = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    storage
+        .ensure_schema(&schema, &EnsureOptions::default())
+        .expect("ensure");
+    let s = storage.as_ref();
+    let rows = [
+        ("t2", "proj-1", "same"),
+        ("t1", "proj-2", "same"),
+        ("t3", "proj-1", "other"),
+    ];
+    for (i, (id, project, title)) in rows.iter().enumerate() {
+        let row = fixtures::task(&schema, id, project, title).expect("row");
+        let pushed =
+            fixtures::push(s, "p1", "c1", &format!("cc{i}"), &[upsert(row)]).expect("push");
+        assert!(matches!(pushed, PushOutcome::Applied(_)), "{pushed:?}");
+    }
+    let lookup = |index: &str, values: Vec<RowValue>| IndexRowScanQuery {
+        table: "tasks".into(),
+        index: index.into(),
+        values,
+        after_row_id: None,
+        limit: 10,
+    };
+    let same = s
+        .scan_rows_by_index(
+            "p1",
+            &lookup("tasks_by_title", vec![RowValue::String("same".into())]),
+        )
+        .expect("lookup");
+    assert_eq!(
+        same.iter().map(|r| r.row_id.as_str()).collect::<Vec<_>>(),
+        ["t1", "t2"]
+    );
+    let unique = s
+        .scan_rows_by_index(
+            "p1",
+            &lookup(
+                "tasks_by_project_title",
+                vec![
+                    RowValue::String("proj-1".into()),
+                    RowValue::String("other".into()),
+                ],
+            ),
+        )
+        .expect("lookup");
+    assert_eq!(
+        unique.iter().map(|r| r.row_id.as_str()).collect::<Vec<_>>(),
+        ["t3"]
+    );
+}

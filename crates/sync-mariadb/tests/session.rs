@@ -232,3 +232,35 @@ fn application_tables_get_the_designed_types_and_fit_the_key_budget() {
     assert_eq!(observed("_sync_row_id").1, "varbinary(1024)");
     assert_eq!(observed("_sync_payload").1, "longblob");
 }
+
+#[test]
+fn the_trigger_state_is_read_and_a_redefinition_repaired_on_open() {
+    use sync_core::{FenceTriggerState, ServerStorage, TriggerDifference};
+    let db = scratch();
+    let storage = open(&db);
+    assert_eq!(
+        storage.writer_fence_trigger().expect("state"),
+        FenceTriggerState::Enforced
+    );
+    let mut raw = db.raw().expect("raw");
+    raw.query_drop("DROP TRIGGER `sync_commits_writer_fence`")
+        .expect("drop");
+    assert_eq!(
+        storage.writer_fence_trigger().expect("state"),
+        FenceTriggerState::Missing
+    );
+    raw.query_drop(format!(
+        "CREATE TRIGGER `sync_commits_writer_fence` BEFORE UPDATE ON `sync_commits` \
+         FOR EACH ROW\n{FENCE_TRIGGER_BODY}"
+    ))
+    .expect("tamper");
+    assert_eq!(
+        storage.writer_fence_trigger().expect("state"),
+        FenceTriggerState::Tampered(TriggerDifference::Events)
+    );
+    let reopened = open(&db);
+    assert_eq!(
+        reopened.writer_fence_trigger().expect("state"),
+        FenceTriggerState::Enforced
+    );
+}
