@@ -4,8 +4,8 @@
 
 use sync_core::{ColumnType, CompiledTable, IndexDef};
 use sync_schema::{
-    physical_index_name, standard_create_table_sql, Dialect, InternalRole, SqlDialect,
-    PHYSICAL_INDEX_PREFIX,
+    physical_index_name, standard_create_table_sql, Construct, Dialect, InternalRole, QueryRules,
+    SqlDialect, PHYSICAL_INDEX_PREFIX, PORTABLE_QUERY_RULES,
 };
 
 /// Table options every table of the dialect carries: InnoDB and the exact
@@ -26,6 +26,59 @@ const UTF8MB4_BYTES: usize = 4;
 /// The name prefix of the uniqueness index of a declared unique index
 /// over variable-width columns (same length as [`PHYSICAL_INDEX_PREFIX`]).
 pub(crate) const UNIQUENESS_INDEX_PREFIX: &str = "sync_ux_";
+
+/// Constructs MariaDB reads differently from the registered-query mask, on
+/// top of the portable ones (`docs/design/mariadb.md` §11.2).
+const CONSTRUCTS: &[Construct] = &[
+    Construct::DollarQuote,
+    Construct::EscapeString,
+    Construct::UnicodeEscape,
+    Construct::NestedComment,
+    Construct::BackslashInLiteral,
+    Construct::ExecutableComment,
+    Construct::HashComment,
+    Construct::DashDashWithoutSpace,
+    Construct::SessionVariable,
+];
+
+/// MariaDB's schemas and the functions that take session locks, read
+/// server files, stall a pooled connection or run commands.
+const SYSTEM_NAMES: &[&str] = &[
+    "mysql",
+    "performance_schema",
+    "sys",
+    "load_file",
+    "get_lock",
+    "release_lock",
+    "release_all_locks",
+    "is_free_lock",
+    "is_used_lock",
+    "sleep",
+    "benchmark",
+    "master_pos_wait",
+    "master_gtid_wait",
+    "sys_exec",
+    "sys_eval",
+];
+
+/// The portable rules plus MariaDB's constructs and names. Built once
+/// (the portable lists are extended, never shrunk).
+fn rules() -> &'static QueryRules {
+    static RULES: std::sync::OnceLock<QueryRules> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| {
+        let names: Vec<&'static str> = PORTABLE_QUERY_RULES
+            .system_names
+            .iter()
+            .chain(SYSTEM_NAMES)
+            .copied()
+            .collect();
+        QueryRules {
+            constructs: CONSTRUCTS,
+            system_prefixes: PORTABLE_QUERY_RULES.system_prefixes,
+            system_names: Vec::leak(names),
+        }
+    })
+}
 
 /// MariaDB's SQL text rules for the shared crates.
 #[derive(Debug, Clone, Copy, Default)]
@@ -150,6 +203,10 @@ impl SqlDialect for MariadbSql {
             ));
         }
         statements
+    }
+
+    fn query_rules(&self) -> &'static QueryRules {
+        rules()
     }
 
     /// Index names are per table in MariaDB. Dropping a declared index's

@@ -33,20 +33,22 @@
 //! - epoch-fenced pruning, the horizon and rotation under the partition
 //!   lock; checkpoint declaration, claim, advance and activation with
 //!   source coverage (RFC 0007);
-//! - the `Reactions` (claims with `FOR UPDATE SKIP LOCKED`), `BlobRefs`,
-//!   `Admin` and `IndexScan` capability groups, the bootstrap segment store
+//! - all five capability groups: `Reactions` (claims with `FOR UPDATE SKIP
+//!   LOCKED`), `BlobRefs`, `Admin`, `IndexScan` and `AuthoritativeQuery`
+//!   (registered queries with MariaDB's extra refused constructs:
+//!   executable comments, `#` comments, `--` without a space, session
+//!   variables, backslashes in literals); the bootstrap segment store
 //!   (`_syncstore_segments`) and the fence-trigger state read.
 //!
 //! With the `conformance` feature, `harness::MariadbHarness` runs the
 //! conformance suite (`cargo xtask conformance --dialect mariadb`); it does
 //! not pass yet.
 //!
-//! Not yet (the optional groups answer `sync.storage.capability_unsupported`
-//! through the trait's default bodies; the rest is absent): the optional
-//! group `AuthoritativeQuery` (registered queries), the preflight's shape probe,
-//! key-length validation (`key_too_long`), the round entry and push
-//! prelude batches, `ObserveTables`, plan explanations and the
-//! `syncstore` URL registry line. Until then no binary opens this dialect.
+//! Not yet: the preflight's shape probe, key-length validation
+//! (`key_too_long`), the barrier guards (`attack_barrier`), fault
+//! injection, plan explanations (`explain`), the round entry and push
+//! prelude batches, `ObserveTables` and the `syncstore` URL registry line.
+//! Until then no binary opens this dialect.
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -65,6 +67,7 @@ mod instance;
 mod introspect;
 mod lookups;
 mod pool;
+mod query;
 mod reactions;
 mod reads;
 mod records;

@@ -96,6 +96,27 @@ impl Conn {
         }
     }
 
+    /// Every row of a prepared query with the result's column metadata
+    /// (known even when no row came back).
+    pub(crate) fn rows_with_columns(
+        &mut self,
+        sql: &str,
+        params: impl Into<Params>,
+    ) -> Result<(Vec<mysql::Column>, Vec<mysql::Row>)> {
+        let outcome = (|| -> std::result::Result<_, mysql::Error> {
+            let mut result = self.inner.exec_iter(sql, params)?;
+            let columns = result.columns().as_ref().to_vec();
+            let mut rows = Vec::new();
+            if let Some(set) = result.iter() {
+                for row in set {
+                    rows.push(row?);
+                }
+            }
+            Ok((columns, rows))
+        })();
+        outcome.map_err(|err| self.fail(err, Site::General))
+    }
+
     /// The first row of a prepared query, if any.
     pub(crate) fn first<T: FromRow>(
         &mut self,

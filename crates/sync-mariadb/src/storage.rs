@@ -49,13 +49,7 @@ impl StorageBackend for MariadbStorage {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            reactions: true,
-            blob_refs: true,
-            admin: true,
-            index_scan: true,
-            ..Capabilities::default()
-        }
+        Capabilities::ALL
     }
 
     fn ensure_schema(
@@ -533,6 +527,19 @@ impl StorageBackend for MariadbStorage {
         limit: Checked<i64>,
     ) -> Result<Vec<StoredRow>> {
         self.with_conn(|c| admin::inspect_rows(c, p.as_str(), table, after, limit.get()))
+    }
+
+    fn query_authoritative(
+        &self,
+        p: Partition<'_>,
+        ensured: &Ensured,
+        request: &sync_core::AuthoritativeQueryRequest,
+        ctx: &sync_core::ServeContext,
+    ) -> Result<sync_core::AuthoritativeQueryResult> {
+        let prepared = crate::query::prepare(ensured, p.as_str(), request)?;
+        self.with_read(|c| {
+            crate::query::run_gated(c, p.as_str(), ensured.version(), &prepared, ctx)
+        })
     }
 
     fn writer_fence_trigger(&self) -> Result<sync_core::FenceTriggerState> {

@@ -175,6 +175,15 @@ impl TransactionBackend for MariadbTransaction<'_> {
         self.run(commit_log::max_commit_seq)
     }
 
+    fn query_authoritative(
+        &mut self,
+        ensured: &Ensured,
+        request: &sync_core::AuthoritativeQueryRequest,
+    ) -> Result<sync_core::AuthoritativeQueryResult> {
+        let prepared = crate::query::prepare(ensured, &self.partition, request)?;
+        self.run(|conn, p| crate::query::run(conn, p, &prepared))
+    }
+
     /// The meta row in share mode (a migration's fence transaction holds it
     /// exclusively), the partition row created if absent and locked, then
     /// the rejection savepoint.

@@ -391,3 +391,72 @@ fn index_lookups_read_exact_values_in_row_id_order() {
         ["t3"]
     );
 }
+
+#[test]
+fn registered_queries_read_the_partition_and_refuse_mariadb_constructs() {
+    use sync_core::{AuthoritativeQueryRequest, ServeContext, SqlValue};
+    let db = scratch();
+    let schema = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    storage
+        .ensure_schema(&schema, &EnsureOptions::default())
+        .expect("ensure");
+    let s = storage.as_ref();
+    for (partition, id, title) in [("p1", "t1", "mine"), ("p2", "t2", "SECRET-OF-P2")] {
+        let row = fixtures::task(&schema, id, "proj-1", title).expect("row");
+        fixtures::push(s, partition, "c1", "cc1", &[upsert(row)]).expect("push");
+    }
+    let request = |sql: &str| AuthoritativeQueryRequest {
+        sql: sql.to_owned(),
+        params: vec![],
+        tables: vec!["tasks".to_owned()],
+    };
+    let result = s
+        .query_authoritative(
+            "p1",
+            &request("SELECT id, title, done, priority FROM tasks ORDER BY id"),
+            &ServeContext::default(),
+        )
+        .expect("query");
+    assert_eq!(result.columns, ["id", "title", "done", "priority"]);
+    assert_eq!(
+        result.rows,
+        vec![vec![
+            SqlValue::Text("t1".into()),
+            SqlValue::Text("mine".into()),
+            SqlValue::Integer(0),
+            SqlValue::Null
+        ]]
+    );
+    assert_eq!(result.max_commit_seq, 1);
+    for (sql, construct) in [
+        (
+            "SELECT id FROM tasks WHERE id = 't1' /*! UNION SELECT title FROM tasks */",
+            "executable_comment",
+        ),
+        (
+            "SELECT id FROM tasks # '\nUNION SELECT title FROM tasks -- '",
+            "hash_comment",
+        ),
+        ("SELECT 1 --1", "dash_dash_without_space"),
+        (
+            "SELECT id FROM tasks WHERE title = 'a\\' OR 1 = 1 -- '",
+            "backslash_in_literal",
+        ),
+        ("SELECT @x FROM tasks", "session_variable"),
+    ] {
+        let err = s
+            .query_authoritative("p1", &request(sql), &ServeContext::default())
+            .expect_err(sql);
+        assert_eq!(err.code(), ErrorCode::QueryRejected, "{sql}");
+        assert_eq!(err.get_detail("construct"), Some(construct), "{sql}");
+    }
+    let err = s
+        .query_authoritative(
+            "p1",
+            &request("SELECT SLEEP(1) FROM tasks"),
+            &ServeContext::default(),
+        )
+        .expect_err("sleep");
+    assert_eq!(err.get_detail("reason"), Some("reserved_reference"));
+}
