@@ -6,9 +6,8 @@
 //! names carry the database). Raw access is a plain connection of the
 //! check's database with the dialect's session.
 //!
-//! Not yet: `explain` (plan checks), `attack_barrier` and
-//! `tamper_fence_trigger` (the barrier guards and the trigger state read
-//! are not written), fault plans of grouped storages.
+//! Not yet: `attack_barrier` (the barrier guards are not written), fault
+//! plans of grouped storages.
 
 use std::sync::{Arc, Mutex};
 
@@ -482,8 +481,8 @@ impl RawAccess for MariadbRaw {
         Ok(text.flatten())
     }
 
-    fn explain(&self, _path: HotPath) -> Result<PlanSummary> {
-        Err(Error::new(ErrorCode::CapabilityUnsupported).detail("capability", "explain"))
+    fn explain(&self, path: HotPath) -> Result<PlanSummary> {
+        self.with(|c| crate::explain::explain(c, path))
     }
 
     fn set_key_collation(

@@ -62,6 +62,8 @@ mod ensure;
 mod ensured;
 mod errors;
 #[cfg(feature = "conformance")]
+mod explain;
+#[cfg(feature = "conformance")]
 pub mod harness;
 mod instance;
 mod introspect;

@@ -63,6 +63,40 @@ fn value_marks(count: usize) -> String {
     vec!["?"; count].join(", ")
 }
 
+/// One scan page: candidate row ids of one scope variable's values after
+/// the cursor, joined to the table. Parameters: partition, table,
+/// variable, the values, the cursor, the page size, the partition.
+pub(crate) fn scan_page_sql(quoted_table: &str, values: usize) -> String {
+    format!(
+        "SELECT c.`row_id`, t.`_sync_server_version`, t.`_sync_scopes`, t.`_sync_payload` \
+         FROM (SELECT DISTINCT `row_id` FROM `sync_row_scopes` \
+               WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` IN ({}) \
+               AND `row_id` > ? ORDER BY `row_id` LIMIT ?) AS c \
+         LEFT JOIN {quoted_table} AS t ON t.`_sync_partition` = ? AND t.`_sync_row_id` = c.`row_id` \
+         ORDER BY c.`row_id`",
+        value_marks(values)
+    )
+}
+
+/// One window page: candidate commits of one scope variable's values in
+/// the window, joined to their headers and their changes of the table.
+/// Parameters: partition, table, variable, the values, after, through, the
+/// page size, partition, partition, table.
+pub(crate) fn window_page_sql(values: usize) -> String {
+    format!(
+        "SELECT c.`commit_seq`, m.`created_at_ms`, m.`actor_id`, ch.`row_id`, ch.`op`, \
+         ch.`row_version`, ch.`scopes`, ch.`payload` \
+         FROM (SELECT DISTINCT `commit_seq` FROM `sync_change_scopes` \
+               WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` IN ({}) \
+               AND `commit_seq` > ? AND `commit_seq` <= ? ORDER BY `commit_seq` LIMIT ?) AS c \
+         LEFT JOIN `sync_commits` AS m ON m.`partition` = ? AND m.`commit_seq` = c.`commit_seq` \
+         LEFT JOIN `sync_changes` AS ch ON ch.`partition` = ? AND ch.`commit_seq` = c.`commit_seq` \
+           AND ch.`tbl` = ? \
+         ORDER BY c.`commit_seq`, ch.`idx`",
+        value_marks(values)
+    )
+}
+
 /// Pages through scope candidates, verifying each row against the full filter.
 pub(crate) fn scan_rows(
     conn: &mut Conn,
@@ -75,16 +109,7 @@ pub(crate) fn scan_rows(
     };
     let page = query.limit.max(MIN_CANDIDATE_PAGE);
     let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
-    let sql = format!(
-        "SELECT c.`row_id`, t.`_sync_server_version`, t.`_sync_scopes`, t.`_sync_payload` \
-         FROM (SELECT DISTINCT `row_id` FROM `sync_row_scopes` \
-               WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` IN ({}) \
-               AND `row_id` > ? ORDER BY `row_id` LIMIT ?) AS c \
-         LEFT JOIN {} AS t ON t.`_sync_partition` = ? AND t.`_sync_row_id` = c.`row_id` \
-         ORDER BY c.`row_id`",
-        value_marks(values.len()),
-        table.quoted
-    );
+    let sql = scan_page_sql(&table.quoted, values.len());
     let mut out = Vec::new();
     let mut cursor = query.after_row_id.clone().unwrap_or_default();
     loop {
@@ -150,18 +175,7 @@ pub(crate) fn commit_window(
         return Ok(Vec::new());
     };
     let page = query.limit_changes.max(MIN_CANDIDATE_PAGE);
-    let sql = format!(
-        "SELECT c.`commit_seq`, m.`created_at_ms`, m.`actor_id`, ch.`row_id`, ch.`op`, \
-         ch.`row_version`, ch.`scopes`, ch.`payload` \
-         FROM (SELECT DISTINCT `commit_seq` FROM `sync_change_scopes` \
-               WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` IN ({}) \
-               AND `commit_seq` > ? AND `commit_seq` <= ? ORDER BY `commit_seq` LIMIT ?) AS c \
-         LEFT JOIN `sync_commits` AS m ON m.`partition` = ? AND m.`commit_seq` = c.`commit_seq` \
-         LEFT JOIN `sync_changes` AS ch ON ch.`partition` = ? AND ch.`commit_seq` = c.`commit_seq` \
-           AND ch.`tbl` = ? \
-         ORDER BY c.`commit_seq`, ch.`idx`",
-        value_marks(values.len())
-    );
+    let sql = window_page_sql(values.len());
     let mut out = Vec::new();
     let mut matched = 0i64;
     let mut cursor = query.after_seq;
