@@ -16,6 +16,7 @@ use sync_schema::{find_dialect, RegistryError};
 pub const DIALECTS: &[HarnessEntry] = &[
     sync_sqlite::harness::ENTRY,
     sync_postgres::harness::ENTRY,
+    sync_mariadb::harness::ENTRY,
     dialect_shadow::ENTRY,
 ];
 
@@ -290,12 +291,12 @@ mod tests {
         use super::{selected_dialects, DIALECTS};
         assert_eq!(sync_schema::check_registry(DIALECTS), Ok(()));
         let names: Vec<&str> = DIALECTS.iter().map(|e| e.name()).collect();
-        assert_eq!(names, ["sqlite", "postgres", "shadow"]);
+        assert_eq!(names, ["sqlite", "postgres", "mariadb", "shadow"]);
         assert!(matches!(
             selected_dialects("mysql"),
             Err(sync_schema::RegistryError::UnknownDialect { .. })
         ));
-        assert_eq!(selected_dialects("all").map(|e| e.len()), Ok(3));
+        assert_eq!(selected_dialects("all").map(|e| e.len()), Ok(4));
     }
 
     #[test]

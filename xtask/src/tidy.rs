@@ -38,7 +38,7 @@ mod tests {
     ];
 
     /// Built-in dialect names and crates, compared ASCII case-insensitively.
-    const DIALECT_WORDS: [&str; 2] = ["sqlite", "postgres"];
+    const DIALECT_WORDS: [&str; 4] = ["sqlite", "postgres", "mariadb", "mysql"];
 
     /// A line carrying this marker names a dialect on purpose; the comment
     /// says why (a contract-fixed message, a built-in default).
@@ -168,7 +168,14 @@ mod tests {
                 .filter(|section| !section.starts_with("dev-dependencies"))
                 .collect::<Vec<_>>()
                 .join("\n[");
-            for word in ["sync-sqlite", "sync-postgres", "rusqlite", "postgres"] {
+            for word in [
+                "sync-sqlite",
+                "sync-postgres",
+                "sync-mariadb",
+                "rusqlite",
+                "postgres",
+                "mysql",
+            ] {
                 assert!(
                     !shipped.lines().any(|l| l.trim_start().starts_with(word)),
                     "{krate} depends on {word}"

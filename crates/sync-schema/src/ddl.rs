@@ -85,6 +85,16 @@ pub fn create_index_sql(table: &str, index: &IndexDef, dialect: Dialect) -> Stri
     dialect.create_index_sql(table, index)
 }
 
+/// Every statement creating the physical index(es) of declared index
+/// `index` of `table`, through [`SqlDialect::create_index_statements`].
+pub fn create_index_statements(
+    table: &CompiledTable,
+    index: &IndexDef,
+    dialect: Dialect,
+) -> Vec<String> {
+    dialect.create_index_statements(table, index)
+}
+
 /// The default body of [`SqlDialect::declared_index_columns`]:
 /// `_sync_partition`, then the declared columns.
 pub fn standard_index_columns(index: &IndexDef) -> Vec<String> {

@@ -97,6 +97,19 @@ pub trait SqlDialect: Send + Sync + 'static {
         ddl::standard_create_index_sql(self, table, index)
     }
 
+    /// Every statement that creates the physical index (or indexes) of a
+    /// declared index of `table`: what migration and upgrade plans run.
+    /// Default: the one statement of [`SqlDialect::create_index_sql`].
+    ///
+    /// Override it when the statement depends on the declared columns'
+    /// types, or when one declared index needs more than one physical
+    /// index (for example a database that can only index a prefix of long
+    /// text, and enforces uniqueness of the full values in a second,
+    /// non-searchable index).
+    fn create_index_statements(&self, table: &CompiledTable, index: &IndexDef) -> Vec<String> {
+        vec![self.create_index_sql(&table.name, index)]
+    }
+
     /// Drops index `name` of `table` if it exists. Default:
     /// `DROP INDEX IF EXISTS "<name>"` (index names are schema-wide there).
     fn drop_index_sql(&self, table: &str, name: &str) -> String {

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use sync_core::{CompiledSchema, IndexDef};
 
 use crate::ddl::{
-    add_internal_column_sql, alter_key_collation_sql, create_index_sql, drop_index_sql,
+    add_internal_column_sql, alter_key_collation_sql, create_index_statements, drop_index_sql,
 };
 use crate::dialect::{Dialect, INTERNAL_COLUMNS};
 use crate::index_name::physical_index_name;
@@ -151,11 +151,11 @@ pub fn plan_legacy_upgrade(
                         .iter()
                         .map(|name| Statement::new(drop_index_sql(&table.name, name, dialect))),
                 );
-                plan.index_creates.push(Statement::new(create_index_sql(
-                    &table.name,
-                    index,
-                    dialect,
-                )));
+                plan.index_creates.extend(
+                    create_index_statements(table, index, dialect)
+                        .into_iter()
+                        .map(Statement::new),
+                );
             }
         }
     }

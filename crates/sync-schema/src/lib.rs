@@ -40,9 +40,10 @@ mod statement;
 
 pub use compile::{compile, MAX_COLUMNS};
 pub use ddl::{
-    add_column_sql, alter_key_collation_sql, create_index_sql, create_table_sql, drop_column_sql,
-    drop_index_sql, drop_table_sql, quote_ident, row_ordered_index_columns,
-    standard_create_index_sql, standard_create_table_sql, standard_index_columns,
+    add_column_sql, alter_key_collation_sql, create_index_sql, create_index_statements,
+    create_table_sql, drop_column_sql, drop_index_sql, drop_table_sql, quote_ident,
+    row_ordered_index_columns, standard_create_index_sql, standard_create_table_sql,
+    standard_index_columns,
 };
 pub use dialect::{
     Dialect, InternalColumn, InternalRole, SqlDialect, COLUMN_VERSIONS_COLUMN, INTERNAL_COLUMNS,

@@ -2,7 +2,6 @@
 
 use sync_core::{CompiledTable, Error, ErrorCode, IndexDef, Result};
 
-use crate::ddl::quote_ident;
 use crate::dialect::{Dialect, INTERNAL_COLUMNS};
 use crate::index_name::physical_index_name;
 use crate::observed::{ObservedIndex, ObservedTable};
@@ -162,9 +161,13 @@ fn check_indexes(table: &CompiledTable, observed: &ObservedTable, dialect: Diale
         let Some(found) = observed.index(&physical) else {
             return Err(mismatch(&table.name, "missing_index").detail("index", &physical));
         };
-        let expected = render_definition(index.unique, &dialect.declared_index_columns(index));
-        let actual = render_definition(found.unique, &found.columns);
-        if expected != actual && expected_definition(index) != actual {
+        let expected = render_definition(
+            dialect,
+            index.unique,
+            &dialect.declared_index_columns(index),
+        );
+        let actual = render_definition(dialect, found.unique, &found.columns);
+        if expected != actual && expected_definition(dialect, index) != actual {
             return Err(differs(
                 mismatch(&table.name, "index_definition").detail("index", &physical),
                 expected,
@@ -175,9 +178,10 @@ fn check_indexes(table: &CompiledTable, observed: &ObservedTable, dialect: Diale
     Ok(())
 }
 
-/// `[UNIQUE ]("_sync_partition", "c1", …)`.
-fn render_definition(unique: bool, columns: &[String]) -> String {
-    let columns: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+/// `[UNIQUE ](<_sync_partition>, <c1>, …)` with the dialect's quoting (the
+/// text an operator reads in `details.expected` / `details.actual`).
+fn render_definition(dialect: Dialect, unique: bool, columns: &[String]) -> String {
+    let columns: Vec<String> = columns.iter().map(|c| dialect.quote_ident(c)).collect();
     format!(
         "{}({})",
         if unique { "UNIQUE " } else { "" },
@@ -187,8 +191,12 @@ fn render_definition(unique: bool, columns: &[String]) -> String {
 
 /// The default shape of a declared index, which every dialect accepts
 /// besides its own [`crate::SqlDialect::declared_index_columns`].
-pub(crate) fn expected_definition(index: &IndexDef) -> String {
-    render_definition(index.unique, &crate::ddl::standard_index_columns(index))
+pub(crate) fn expected_definition(dialect: Dialect, index: &IndexDef) -> String {
+    render_definition(
+        dialect,
+        index.unique,
+        &crate::ddl::standard_index_columns(index),
+    )
 }
 
 /// Whether an observed index has exactly the declared columns and uniqueness

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use sync_core::{CompiledSchema, CompiledTable, Error, ErrorCode, Result};
 
 use crate::ddl::{
-    add_column_sql, create_index_sql, create_table_sql, drop_column_sql, drop_index_sql,
+    add_column_sql, create_index_statements, create_table_sql, drop_column_sql, drop_index_sql,
     drop_table_sql, quote_ident,
 };
 use crate::dialect::Dialect;
@@ -203,7 +203,8 @@ fn plan_absent(table: &CompiledTable, dialect: Dialect, plan: &mut MigrationPlan
             table
                 .indexes
                 .iter()
-                .map(|index| Statement::new(create_index_sql(&table.name, index, dialect))),
+                .flat_map(|index| create_index_statements(table, index, dialect))
+                .map(Statement::new),
         );
     }
 }
@@ -236,7 +237,8 @@ fn plan_present(
             table
                 .indexes
                 .iter()
-                .map(|index| Statement::new(create_index_sql(&table.name, index, dialect))),
+                .flat_map(|index| create_index_statements(table, index, dialect))
+                .map(Statement::new),
         );
         return Ok(());
     }

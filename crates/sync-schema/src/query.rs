@@ -322,6 +322,19 @@ pub enum Construct {
     /// A backslash inside a string literal (a database that reads `\'` as
     /// an escaped quote ends the literal elsewhere than the mask).
     BackslashInLiteral,
+    /// `/*! … */` or `/*M! … */`: a comment to the mask that a database
+    /// runs as SQL.
+    ExecutableComment,
+    /// `#`: a character to the mask that a database reads as the start of a
+    /// comment to the end of the line (a `'` after it then opens nothing).
+    HashComment,
+    /// `--` not followed by a space or a control character: a comment to
+    /// the mask, two minus signs to a database that requires the space
+    /// (`SELECT 1 --1` is 2 there).
+    DashDashWithoutSpace,
+    /// `@name` / `@@name`: a user or system variable, which reads or
+    /// changes session state of a pooled connection.
+    SessionVariable,
 }
 
 impl Construct {
@@ -333,6 +346,10 @@ impl Construct {
             Self::UnicodeEscape => "unicode_escape",
             Self::NestedComment => "nested_comment",
             Self::BackslashInLiteral => "backslash_in_literal",
+            Self::ExecutableComment => "executable_comment",
+            Self::HashComment => "hash_comment",
+            Self::DashDashWithoutSpace => "dash_dash_without_space",
+            Self::SessionVariable => "session_variable",
         }
     }
 }
@@ -433,6 +450,21 @@ fn dialect_specific_construct(tokens: &[Token<'_>], rules: &QueryRules) -> Optio
                 refused(Construct::NestedComment)
             }
             Kind::Literal if token.text.contains('\\') => refused(Construct::BackslashInLiteral),
+            Kind::Comment if token.text.starts_with("/*!") || token.text.starts_with("/*M!") => {
+                refused(Construct::ExecutableComment)
+            }
+            Kind::Comment
+                if token.text.starts_with("--")
+                    && token
+                        .text
+                        .as_bytes()
+                        .get(2)
+                        .is_some_and(|b| !b.is_ascii_whitespace() && !b.is_ascii_control()) =>
+            {
+                refused(Construct::DashDashWithoutSpace)
+            }
+            Kind::Other if token.text == "#" => refused(Construct::HashComment),
+            Kind::Other if token.text == "@" => refused(Construct::SessionVariable),
             _ => None,
         }
     })

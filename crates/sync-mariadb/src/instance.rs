@@ -1,0 +1,193 @@
+//! [`MariadbStorage`]: the pool, the configuration and the session facts
+//! of one MariaDB database.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use r2d2::Pool;
+use sync_core::Result;
+
+use crate::bootstrap;
+use crate::config::{MariadbConfig, MariadbUrl, DEFAULT_METADATA_LOCK_WAIT_SECONDS};
+use crate::ensured::Ensured;
+use crate::errors::pool_timeout;
+use crate::pool::{build_pool, Conn, Manager, Pooled};
+use crate::session::{LockWaits, SessionFacts};
+
+/// A MariaDB storage: one r2d2 pool of set-up connections to one database.
+pub struct MariadbStorage {
+    url: MariadbUrl,
+    config: MariadbConfig,
+    waits: LockWaits,
+    facts: SessionFacts,
+    pool: Pool<Manager>,
+    ensured: RwLock<Option<Arc<Ensured>>>,
+    ensure_lock: Mutex<()>,
+}
+
+impl fmt::Debug for MariadbStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MariadbStorage")
+            .field("database", &self.url.database())
+            .field("version", &self.facts.version)
+            .field("pool_size", &self.config.pool_size)
+            .finish()
+    }
+}
+
+impl MariadbStorage {
+    /// Connects to `url` (`mariadb://user[:password]@host[:port]/database`
+    /// or `mysql://…`). One probe connection is opened and set up first, so
+    /// an unreachable server, refused credentials, a missing database or a
+    /// server that is not MariaDB ≥ 10.6 fail here with
+    /// `sync.storage.backend` and `details.cause`; then the pool is built
+    /// from `config`, and the internal tables and the fence trigger are
+    /// created where the catalog lacks them.
+    pub fn connect(url: &str, config: MariadbConfig) -> Result<Self> {
+        Self::connect_to(MariadbUrl::parse(url)?, config)
+    }
+
+    /// [`MariadbStorage::connect`] with a parsed URL.
+    pub fn connect_to(url: MariadbUrl, config: MariadbConfig) -> Result<Self> {
+        let waits = LockWaits {
+            row_seconds: config.row_lock_wait_seconds(),
+            metadata_seconds: DEFAULT_METADATA_LOCK_WAIT_SECONDS,
+        };
+        let opts = url.connection_opts();
+        let (probe, facts) = Conn::open(&opts, waits)?;
+        drop(probe);
+        let pool = build_pool(
+            Manager::new(opts, waits),
+            config.pool_size,
+            config.pool_wait_ms,
+        )?;
+        let storage = Self {
+            url,
+            config,
+            waits,
+            facts,
+            pool,
+            ensured: RwLock::new(None),
+            ensure_lock: Mutex::new(()),
+        };
+        storage.ensure_base_tables()?;
+        Ok(storage)
+    }
+
+    /// The database the storage works in.
+    pub fn database(&self) -> &str {
+        self.url.database()
+    }
+
+    /// What the probe connection's session reported (server version,
+    /// `sql_mode`, character set).
+    pub fn session_facts(&self) -> &SessionFacts {
+        &self.facts
+    }
+
+    /// Creates the internal tables and the writer-fence trigger where the
+    /// catalog lacks them (or holds a trigger defined otherwise); returns
+    /// whether any DDL ran. A complete catalog costs three catalog reads
+    /// and takes no lock.
+    pub fn ensure_base_tables(&self) -> Result<bool> {
+        let mut conn = self.conn()?;
+        bootstrap::bootstrap(
+            &mut conn,
+            &self.url.connection_opts(),
+            self.waits,
+            self.config.migration_lock_timeout_ms,
+        )
+    }
+
+    /// The configuration.
+    pub(crate) fn config(&self) -> &MariadbConfig {
+        &self.config
+    }
+
+    /// The URL.
+    pub(crate) fn url(&self) -> &MariadbUrl {
+        &self.url
+    }
+
+    /// The lock waits of pooled connections.
+    pub(crate) fn lock_waits(&self) -> LockWaits {
+        self.waits
+    }
+
+    /// The schema last ensured on this instance.
+    pub(crate) fn ensured_schema(&self) -> Option<Arc<Ensured>> {
+        self.ensured
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records the schema of a successful `ensure_schema`.
+    pub(crate) fn set_ensured(&self, ensured: Arc<Ensured>) {
+        *self.ensured.write().unwrap_or_else(PoisonError::into_inner) = Some(ensured);
+    }
+
+    /// Serializes `ensure_schema` calls of this instance.
+    pub(crate) fn ensure_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.ensure_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on a pooled connection.
+    pub(crate) fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut crate::pool::Conn) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        f(&mut conn)
+    }
+
+    /// Runs `f` in a `READ COMMITTED` transaction on a pooled connection:
+    /// committed when it succeeds, rolled back otherwise.
+    pub(crate) fn with_write<T>(
+        &self,
+        f: impl FnOnce(&mut crate::pool::Conn) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
+        conn.run("START TRANSACTION")?;
+        match f(&mut conn) {
+            Ok(value) => match conn.run("COMMIT") {
+                Ok(()) => Ok(value),
+                Err(error) => {
+                    conn.rollback();
+                    Err(crate::session::lost_at_commit(error))
+                }
+            },
+            Err(error) => {
+                conn.rollback();
+                Err(error)
+            }
+        }
+    }
+
+    /// Runs `f` in one `REPEATABLE READ` read-only snapshot on a pooled
+    /// connection (multi-statement pool reads).
+    pub(crate) fn with_read<T>(
+        &self,
+        f: impl FnOnce(&mut crate::pool::Conn) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn()?;
+        conn.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")?;
+        conn.run("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")?;
+        let result = f(&mut conn);
+        match result {
+            Ok(value) => conn.run("COMMIT").map(|()| value),
+            Err(error) => {
+                conn.rollback();
+                Err(error)
+            }
+        }
+    }
+
+    /// A pooled connection; a checkout timeout is `sync.storage.busy`.
+    pub(crate) fn conn(&self) -> Result<Pooled> {
+        self.pool.get().map_err(pool_timeout)
+    }
+}

@@ -1,0 +1,97 @@
+//! `sync-mariadb`: the MariaDB dialect of the syncstore storage layer
+//! (MariaDB 10.6 or newer with InnoDB; tested on 10.11), built from
+//! `docs/design/mariadb.md`.
+//!
+//! **Status: second increment, a partial storage.** What exists and is
+//! tested against a live server:
+//!
+//! - [`MariadbUrl`] (`mariadb://` or `mysql://` URLs) and [`MariadbConfig`];
+//! - [`MariadbStorage::connect`]: an r2d2 pool of synchronous `mysql`
+//!   connections with `CLIENT_FOUND_ROWS`, whose every connection sets
+//!   `utf8mb4_nopad_bin`, the whole `sql_mode` ([`SQL_MODE`]), UTC and its
+//!   lock waits, and is refused (`sync.storage.backend`) unless the server is
+//!   MariaDB ≥ 10.6 and the session reads back `NO_BACKSLASH_ESCAPES`,
+//!   `ANSI_QUOTES` and `utf8mb4`;
+//! - [`MariadbSql`] / [`DIALECT`]: type mapping, backtick quoting, `?`
+//!   placeholders, `COLUMN_TYPE` comparison, InnoDB table options, declared
+//!   indexes as prefix lookup indexes plus full-value uniqueness indexes;
+//! - the base DDL and the writer-fence trigger, catalog-driven and
+//!   serialized by a per-database `GET_LOCK`;
+//! - error classification (fence rejection, integrity errors by site,
+//!   lock waits and deadlocks as `busy`, causes);
+//! - `ensure_schema`: the same-version path (layouts, physical checks
+//!   through `information_schema`) and the bump under the migration lock
+//!   with a preflight decode scan, the fence transaction, journaled DDL,
+//!   journaled keyset row rewrites, the finishing transaction and
+//!   roll-forward of an open journal;
+//! - the push path ([`MariadbTransaction`]: the meta-share / partition-row
+//!   lock, the two-statement row upsert with scope-index maintenance,
+//!   deletes and tombstones, allocation by `INSERT … RETURNING`, push
+//!   results, rejection finalization at the savepoint, client records) and
+//!   the pull reads (rows, scope scans, the commit window, the newest
+//!   scoped change, client records and cursors, the registry, the gate);
+//! - epoch-fenced pruning, the horizon and rotation under the partition
+//!   lock; checkpoint declaration, claim, advance and activation with
+//!   source coverage (RFC 0007);
+//! - all five capability groups: `Reactions` (claims with `FOR UPDATE SKIP
+//!   LOCKED`), `BlobRefs`, `Admin`, `IndexScan` and `AuthoritativeQuery`
+//!   (registered queries with MariaDB's extra refused constructs:
+//!   executable comments, `#` comments, `--` without a space, session
+//!   variables, backslashes in literals); the bootstrap segment store
+//!   (`_syncstore_segments`) and the fence-trigger state read.
+//!
+//! With the `conformance` feature, `harness::MariadbHarness` runs the
+//! conformance suite (`cargo xtask conformance --dialect mariadb`); it does
+//! not pass yet.
+//!
+//! Not yet: the preflight's shape probe, key-length validation
+//! (`key_too_long`), the barrier guards (`attack_barrier`), fault
+//! injection, plan explanations (`explain`), the round entry and push
+//! prelude batches, `ObserveTables` and the `syncstore` URL registry line.
+//! Until then no binary opens this dialect.
+#![deny(rust_2018_idioms)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod admin;
+mod bootstrap;
+mod checkpoints;
+mod commit_log;
+mod config;
+mod dialect;
+mod ensure;
+mod ensured;
+mod errors;
+#[cfg(feature = "conformance")]
+mod explain;
+#[cfg(feature = "conformance")]
+pub mod harness;
+mod instance;
+mod introspect;
+mod lookups;
+mod pool;
+mod query;
+mod reactions;
+mod reads;
+mod records;
+mod rewrite;
+mod rows;
+pub mod scratch;
+mod segments;
+mod session;
+mod storage;
+mod transaction;
+mod values;
+
+#[cfg(test)]
+mod live_tests;
+
+pub use bootstrap::{FENCE_TRIGGER_BODY, FENCE_TRIGGER_NAME};
+pub use config::{
+    MariadbConfig, MariadbUrl, DEFAULT_METADATA_LOCK_WAIT_SECONDS,
+    DEFAULT_MIGRATION_LOCK_TIMEOUT_MS, DEFAULT_POOL_SIZE, DEFAULT_ROW_LOCK_WAIT_SECONDS,
+};
+pub use dialect::{MariadbSql, DIALECT, URL_SCHEMES};
+pub use ensured::{Ensured, TableSql};
+pub use instance::MariadbStorage;
+pub use session::{SessionFacts, SQL_MODE};
+pub use transaction::MariadbTransaction;

@@ -1,0 +1,199 @@
+//! Connections: an r2d2 manager whose every connection is set up and
+//! checked (`docs/design/mariadb.md` §2), and [`Conn`], the statement
+//! helpers every module uses (errors classified, a connection whose session
+//! died marked broken so the pool discards it).
+
+use std::time::Duration;
+
+use mysql::prelude::{FromRow, Queryable};
+use mysql::{Opts, Params};
+use r2d2::{ManageConnection, Pool, PooledConnection};
+use sync_core::{Error, Result};
+
+use crate::errors::{classify, connect_error, is_connection_error, Site};
+use crate::session::{self, LockWaits, SessionFacts};
+
+/// Prepared statements kept per connection (the driver's LRU cache).
+const STATEMENT_CACHE: usize = 256;
+
+/// One set-up connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    inner: mysql::Conn,
+    broken: bool,
+}
+
+// The statement helpers beyond the catalog reads serve the transaction
+// backend of the next increment; until then only tests call them.
+#[cfg_attr(not(test), allow(dead_code))]
+impl Conn {
+    /// Opens a connection with `opts` and sets its session up.
+    pub(crate) fn open(opts: &Opts, waits: LockWaits) -> Result<(Self, SessionFacts)> {
+        let opts = mysql::OptsBuilder::from_opts(opts.clone()).stmt_cache_size(STATEMENT_CACHE);
+        let mut inner = mysql::Conn::new(opts).map_err(connect_error)?;
+        let facts = session::setup(&mut inner, waits)?;
+        Ok((
+            Self {
+                inner,
+                broken: false,
+            },
+            facts,
+        ))
+    }
+
+    /// Whether a statement lost the session (the pool then discards it).
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    fn fail(&mut self, err: mysql::Error, site: Site) -> Error {
+        if is_connection_error(&err) {
+            self.broken = true;
+        }
+        classify(err, site)
+    }
+
+    /// Runs one statement without parameters through the text protocol
+    /// (transaction control, `SET`, DDL).
+    pub(crate) fn run(&mut self, sql: &str) -> Result<()> {
+        match self.inner.query_drop(sql) {
+            Ok(()) => Ok(()),
+            Err(err) => Err(self.fail(err, Site::General)),
+        }
+    }
+
+    /// Executes a prepared statement; returns the number of rows it
+    /// matched (`CLIENT_FOUND_ROWS`) or inserted.
+    pub(crate) fn exec(&mut self, sql: &str, params: impl Into<Params>) -> Result<u64> {
+        self.exec_at(sql, params, Site::General)
+    }
+
+    /// [`Conn::exec`] with errors classified for `site`.
+    pub(crate) fn exec_at(
+        &mut self,
+        sql: &str,
+        params: impl Into<Params>,
+        site: Site,
+    ) -> Result<u64> {
+        match self.inner.exec_drop(sql, params) {
+            Ok(()) => Ok(self.inner.affected_rows()),
+            Err(err) => Err(self.fail(err, site)),
+        }
+    }
+
+    /// Every row of a prepared query.
+    pub(crate) fn rows<T: FromRow>(
+        &mut self,
+        sql: &str,
+        params: impl Into<Params>,
+    ) -> Result<Vec<T>> {
+        match self.inner.exec_opt::<T, _, _>(sql, params) {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|row| row.map_err(|e| Error::backend(mysql::Error::from(e))))
+                .collect(),
+            Err(err) => Err(self.fail(err, Site::General)),
+        }
+    }
+
+    /// Every row of a prepared query with the result's column metadata
+    /// (known even when no row came back).
+    pub(crate) fn rows_with_columns(
+        &mut self,
+        sql: &str,
+        params: impl Into<Params>,
+    ) -> Result<(Vec<mysql::Column>, Vec<mysql::Row>)> {
+        let outcome = (|| -> std::result::Result<_, mysql::Error> {
+            let mut result = self.inner.exec_iter(sql, params)?;
+            let columns = result.columns().as_ref().to_vec();
+            let mut rows = Vec::new();
+            if let Some(set) = result.iter() {
+                for row in set {
+                    rows.push(row?);
+                }
+            }
+            Ok((columns, rows))
+        })();
+        outcome.map_err(|err| self.fail(err, Site::General))
+    }
+
+    /// The first row of a prepared query, if any.
+    pub(crate) fn first<T: FromRow>(
+        &mut self,
+        sql: &str,
+        params: impl Into<Params>,
+    ) -> Result<Option<T>> {
+        match self.inner.exec_first_opt::<T, _, _>(sql, params) {
+            Ok(None) => Ok(None),
+            Ok(Some(row)) => row
+                .map(Some)
+                .map_err(|e| Error::backend(mysql::Error::from(e))),
+            Err(err) => Err(self.fail(err, Site::General)),
+        }
+    }
+
+    /// Rolls back whatever is open. A failed rollback marks the connection
+    /// broken instead of returning an error: it is never reused.
+    pub(crate) fn rollback(&mut self) {
+        if self.inner.query_drop("ROLLBACK").is_err() {
+            self.broken = true;
+        }
+    }
+}
+
+/// The r2d2 manager: opens set-up connections.
+#[derive(Debug, Clone)]
+pub(crate) struct Manager {
+    opts: Opts,
+    waits: LockWaits,
+}
+
+impl Manager {
+    pub(crate) fn new(opts: Opts, waits: LockWaits) -> Self {
+        Self { opts, waits }
+    }
+}
+
+impl ManageConnection for Manager {
+    type Connection = Conn;
+    type Error = Error;
+
+    fn connect(&self) -> Result<Conn> {
+        Conn::open(&self.opts, self.waits).map(|(conn, _)| conn)
+    }
+
+    fn is_valid(&self, conn: &mut Conn) -> Result<()> {
+        match conn.inner.ping() {
+            Ok(()) => Ok(()),
+            Err(err) => Err(conn.fail(err, Site::General)),
+        }
+    }
+
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        conn.broken
+    }
+}
+
+/// A pooled connection.
+pub(crate) type Pooled = PooledConnection<Manager>;
+
+/// Builds the pool (no connection is opened here; the caller probes first).
+pub(crate) fn build_pool(
+    manager: Manager,
+    pool_size: u32,
+    pool_wait_ms: u64,
+) -> Result<Pool<Manager>> {
+    if pool_size == 0 {
+        return Err(Error::invalid_argument("pool_size", "zero"));
+    }
+    if pool_wait_ms == 0 {
+        return Err(Error::invalid_argument("pool_wait_ms", "zero"));
+    }
+    Ok(Pool::builder()
+        .max_size(pool_size)
+        .min_idle(Some(0))
+        .test_on_check_out(false)
+        .idle_timeout(Some(Duration::from_secs(60)))
+        .connection_timeout(Duration::from_millis(pool_wait_ms))
+        .build_unchecked(manager))
+}

@@ -1,0 +1,295 @@
+//! Scoped reads: the serve gate, row scans through the scope index, the
+//! commit window and the newest scoped change (`docs/design/mariadb.md`
+//! §13, `dialects.md` §7). Each is one statement per page, so it reads one
+//! consistent snapshot in autocommit.
+
+use std::collections::BTreeMap;
+
+use mysql::Value;
+use sync_core::limits::MIN_CANDIDATE_PAGE;
+use sync_core::{
+    candidate_variable, matches_filter, ChangeOp, CommitWindowQuery, Result, RowScanQuery,
+    ScopeFilter, ServeGate, StoredChange, StoredCommit, StoredRow,
+};
+
+use crate::ensured::TableSql;
+use crate::pool::Conn;
+use crate::values::{corrupt, parse_scopes};
+
+/// The gate token: marker version (with an open migration's rule), the
+/// partition's epoch and its pending checkpoint names at `running`.
+pub(crate) fn serve_gate(conn: &mut Conn, partition: &str, running: i32) -> Result<ServeGate> {
+    type Raw = (Option<i64>, Option<i64>, Option<String>, Option<String>);
+    let raw: Option<Raw> = conn.first(
+        "SELECT (SELECT `schema_version` FROM `sync_schema_meta` WHERE `id` = 1), \
+         (SELECT `migrating_to` FROM `sync_schema_meta` WHERE `id` = 1), \
+         (SELECT `log_epoch` FROM `sync_partition_registry` WHERE `partition` = ?), \
+         (SELECT JSON_ARRAYAGG(CAST(`name` AS CHAR)) FROM `sync_backfill_checkpoints` \
+          WHERE `partition` = ? AND `schema_version` = ? AND `state` <> 'activated')",
+        (partition, partition, running),
+    )?;
+    let (stored, migrating_to, log_epoch, pending) = raw.unwrap_or_default();
+    let mut pending: Vec<String> = match pending {
+        Some(text) => serde_json::from_str(&text).map_err(|_| corrupt("pending_unreadable"))?,
+        None => Vec::new(),
+    };
+    pending.sort();
+    Ok(ServeGate {
+        partition: partition.to_owned(),
+        stored_schema_version: gate_version(stored.unwrap_or(0), migrating_to, running),
+        log_epoch,
+        pending,
+    })
+}
+
+/// While a migration to `M` is open, a caller running below `M` sees `M`
+/// (another process migrated the database: `schema_ahead`), one running at
+/// or above it sees 0 (no complete schema yet: `schema_behind`).
+fn gate_version(stored: i64, migrating_to: Option<i64>, running: i32) -> i64 {
+    match migrating_to {
+        Some(target) if i64::from(running) < target => target,
+        Some(_) => 0,
+        None => stored,
+    }
+}
+
+fn candidate(filter: &ScopeFilter) -> Option<(&str, &[String])> {
+    let variable = candidate_variable(filter)?;
+    let values = filter.get(variable)?;
+    (!values.is_empty()).then_some((variable, values.as_slice()))
+}
+
+fn value_marks(count: usize) -> String {
+    vec!["?"; count].join(", ")
+}
+
+/// One scan page: candidate row ids of one scope variable's values after
+/// the cursor, joined to the table. Parameters: partition, table,
+/// variable, the values, the cursor, the page size, the partition.
+pub(crate) fn scan_page_sql(quoted_table: &str, values: usize) -> String {
+    format!(
+        "SELECT c.`row_id`, t.`_sync_server_version`, t.`_sync_scopes`, t.`_sync_payload` \
+         FROM (SELECT DISTINCT `row_id` FROM `sync_row_scopes` \
+               WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` IN ({}) \
+               AND `row_id` > ? ORDER BY `row_id` LIMIT ?) AS c \
+         LEFT JOIN {quoted_table} AS t ON t.`_sync_partition` = ? AND t.`_sync_row_id` = c.`row_id` \
+         ORDER BY c.`row_id`",
+        value_marks(values)
+    )
+}
+
+/// One window page: candidate commits of one scope variable's values in
+/// the window, joined to their headers and their changes of the table.
+/// Parameters: partition, table, variable, the values, after, through, the
+/// page size, partition, partition, table.
+pub(crate) fn window_page_sql(values: usize) -> String {
+    format!(
+        "SELECT c.`commit_seq`, m.`created_at_ms`, m.`actor_id`, ch.`row_id`, ch.`op`, \
+         ch.`row_version`, ch.`scopes`, ch.`payload` \
+         FROM (SELECT DISTINCT `commit_seq` FROM `sync_change_scopes` \
+               WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` IN ({}) \
+               AND `commit_seq` > ? AND `commit_seq` <= ? ORDER BY `commit_seq` LIMIT ?) AS c \
+         LEFT JOIN `sync_commits` AS m ON m.`partition` = ? AND m.`commit_seq` = c.`commit_seq` \
+         LEFT JOIN `sync_changes` AS ch ON ch.`partition` = ? AND ch.`commit_seq` = c.`commit_seq` \
+           AND ch.`tbl` = ? \
+         ORDER BY c.`commit_seq`, ch.`idx`",
+        value_marks(values)
+    )
+}
+
+/// Pages through scope candidates, verifying each row against the full filter.
+pub(crate) fn scan_rows(
+    conn: &mut Conn,
+    table: &TableSql,
+    partition: &str,
+    query: &RowScanQuery,
+) -> Result<Vec<StoredRow>> {
+    let Some((variable, values)) = candidate(&query.scope_filter) else {
+        return Ok(Vec::new());
+    };
+    let page = query.limit.max(MIN_CANDIDATE_PAGE);
+    let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+    let sql = scan_page_sql(&table.quoted, values.len());
+    let mut out = Vec::new();
+    let mut cursor = query.after_row_id.clone().unwrap_or_default();
+    loop {
+        let mut params: Vec<Value> = vec![
+            partition.into(),
+            query.table.as_str().into(),
+            variable.into(),
+        ];
+        params.extend(values.iter().map(|v| Value::from(v.as_str())));
+        params.extend([
+            Value::from(cursor.as_str()),
+            Value::Int(page),
+            partition.into(),
+        ]);
+        type ScanRow = (String, Option<i64>, Option<String>, Option<Vec<u8>>);
+        let rows: Vec<ScanRow> = conn.rows(&sql, params)?;
+        let candidates = rows.len() as i64;
+        for (row_id, version, scopes, payload) in rows {
+            cursor.clone_from(&row_id);
+            let (Some(server_version), Some(scopes), Some(payload)) = (version, scopes, payload)
+            else {
+                continue;
+            };
+            let scopes = parse_scopes(&scopes)?;
+            if !matches_filter(&scopes, &query.scope_filter) {
+                continue;
+            }
+            out.push(StoredRow {
+                row_id,
+                server_version,
+                scopes,
+                payload,
+            });
+            if out.len() >= limit {
+                return Ok(out);
+            }
+        }
+        if candidates < page {
+            return Ok(out);
+        }
+    }
+}
+
+type WindowRow = (
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<Vec<u8>>,
+);
+
+/// Pages through the commits of the window whose changes of the table
+/// match the filter, until `limit_changes` matching changes.
+pub(crate) fn commit_window(
+    conn: &mut Conn,
+    partition: &str,
+    query: &CommitWindowQuery,
+) -> Result<Vec<StoredCommit>> {
+    let Some((variable, values)) = candidate(&query.scope_filter) else {
+        return Ok(Vec::new());
+    };
+    let page = query.limit_changes.max(MIN_CANDIDATE_PAGE);
+    let sql = window_page_sql(values.len());
+    let mut out = Vec::new();
+    let mut matched = 0i64;
+    let mut cursor = query.after_seq;
+    loop {
+        let mut params: Vec<Value> = vec![
+            partition.into(),
+            query.table.as_str().into(),
+            variable.into(),
+        ];
+        params.extend(values.iter().map(|v| Value::from(v.as_str())));
+        params.extend([
+            Value::Int(cursor),
+            Value::Int(query.through_seq),
+            Value::Int(page),
+            partition.into(),
+            partition.into(),
+            query.table.as_str().into(),
+        ]);
+        let rows: Vec<WindowRow> = conn.rows(&sql, params)?;
+        let mut groups: BTreeMap<i64, Vec<WindowRow>> = BTreeMap::new();
+        for row in rows {
+            groups.entry(row.0).or_default().push(row);
+        }
+        let candidates = groups.len() as i64;
+        for (seq, group) in groups {
+            cursor = seq;
+            if let Some(commit) = build_commit(&query.table, &query.scope_filter, group)? {
+                matched += commit.changes.len() as i64;
+                out.push(commit);
+                if matched >= query.limit_changes {
+                    return Ok(out);
+                }
+            }
+        }
+        if candidates < page {
+            return Ok(out);
+        }
+    }
+}
+
+fn build_commit(
+    table: &str,
+    filter: &ScopeFilter,
+    group: Vec<WindowRow>,
+) -> Result<Option<StoredCommit>> {
+    let Some(head) = group.first() else {
+        return Ok(None);
+    };
+    let (commit_seq, Some(created_at_ms), Some(actor_id)) = (head.0, head.1, head.2.clone()) else {
+        return Ok(None);
+    };
+    let mut changes = Vec::new();
+    for (_, _, _, row_id, op, row_version, scopes, payload) in group {
+        let (Some(row_id), Some(op), Some(scopes)) = (row_id, op, scopes) else {
+            continue;
+        };
+        let scopes = parse_scopes(&scopes)?;
+        if !matches_filter(&scopes, filter) {
+            continue;
+        }
+        changes.push(StoredChange {
+            table: table.to_owned(),
+            row_id,
+            op: ChangeOp::from_stored(op),
+            row_version,
+            scopes,
+            payload,
+        });
+    }
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(StoredCommit {
+        commit_seq,
+        created_at_ms,
+        actor_id,
+        changes,
+    }))
+}
+
+/// Newest `commit_seq` of any value of the filter's candidate variable.
+pub(crate) fn latest_scoped_seq(
+    conn: &mut Conn,
+    partition: &str,
+    table: &str,
+    filter: &ScopeFilter,
+) -> Result<i64> {
+    let Some((variable, values)) = candidate(filter) else {
+        return Ok(0);
+    };
+    let mut latest = 0;
+    for value in values {
+        let seq: Option<i64> = conn.first(
+            "SELECT `commit_seq` FROM `sync_change_scopes` WHERE `partition` = ? AND `tbl` = ? \
+             AND `var` = ? AND `value` = ? ORDER BY `commit_seq` DESC LIMIT 1",
+            (partition, table, variable, value),
+        )?;
+        latest = latest.max(seq.unwrap_or(0));
+    }
+    Ok(latest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gate_version;
+
+    #[test]
+    fn an_open_migration_refuses_every_caller() {
+        assert_eq!(gate_version(1, None, 1), 1);
+        assert_eq!(gate_version(1, Some(2), 1), 2, "older code sees the target");
+        assert_eq!(
+            gate_version(1, Some(2), 2),
+            0,
+            "the target's code sees no schema"
+        );
+    }
+}

@@ -1,0 +1,575 @@
+//! [`StorageBackend`] for [`MariadbStorage`]: the pool-level half of the
+//! contract. The optional groups keep the trait's default bodies
+//! (`sync.storage.capability_unsupported`) until they are written.
+
+use std::sync::Arc;
+
+use sync_core::front::{
+    Checked, CheckpointName, Handle, LogEpoch, Partition, Request, StorageBackend, Table, Tables,
+};
+use sync_core::{
+    ActivationOutcome, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord,
+    CommitPruneQuery, CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage,
+    EnsureOptions, EnsureOutcome, PartitionRegistryEntry, Result, RowScanQuery, SchemaMarker,
+    ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult,
+    StoredRow,
+};
+
+use crate::ensured::Ensured;
+use crate::instance::MariadbStorage;
+use crate::pool::Conn;
+use crate::transaction::{self, MariadbTransaction};
+use crate::{admin, checkpoints, commit_log, ensure, reactions, reads, records, rows};
+
+/// The partition write lock of a pool write (meta row shared, partition
+/// row created if absent and locked), as `lock_partition_for_push` takes it.
+fn lock_partition(conn: &mut Conn, partition: &str) -> Result<()> {
+    conn.rows::<(i64,)>(
+        "SELECT `schema_version` FROM `sync_schema_meta` WHERE `id` = 1 LOCK IN SHARE MODE",
+        (),
+    )?;
+    conn.exec(
+        "INSERT INTO `sync_partitions` (`partition`) VALUES (?) \
+         ON DUPLICATE KEY UPDATE `partition` = `partition`",
+        (partition,),
+    )?;
+    conn.rows::<(i64,)>(
+        "SELECT `max_commit_seq` FROM `sync_partitions` WHERE `partition` = ? FOR UPDATE",
+        (partition,),
+    )?;
+    Ok(())
+}
+
+impl StorageBackend for MariadbStorage {
+    type Schema = Ensured;
+    type Transaction<'s> = MariadbTransaction<'s>;
+
+    fn ensured(&self) -> Option<Arc<Ensured>> {
+        self.ensured_schema()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    fn ensure_schema(
+        &self,
+        schema: &CompiledSchema,
+        opts: Request<'_, EnsureOptions>,
+    ) -> Result<EnsureOutcome> {
+        let _guard = self.ensure_guard();
+        if self
+            .ensured_schema()
+            .is_some_and(|e| **sync_core::front::EnsuredSchema::schema(&*e) == *schema)
+        {
+            return Ok(EnsureOutcome::Verified);
+        }
+        self.ensure_base_tables()?;
+        let outcome = ensure::run(self, schema, opts.get())?;
+        self.set_ensured(Arc::new(Ensured::new(Arc::new(schema.clone()))));
+        Ok(outcome)
+    }
+
+    fn read_schema_marker(&self) -> Result<Option<SchemaMarker>> {
+        let marker = self.with_conn(ensure::read_marker)?;
+        Ok(marker.filter(|m| m.version > 0).map(|m| SchemaMarker {
+            schema_version: m.version,
+            layouts: m.layouts,
+            required_writer_version: m.required_writer_version,
+        }))
+    }
+
+    fn touch_partition(
+        &self,
+        p: Partition<'_>,
+        at_ms: i64,
+        epoch: LogEpoch<'_>,
+    ) -> Result<PartitionRegistryEntry> {
+        self.with_conn(|c| records::touch(c, p.as_str(), at_ms, epoch.as_str()))
+    }
+
+    fn rotate_partition_log_epoch(
+        &self,
+        p: Partition<'_>,
+        epoch: LogEpoch<'_>,
+        at_ms: i64,
+    ) -> Result<PartitionRegistryEntry> {
+        self.with_write(|c| {
+            lock_partition(c, p.as_str())?;
+            records::rotate(c, p.as_str(), epoch.as_str(), at_ms)
+        })
+    }
+
+    fn get_partition_log_epoch(&self, p: Partition<'_>) -> Result<Option<String>> {
+        self.with_conn(|c| records::log_epoch(c, p.as_str()))
+    }
+
+    fn list_partition_registry(&self) -> Result<Vec<PartitionRegistryEntry>> {
+        self.with_conn(records::list_registry)
+    }
+
+    fn list_partitions(&self) -> Result<Vec<String>> {
+        Ok(self
+            .list_partition_registry()?
+            .into_iter()
+            .map(|e| e.partition)
+            .collect())
+    }
+
+    fn begin(
+        &self,
+        p: Partition<'_>,
+        ensured: Option<Arc<Ensured>>,
+    ) -> Result<MariadbTransaction<'_>> {
+        let writer_version = ensured.map_or(0, |e| e.version());
+        transaction::begin(self, p.as_str(), writer_version)
+    }
+
+    fn get_max_commit_seq(&self, p: Partition<'_>) -> Result<i64> {
+        self.with_conn(|c| commit_log::max_commit_seq(c, p.as_str()))
+    }
+
+    fn get_horizon_seq(&self, p: Partition<'_>) -> Result<i64> {
+        self.with_conn(|c| commit_log::horizon_seq(c, p.as_str()))
+    }
+
+    fn set_horizon_seq(&self, p: Partition<'_>, seq: Checked<i64>) -> Result<()> {
+        self.with_write(|c| {
+            lock_partition(c, p.as_str())?;
+            c.exec(
+                "UPDATE `sync_partitions` SET `horizon_seq` = GREATEST(`horizon_seq`, ?) \
+                 WHERE `partition` = ?",
+                (seq.get(), p.as_str()),
+            )?;
+            Ok(())
+        })
+    }
+
+    fn prune_commits_through(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, CommitPruneQuery>,
+    ) -> Result<CommitPruneResult> {
+        self.with_write(|c| {
+            lock_partition(c, p.as_str())?;
+            commit_log::prune_through(c, p.as_str(), query.get())
+        })
+    }
+
+    fn get_commit_seq_before(&self, p: Partition<'_>, before_ms: i64) -> Result<i64> {
+        self.with_conn(|c| commit_log::commit_seq_before(c, p.as_str(), before_ms))
+    }
+
+    fn get_row(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<StoredRow>> {
+        self.with_conn(|c| rows::get(c, t.handle(), p.as_str(), row_id))
+    }
+
+    fn get_push_result(
+        &self,
+        p: Partition<'_>,
+        client_id: &str,
+        client_commit_id: &str,
+    ) -> Result<Option<StoredPushResult>> {
+        let text = self
+            .with_conn(|c| records::push_result_text(c, p.as_str(), client_id, client_commit_id))?;
+        records::parse_push_result(text)
+    }
+
+    fn read_commit_window(
+        &self,
+        p: Partition<'_>,
+        _t: Table<'_, Handle<Self>>,
+        query: Request<'_, CommitWindowQuery>,
+    ) -> Result<Vec<StoredCommit>> {
+        self.with_conn(|c| reads::commit_window(c, p.as_str(), query.get()))
+    }
+
+    fn latest_scoped_change_seq(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        filter: Request<'_, ScopeFilter>,
+    ) -> Result<i64> {
+        self.with_conn(|c| reads::latest_scoped_seq(c, p.as_str(), t.name(), filter.get()))
+    }
+
+    fn scan_rows(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        query: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| reads::scan_rows(c, t.handle(), p.as_str(), query.get()))
+    }
+
+    fn scan_partition_rows(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        after: Option<&str>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| rows::partition_scan(c, t.handle(), p.as_str(), after, limit.get()))
+    }
+
+    fn get_client_record(&self, p: Partition<'_>, client_id: &str) -> Result<Option<ClientRecord>> {
+        self.with_conn(|c| records::get_client(c, p.as_str(), client_id))
+    }
+
+    fn put_client_record(&self, p: Partition<'_>, record: Request<'_, ClientRecord>) -> Result<()> {
+        self.with_conn(|c| records::put_client(c, p.as_str(), record.get()))
+    }
+
+    fn list_client_cursors(&self, p: Partition<'_>) -> Result<Vec<ClientCursorInfo>> {
+        self.with_conn(|c| records::cursors(c, p.as_str()))
+    }
+
+    fn advance_client_cursor(
+        &self,
+        p: Partition<'_>,
+        client_id: &str,
+        actor_id: &str,
+        epoch: LogEpoch<'_>,
+        cursor: i64,
+        updated_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| {
+            records::advance_cursor(
+                c,
+                p.as_str(),
+                client_id,
+                actor_id,
+                epoch.as_str(),
+                cursor,
+                updated_at_ms,
+            )
+        })
+    }
+
+    fn update_client_cursor(
+        &self,
+        p: Partition<'_>,
+        client_id: &str,
+        cursor: i64,
+        updated_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| records::update_cursor(c, p.as_str(), client_id, cursor, updated_at_ms))
+    }
+
+    fn get_active_client_cursor_floor(
+        &self,
+        p: Partition<'_>,
+        cutoff_ms: i64,
+    ) -> Result<Option<i64>> {
+        self.with_conn(|c| records::active_floor(c, p.as_str(), cutoff_ms))
+    }
+
+    fn read_checkpoints(&self, p: Partition<'_>) -> Result<Vec<StoredCheckpoint>> {
+        let names: Vec<String> = self.with_conn(|c| {
+            c.rows(
+                "SELECT CAST(`name` AS CHAR) FROM `sync_backfill_checkpoints` \
+                 WHERE `partition` = ? ORDER BY `name`",
+                (p.as_str(),),
+            )
+        })?;
+        self.with_conn(|c| {
+            names
+                .iter()
+                .filter_map(|n| checkpoints::read_one(c, p.as_str(), n).transpose())
+                .collect()
+        })
+    }
+
+    fn read_checkpoint(
+        &self,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+    ) -> Result<Option<StoredCheckpoint>> {
+        self.with_conn(|c| checkpoints::read_one(c, p.as_str(), name.as_str()))
+    }
+
+    fn list_pending_checkpoints(&self, version: Checked<i32>) -> Result<Vec<CheckpointKey>> {
+        self.with_conn(|c| checkpoints::list_pending(c, version.get()))
+    }
+
+    fn list_unfinished_checkpoints(&self, version: Checked<i32>) -> Result<Vec<StoredCheckpoint>> {
+        self.with_conn(|c| checkpoints::list_unfinished(c, version.get()))
+    }
+
+    fn read_serve_gate(&self, p: Partition<'_>, running: Checked<i32>) -> Result<ServeGate> {
+        self.with_conn(|c| reads::serve_gate(c, p.as_str(), running.get()))
+    }
+
+    fn declare_checkpoint(
+        &self,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+        version: Checked<i32>,
+        now_ms: i64,
+    ) -> Result<StoredCheckpoint> {
+        self.with_write(|c| {
+            checkpoints::declare(c, p.as_str(), name.as_str(), version.get(), now_ms)
+        })
+    }
+
+    fn claim_checkpoint(
+        &self,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+        version: Checked<i32>,
+        now_ms: i64,
+    ) -> Result<StoredCheckpoint> {
+        self.with_write(|c| checkpoints::claim(c, p.as_str(), name.as_str(), version.get(), now_ms))
+    }
+
+    fn advance_checkpoint(
+        &self,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+        owner_epoch: i64,
+        watermark: Checked<i64>,
+        observed_rows: Checked<i64>,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.with_write(|c| {
+            checkpoints::advance(
+                c,
+                p.as_str(),
+                name.as_str(),
+                owner_epoch,
+                watermark.get(),
+                observed_rows.get(),
+                now_ms,
+            )
+        })
+    }
+
+    fn activate_checkpoint(
+        &self,
+        p: Partition<'_>,
+        name: CheckpointName<'_>,
+        owner_epoch: i64,
+        watermark: Checked<i64>,
+        sources: &Tables,
+        now_ms: i64,
+    ) -> Result<ActivationOutcome> {
+        self.with_write(|c| {
+            lock_partition(c, p.as_str())?;
+            checkpoints::activate(
+                c,
+                p.as_str(),
+                name.as_str(),
+                owner_epoch,
+                watermark.get(),
+                sources.as_slice(),
+                now_ms,
+            )
+        })
+    }
+
+    fn source_coverage_seq(&self, p: Partition<'_>, tables: &Tables) -> Result<i64> {
+        self.with_conn(|c| checkpoints::coverage_seq(c, p.as_str(), tables.as_slice()))
+    }
+
+    fn has_source_changes_above(
+        &self,
+        p: Partition<'_>,
+        tables: &Tables,
+        seq: Checked<i64>,
+    ) -> Result<Coverage> {
+        self.with_conn(|c| checkpoints::changes_above(c, p.as_str(), tables.as_slice(), seq.get()))
+    }
+
+    fn list_source_changes(
+        &self,
+        p: Partition<'_>,
+        tables: &Tables,
+        after_seq: Checked<i64>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<SourceChange>> {
+        self.with_conn(|c| {
+            checkpoints::source_changes(
+                c,
+                p.as_str(),
+                tables.as_slice(),
+                after_seq.get(),
+                limit.get(),
+            )
+        })
+    }
+
+    fn claim_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, sync_core::ReactionClaimQuery>,
+    ) -> Result<Vec<sync_core::StoredReaction>> {
+        self.with_write(|c| reactions::claim(c, p.as_str(), query.get()))
+    }
+
+    fn complete_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        lease_owner: &str,
+        completed_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| reactions::complete(c, p.as_str(), key, lease_owner, completed_at_ms))
+    }
+
+    fn extend_reaction_lease(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        lease_owner: &str,
+        lease_expires_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| reactions::extend(c, p.as_str(), key, lease_owner, lease_expires_at_ms))
+    }
+
+    fn fail_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        update: &sync_core::ReactionFailureUpdate,
+    ) -> Result<bool> {
+        self.with_conn(|c| reactions::fail(c, p.as_str(), key, update))
+    }
+
+    fn retry_reaction(&self, p: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
+        self.with_conn(|c| reactions::retry(c, p.as_str(), key, now_ms))
+    }
+
+    fn get_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+    ) -> Result<Option<sync_core::StoredReaction>> {
+        self.with_conn(|c| reactions::get(c, p.as_str(), key))
+    }
+
+    fn list_reactions(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::ReactionListQuery,
+    ) -> Result<Vec<sync_core::StoredReaction>> {
+        self.with_conn(|c| reactions::list(c, p.as_str(), query))
+    }
+
+    fn prune_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, sync_core::ReactionPruneQuery>,
+    ) -> Result<sync_core::PrunedReactionCounts> {
+        self.with_write(|c| reactions::prune(c, p.as_str(), query.get()))
+    }
+
+    fn list_rows_referencing_blob(
+        &self,
+        p: Partition<'_>,
+        blob_id: &str,
+    ) -> Result<Vec<sync_core::BlobReferencingRow>> {
+        let ensured = self.ensured_schema();
+        self.with_conn(|c| admin::rows_referencing(c, ensured.as_deref(), p.as_str(), blob_id))
+    }
+
+    fn list_referenced_blob_ids(&self, p: Partition<'_>) -> Result<Vec<String>> {
+        self.with_conn(|c| admin::referenced_ids(c, p.as_str()))
+    }
+
+    fn list_client_records(&self, p: Partition<'_>) -> Result<Vec<ClientRecord>> {
+        self.with_conn(|c| admin::client_records(c, p.as_str()))
+    }
+
+    fn list_commit_metadata(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::CommitMetadataQuery,
+    ) -> Result<Vec<sync_core::CommitMetadata>> {
+        self.with_conn(|c| admin::commit_metadata(c, p.as_str(), query))
+    }
+
+    fn scope_activity(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::ScopeActivityQuery,
+    ) -> Result<Vec<sync_core::ScopeCommitActivity>> {
+        self.with_conn(|c| admin::scope_activity(c, p.as_str(), query))
+    }
+
+    fn get_row_scopes(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<(i64, sync_core::StoredScopes)>> {
+        self.with_conn(|c| admin::row_scopes(c, t.handle(), p.as_str(), row_id))
+    }
+
+    fn read_commits(
+        &self,
+        p: Partition<'_>,
+        after: Checked<i64>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<sync_core::CommitRecord>> {
+        self.with_read(|c| admin::read_commits(c, p.as_str(), after.get(), limit.get()))
+    }
+
+    fn inspect_table_rows(
+        &self,
+        p: Partition<'_>,
+        table: &str,
+        after: Option<&str>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| admin::inspect_rows(c, p.as_str(), table, after, limit.get()))
+    }
+
+    fn query_authoritative(
+        &self,
+        p: Partition<'_>,
+        ensured: &Ensured,
+        request: &sync_core::AuthoritativeQueryRequest,
+        ctx: &sync_core::ServeContext,
+    ) -> Result<sync_core::AuthoritativeQueryResult> {
+        let prepared = crate::query::prepare(ensured, p.as_str(), request)?;
+        self.with_read(|c| {
+            crate::query::run_gated(c, p.as_str(), ensured.version(), &prepared, ctx)
+        })
+    }
+
+    fn writer_fence_trigger(&self) -> Result<sync_core::FenceTriggerState> {
+        self.with_conn(|c| {
+            let tables: Option<i64> = c.first(
+                "SELECT COUNT(*) FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sync_commits'",
+                (),
+            )?;
+            if tables.unwrap_or(0) == 0 {
+                return Ok(sync_core::FenceTriggerState::NoCommitTable);
+            }
+            Ok(crate::bootstrap::read_trigger(c)?
+                .map_or(sync_core::FenceTriggerState::Missing, |t| t.state()))
+        })
+    }
+
+    fn scan_rows_by_index(
+        &self,
+        p: Partition<'_>,
+        lookup: sync_core::front::IndexLookup<'_, Handle<Self>>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| crate::lookups::index_scan(c, p.as_str(), lookup))
+    }
+
+    fn segment_store(&self) -> Option<&dyn sync_core::SegmentStore> {
+        Some(self)
+    }
+
+    fn required_writer_version(&self, p: Partition<'_>) -> Result<Option<i32>> {
+        self.with_conn(|c| checkpoints::required_writer_version(c, p.as_str()))
+    }
+}
