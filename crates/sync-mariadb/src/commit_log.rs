@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use mysql::Value;
-use sync_core::{ChangeOp, Error, NewCommit, Result};
+use sync_core::{Error, NewCommit, Result};
 
 use crate::pool::Conn;
 use crate::values::scopes_json;
@@ -108,8 +108,9 @@ pub(crate) fn append(
     let tombstones: BTreeSet<(&str, &str)> = commit
         .changes
         .iter()
-        .filter(|c| c.op == ChangeOp::Delete)
-        .map(|c| (c.table.as_str(), c.row_id.as_str()))
+        .zip(commit.tombstones())
+        .filter(|(_, leaves)| *leaves)
+        .map(|(c, _)| (c.table.as_str(), c.row_id.as_str()))
         .collect();
     let tombstones: Vec<_> = tombstones.into_iter().collect();
     for chunk in tombstones.chunks(ENTRY_BATCH) {

@@ -106,7 +106,7 @@ impl SqlDialect for MariadbSql {
             InternalRole::RowId => "VARBINARY(1024)",
             InternalRole::ServerVersion => "BIGINT",
             InternalRole::Scopes => "LONGTEXT",
-            InternalRole::Payload => "LONGBLOB",
+            InternalRole::Payload | InternalRole::ColumnVersions => "LONGBLOB",
         }
     }
 

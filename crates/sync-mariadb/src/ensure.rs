@@ -17,8 +17,8 @@ use sync_core::{
     EnsureOutcome, Error, ErrorCode, Resolution, Result,
 };
 use sync_schema::{
-    check_physical, compare_same_version, layouts_json, parse_layouts, plan_migration,
-    ObservedTable, RewritePlan, Statement, StoredLayouts,
+    check_physical, compare_same_version, layouts_json, parse_layouts, plan_legacy_upgrade,
+    plan_migration, ObservedTable, ObservedTables, RewritePlan, Statement, StoredLayouts,
 };
 
 use crate::bootstrap::take_named_lock;
@@ -128,7 +128,8 @@ pub(crate) fn run(
     }
 }
 
-/// Exact layouts and physical checks; no lock, no DDL.
+/// Exact layouts, the one-time legacy upgrade when a legacy shape is
+/// present, then the physical checks; otherwise no lock and no DDL.
 fn same_version(
     storage: &MariadbStorage,
     schema: &CompiledSchema,
@@ -137,6 +138,11 @@ fn same_version(
     let stored = parse_layouts(marker.map(|m| m.layouts.as_str()))?;
     compare_same_version(schema, &stored)?;
     let observed = storage.with_conn(|c| observe_schema(c, schema))?;
+    let (observed, outcome) = if plan_legacy_upgrade(schema, &observed, DIALECT).is_empty() {
+        (observed, EnsureOutcome::Verified)
+    } else {
+        (legacy_upgrade(storage, schema)?, EnsureOutcome::Upgraded)
+    };
     for table in &schema.tables {
         let physical = observed
             .get(&table.name)
@@ -144,7 +150,43 @@ fn same_version(
             .unwrap_or_else(|| ObservedTable::absent(&table.name));
         check_physical(table, &physical, DIALECT)?;
     }
-    Ok(EnsureOutcome::Verified)
+    Ok(outcome)
+}
+
+/// The same-version legacy upgrade (a configured table written before one
+/// of its nullable internal columns existed): under the migration lock,
+/// re-detect and run the plan's statements. Each is one `ALTER TABLE … ADD
+/// COLUMN` of a nullable column, which InnoDB applies in place without
+/// rewriting rows and which is idempotent through the re-detection, so no
+/// journal is needed: a crash between two statements leaves a shape the
+/// next open detects and finishes. Returns the state observed after it.
+fn legacy_upgrade(storage: &MariadbStorage, schema: &CompiledSchema) -> Result<ObservedTables> {
+    let lock_ms = storage.config().migration_lock_timeout_ms;
+    let (mut conn, _) = Conn::open(
+        &storage.url().connection_opts(),
+        LockWaits {
+            metadata_seconds: ms_to_seconds(lock_ms),
+            ..storage.lock_waits()
+        },
+    )?;
+    take_named_lock(&mut conn, "sync.migrate.", lock_ms)?;
+    let observed = observe_schema(&mut conn, schema)?;
+    let plan = plan_legacy_upgrade(schema, &observed, DIALECT);
+    for statement in plan.statements() {
+        if statement.params.is_empty() {
+            conn.run(&statement.sql)?;
+        } else {
+            conn.exec(&statement.sql, statement.params.clone())?;
+        }
+    }
+    let after = if plan.is_empty() {
+        observed
+    } else {
+        observe_schema(&mut conn, schema)?
+    };
+    // Dropping the connection ends the session and with it the lock.
+    drop(conn);
+    Ok(after)
 }
 
 enum Bump {

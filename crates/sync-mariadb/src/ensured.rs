@@ -57,7 +57,7 @@ pub struct TableSql {
     /// `INSERT` of the whole row: partition, row id, projection, version,
     /// scopes, payload.
     pub(crate) insert: String,
-    /// `(server_version, scopes, payload)` of one row.
+    /// `(server_version, scopes, payload, column_versions)` of one row.
     pub(crate) select_row: String,
     /// The stored scopes text of one row.
     pub(crate) select_scopes: String,
@@ -79,6 +79,7 @@ impl TableSql {
             q("_sync_server_version"),
             q("_sync_scopes"),
             q("_sync_payload"),
+            q("_sync_column_versions"),
         ];
         let assignments: Vec<String> = projection
             .iter()
@@ -94,7 +95,7 @@ impl TableSql {
             update: format!("UPDATE {quoted} SET {} WHERE {key}", assignments.join(", ")),
             insert: format!("INSERT INTO {quoted} ({}) VALUES ({marks})", columns.join(", ")),
             select_row: format!(
-                "SELECT `_sync_server_version`, `_sync_scopes`, `_sync_payload` FROM {quoted} WHERE {key}"
+                "SELECT `_sync_server_version`, `_sync_scopes`, `_sync_payload`, `_sync_column_versions` FROM {quoted} WHERE {key}"
             ),
             select_scopes: format!("SELECT `_sync_scopes` FROM {quoted} WHERE {key}"),
             delete_row: format!("DELETE FROM {quoted} WHERE {key}"),

@@ -142,6 +142,7 @@ pub(crate) fn scan_rows(
                 server_version,
                 scopes,
                 payload,
+                column_versions: None,
             });
             if out.len() >= limit {
                 return Ok(out);

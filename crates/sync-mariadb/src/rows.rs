@@ -14,6 +14,9 @@ use crate::values::{parse_scopes, projection_value, scopes_json};
 /// 65 535 placeholders of one prepared statement).
 const ENTRY_BATCH: usize = 1000;
 
+/// `(server_version, scopes, payload, column_versions)` of one row.
+type RowColumns = (i64, String, Vec<u8>, Option<Vec<u8>>);
+
 /// The stored row, or `None`.
 pub(crate) fn get(
     conn: &mut Conn,
@@ -21,15 +24,15 @@ pub(crate) fn get(
     partition: &str,
     row_id: &str,
 ) -> Result<Option<StoredRow>> {
-    let found: Option<(i64, String, Vec<u8>)> =
-        conn.first(&table.select_row, (partition, row_id))?;
+    let found: Option<RowColumns> = conn.first(&table.select_row, (partition, row_id))?;
     found
-        .map(|(server_version, scopes, payload)| {
+        .map(|(server_version, scopes, payload, column_versions)| {
             Ok(StoredRow {
                 row_id: row_id.to_owned(),
                 server_version,
                 scopes: parse_scopes(&scopes)?,
                 payload,
+                column_versions,
             })
         })
         .transpose()
@@ -43,6 +46,7 @@ pub(crate) fn build_row(raw: (String, i64, String, Vec<u8>)) -> Result<StoredRow
         server_version,
         scopes: parse_scopes(&scopes)?,
         payload,
+        column_versions: None,
     })
 }
 
@@ -80,6 +84,9 @@ pub(crate) fn upsert(
         Value::Int(row.server_version),
         Value::Bytes(new_scopes.clone().into_bytes()),
         Value::Bytes(row.payload.clone()),
+        row.column_versions
+            .as_ref()
+            .map_or(Value::NULL, |v| Value::Bytes(v.clone())),
     ];
     let key = [
         Value::Bytes(partition.as_bytes().to_vec()),
