@@ -212,10 +212,10 @@ pub(crate) fn row_scopes(
     partition: &str,
     row_id: &str,
 ) -> Result<Option<(i64, StoredScopes)>> {
-    let found: Option<(i64, String, Vec<u8>)> =
+    let found: Option<crate::rows::RowColumns> =
         conn.first(&table.select_row, (partition, row_id))?;
     found
-        .map(|(version, scopes, _)| Ok((version, parse_scopes(&scopes)?)))
+        .map(|(version, scopes, ..)| Ok((version, parse_scopes(&scopes)?)))
         .transpose()
 }
 

@@ -15,7 +15,7 @@ use crate::values::{parse_scopes, projection_value, scopes_json};
 const ENTRY_BATCH: usize = 1000;
 
 /// `(server_version, scopes, payload, column_versions)` of one row.
-type RowColumns = (i64, String, Vec<u8>, Option<Vec<u8>>);
+pub(crate) type RowColumns = (i64, String, Vec<u8>, Option<Vec<u8>>);
 
 /// The stored row, or `None`.
 pub(crate) fn get(
