@@ -161,15 +161,7 @@ fn same_version(
 /// journal is needed: a crash between two statements leaves a shape the
 /// next open detects and finishes. Returns the state observed after it.
 fn legacy_upgrade(storage: &MariadbStorage, schema: &CompiledSchema) -> Result<ObservedTables> {
-    let lock_ms = storage.config().migration_lock_timeout_ms;
-    let (mut conn, _) = Conn::open(
-        &storage.url().connection_opts(),
-        LockWaits {
-            metadata_seconds: ms_to_seconds(lock_ms),
-            ..storage.lock_waits()
-        },
-    )?;
-    take_named_lock(&mut conn, "sync.migrate.", lock_ms)?;
+    let mut conn = migration_session(storage)?;
     let observed = observe_schema(&mut conn, schema)?;
     let plan = plan_legacy_upgrade(schema, &observed, DIALECT);
     for statement in plan.statements() {
@@ -245,7 +237,9 @@ fn parse_plan(text: &str) -> Result<JournalPlan> {
     })
 }
 
-fn bump(storage: &MariadbStorage, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<Bump> {
+/// A session of its own holding the migration lock (`GET_LOCK`), which
+/// ends with it: dropping the connection releases the lock.
+fn migration_session(storage: &MariadbStorage) -> Result<Conn> {
     let lock_ms = storage.config().migration_lock_timeout_ms;
     let (mut conn, _) = Conn::open(
         &storage.url().connection_opts(),
@@ -255,6 +249,11 @@ fn bump(storage: &MariadbStorage, schema: &CompiledSchema, opts: &EnsureOptions)
         },
     )?;
     take_named_lock(&mut conn, "sync.migrate.", lock_ms)?;
+    Ok(conn)
+}
+
+fn bump(storage: &MariadbStorage, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<Bump> {
+    let mut conn = migration_session(storage)?;
     let outcome = bump_locked(&mut conn, storage, schema, opts);
     // Dropping the connection ends the session and with it the lock.
     drop(conn);

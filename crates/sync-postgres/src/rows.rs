@@ -46,29 +46,25 @@ pub(crate) fn stored_row(
     })
 }
 
-/// Reads `row_id, version, scopes, payload` rows (columns 0–3); the rows of
-/// reads that serve pulls, which leave column versions out.
+/// Reads `row_id, version, scopes, payload` rows (columns 0–3), the rows
+/// of reads that serve pulls, which leave column versions out.
 pub(crate) fn rows_from(rows: &[postgres::Row]) -> Result<Vec<StoredRow>> {
-    rows.iter()
-        .map(|r| {
-            let scopes: Option<String> = col(r, 2)?;
-            stored_row(col(r, 0)?, col(r, 1)?, scopes.as_deref(), col(r, 3)?, None)
-        })
-        .collect()
+    read_rows(rows, false)
 }
 
-/// Reads `row_id, version, scopes, payload, column_versions` rows
-/// (columns 0–4): the reads of the push path.
-fn rows_with_versions_from(rows: &[postgres::Row]) -> Result<Vec<StoredRow>> {
+/// Reads rows of columns 0–3, and column versions from column 4 when
+/// `with_versions` (the reads of the push path).
+fn read_rows(rows: &[postgres::Row], with_versions: bool) -> Result<Vec<StoredRow>> {
     rows.iter()
         .map(|r| {
             let scopes: Option<String> = col(r, 2)?;
+            let versions = if with_versions { col(r, 4)? } else { None };
             stored_row(
                 col(r, 0)?,
                 col(r, 1)?,
                 scopes.as_deref(),
                 col(r, 3)?,
-                col(r, 4)?,
+                versions,
             )
         })
         .collect()
@@ -225,7 +221,7 @@ pub(crate) fn get_rows(
     if row_ids.is_empty() {
         return Ok(Vec::new());
     }
-    let found = rows_with_versions_from(&conn.query(&sql.get_rows, &[&partition, &row_ids])?)?;
+    let found = read_rows(&conn.query(&sql.get_rows, &[&partition, &row_ids])?, true)?;
     Ok(in_order(found, row_ids))
 }
 

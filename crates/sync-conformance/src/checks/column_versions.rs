@@ -137,7 +137,17 @@ fn c367_round_trip(ctx: &mut Ctx<'_>) -> CheckResult {
     // Through the push transaction's own read, too.
     let mut tx = storage.begin(PARTITION)?;
     let read = tx.get_row("tasks", "t1")?;
+    let batch = tx.get_rows("tasks", &["t1".to_owned()])?;
     tx.rollback()?;
+    check_eq!(
+        batch
+            .into_iter()
+            .flatten()
+            .next()
+            .and_then(|r| r.column_versions),
+        Some(vec![1, 0x80, 0x01, 0, 0xff]),
+        "column versions read by get_rows"
+    );
     check_eq!(
         read.and_then(|r| r.column_versions),
         Some(vec![1, 0x80, 0x01, 0, 0xff]),
