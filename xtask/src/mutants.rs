@@ -52,6 +52,21 @@ pub struct MutantsArgs {
     /// Only mutants whose name matches this regex (`cargo mutants --re`).
     #[arg(long)]
     re: Option<String>,
+    /// Judge each mutant by the conformance checks whose ID or group starts
+    /// with this prefix only (e.g. `E-` for `sync-engine`, whose code only
+    /// the engine checks run), plus the crate's own tests and those of
+    /// `--also-test`; default: every check.
+    #[arg(long, value_name = "PREFIX")]
+    conformance_filter: Option<String>,
+    /// More packages whose tests judge each mutant (repeatable), e.g.
+    /// `sync-wire` for `sync-engine`.
+    #[arg(long = "also-test", value_name = "PACKAGE")]
+    also_test: Vec<String>,
+    /// Run only these test targets of the judging packages (repeatable;
+    /// their unit tests always run): a mutant of `sync-engine` then links
+    /// a dozen test binaries instead of every one of `sync-sqlite`'s.
+    #[arg(long = "only-test", value_name = "TARGET")]
+    only_tests: Vec<String>,
     /// Print the counts of the results under `target/mutants/`; run nothing.
     #[arg(long)]
     summary: bool,
@@ -89,6 +104,10 @@ pub fn run(args: &MutantsArgs) -> Result<()> {
             .args(mutants_args(name, shard, args, &out))
             .env(postgres_server::PG_URL_ENV, &url)
             .env(FIXTURES_ENV, &fixtures);
+        match &args.conformance_filter {
+            Some(prefix) => command.env(sync_conformance::FILTER_ENV, prefix),
+            None => command.env_remove(sync_conformance::FILTER_ENV),
+        };
         println!("xtask mutants: {name} -> {}", out.display());
         // cargo-mutants exits non-zero when mutants are missed or time out:
         // that is a finding, reported by the counts, not a failure to run.
@@ -169,6 +188,21 @@ fn mutants_args(
             "sync-postgres".to_owned(),
             "--cargo-test-arg=--package=sync-postgres".to_owned(),
         ]);
+    }
+    for package in &args.also_test {
+        list.extend([
+            "--test-package".to_owned(),
+            package.clone(),
+            format!("--cargo-test-arg=--package={package}"),
+        ]);
+    }
+    if !args.only_tests.is_empty() {
+        list.push("--cargo-test-arg=--lib".to_owned());
+        list.extend(
+            args.only_tests
+                .iter()
+                .map(|t| format!("--cargo-test-arg=--test={t}")),
+        );
     }
     if let Some((k, n)) = shard {
         // Round-robin: every shard is an even sample of the crate, so a

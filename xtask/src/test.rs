@@ -66,6 +66,9 @@ pub fn run(args: &TestArgs) -> Result<()> {
         .arg("--")
         .args(&args.rest)
         .env(postgres_server::PG_URL_ENV, &url)
+        // Every check runs: a narrowing meant for mutation runs must not
+        // leak into the whole suite.
+        .env_remove(sync_conformance::FILTER_ENV)
         .stdout(Stdio::piped())
         .spawn()
         .context("running cargo test")?;

@@ -35,5 +35,5 @@ pub use properties::{BooleanValues, Planner, Properties, Requires, WriteLocking}
 pub use registry::registry;
 pub use runner::{
     assert_suite_passes, run_check, run_suite, selected_checks, CheckOutcome, RunOptions, Status,
-    SuiteReport,
+    SuiteReport, FILTER_ENV,
 };
