@@ -5,13 +5,13 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use r2d2::Pool;
-use sync_core::Result;
+use sync_core::{Error, ErrorCode, Result};
 
 use crate::bootstrap;
 use crate::config::{MariadbConfig, MariadbUrl, DEFAULT_METADATA_LOCK_WAIT_SECONDS};
 use crate::ensured::Ensured;
 use crate::errors::pool_timeout;
-use crate::pool::{build_pool, Conn, Manager, Pooled};
+use crate::pool::{build_pool, Conn, Manager, Pooled, READ_ONLY_SESSION};
 use crate::session::{LockWaits, SessionFacts};
 
 /// A MariaDB storage: one r2d2 pool of set-up connections to one database.
@@ -72,6 +72,46 @@ impl MariadbStorage {
         };
         storage.ensure_base_tables()?;
         Ok(storage)
+    }
+
+    /// Connects to `url` for inspection only: every session's transactions
+    /// are read-only (`SET SESSION TRANSACTION READ ONLY`), and nothing is
+    /// created — not even the internal tables. A database without
+    /// `sync_schema_meta` is `sync.storage.not_a_sync_database`
+    /// (`reason = no_tables`). The probe and pool errors are those of
+    /// [`MariadbStorage::connect`].
+    pub fn connect_read_only(url: &str, config: MariadbConfig) -> Result<Self> {
+        let url = MariadbUrl::parse(url)?;
+        let waits = LockWaits {
+            row_seconds: config.row_lock_wait_seconds(),
+            metadata_seconds: DEFAULT_METADATA_LOCK_WAIT_SECONDS,
+        };
+        let opts = url.connection_opts();
+        let (mut probe, facts) = Conn::open(&opts, waits)?;
+        probe.run(READ_ONLY_SESSION)?;
+        let found: Option<i64> = probe.first(
+            "SELECT 1 FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sync_schema_meta'",
+            (),
+        )?;
+        if found.is_none() {
+            return Err(Error::new(ErrorCode::NotASyncDatabase).detail("reason", "no_tables"));
+        }
+        drop(probe);
+        let pool = build_pool(
+            Manager::read_only(opts, waits),
+            config.pool_size,
+            config.pool_wait_ms,
+        )?;
+        Ok(Self {
+            url,
+            config,
+            waits,
+            facts,
+            pool,
+            ensured: RwLock::new(None),
+            ensure_lock: Mutex::new(()),
+        })
     }
 
     /// The database the storage works in.

@@ -11,7 +11,7 @@ use sync_schema::{
     ObservedColumn, ObservedIndex, ObservedTable, ObservedTables, PHYSICAL_INDEX_PREFIX,
 };
 
-use crate::dialect::{uniqueness_index_name, UNIQUENESS_INDEX_PREFIX};
+use crate::dialect::{quote_ident, uniqueness_index_name, UNIQUENESS_INDEX_PREFIX};
 use crate::pool::Conn;
 
 /// The configured tables' physical state.
@@ -105,4 +105,33 @@ fn fold_pairs(mut grouped: BTreeMap<String, ObservedIndex>) -> Vec<ObservedIndex
     }
     debug_assert!(UNIQUENESS_INDEX_PREFIX.len() == PHYSICAL_INDEX_PREFIX.len());
     grouped.into_values().collect()
+}
+
+impl sync_schema::ObserveTables for crate::MariadbStorage {
+    /// Read-only introspection of the named application tables (absent
+    /// ones recorded as absent), exactly as `ensure_schema` observes them,
+    /// in one read-only snapshot. The internal tables need no observation
+    /// here: MariaDB has no legacy shape that inspects them.
+    fn observe_tables(&self, tables: &[String]) -> Result<ObservedTables> {
+        self.with_read(|conn| tables.iter().map(|t| observe(conn, t)).collect())
+    }
+
+    /// `COUNT(*)` of the table when the catalog lists it in the storage's
+    /// database, else 0. The name is bound to find the table and only then
+    /// quoted into the count.
+    fn count_table_rows(&self, table: &str) -> Result<Option<u64>> {
+        self.with_read(|conn| {
+            let found: Option<i64> = conn.first(
+                "SELECT 1 FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+                (table,),
+            )?;
+            if found.is_none() {
+                return Ok(Some(0));
+            }
+            let sql = format!("SELECT COUNT(*) FROM {}", quote_ident(table));
+            let count: Option<i64> = conn.first(&sql, ())?;
+            Ok(Some(count.map_or(0, |c| u64::try_from(c).unwrap_or(0))))
+        })
+    }
 }

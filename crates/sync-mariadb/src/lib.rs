@@ -44,11 +44,15 @@
 //! conformance suite (`cargo xtask conformance --dialect mariadb`); it does
 //! not pass yet.
 //!
+//! [`MariadbStorage::connect_read_only`] opens a database for inspection
+//! (read-only sessions, nothing created), and the storage offers
+//! `sync_schema::ObserveTables`: `syncstore --db mariadb://…` (or
+//! `mysql://…`) runs every command on this dialect, `demo` included.
+//!
 //! Not yet: the preflight's shape probe, key-length validation
 //! (`key_too_long`), the barrier guards (`attack_barrier`), fault
-//! injection, plan explanations (`explain`), the round entry and push
-//! prelude batches, `ObserveTables` and the `syncstore` URL registry line.
-//! Until then no binary opens this dialect.
+//! injection, plan explanations (`explain`) and the round entry and push
+//! prelude batches.
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 

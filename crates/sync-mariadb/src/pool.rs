@@ -141,16 +141,34 @@ impl Conn {
     }
 }
 
+/// Makes every later transaction of the session read-only, autocommitted
+/// statements included: a write is refused by the server.
+pub(crate) const READ_ONLY_SESSION: &str = "SET SESSION TRANSACTION READ ONLY";
+
 /// The r2d2 manager: opens set-up connections.
 #[derive(Debug, Clone)]
 pub(crate) struct Manager {
     opts: Opts,
     waits: LockWaits,
+    read_only: bool,
 }
 
 impl Manager {
     pub(crate) fn new(opts: Opts, waits: LockWaits) -> Self {
-        Self { opts, waits }
+        Self {
+            opts,
+            waits,
+            read_only: false,
+        }
+    }
+
+    /// Connections whose every transaction is read-only (inspection).
+    pub(crate) fn read_only(opts: Opts, waits: LockWaits) -> Self {
+        Self {
+            opts,
+            waits,
+            read_only: true,
+        }
     }
 }
 
@@ -159,7 +177,11 @@ impl ManageConnection for Manager {
     type Error = Error;
 
     fn connect(&self) -> Result<Conn> {
-        Conn::open(&self.opts, self.waits).map(|(conn, _)| conn)
+        let (mut conn, _) = Conn::open(&self.opts, self.waits)?;
+        if self.read_only {
+            conn.run(READ_ONLY_SESSION)?;
+        }
+        Ok(conn)
     }
 
     fn is_valid(&self, conn: &mut Conn) -> Result<()> {

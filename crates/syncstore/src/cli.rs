@@ -15,7 +15,8 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
                   or a JSON error document on stdout with --json), 2 usage error."
 )]
 pub struct Cli {
-    /// Database URL: `sqlite:PATH` or `postgres://…[?schema=NAME]`.
+    /// Database URL: `sqlite:PATH`, `postgres://…[?schema=NAME]` or
+    /// `mariadb://user@host[:port]/DATABASE` (also `mysql://…`).
     /// Default: $SYNCSTORE_DATABASE_URL, else `sqlite:syncstore.db`
     /// (the demo defaults to a new SQLite file in a temporary directory).
     #[arg(long, global = true, value_name = "URL")]

@@ -129,7 +129,7 @@ impl CliCode {
     /// The fixed message of the code.
     pub fn message(self) -> &'static str {
         match self {
-            Self::InvalidUrl => "the database URL must be sqlite:PATH or postgres://…",
+            Self::InvalidUrl => "the database URL must be sqlite:PATH, postgres://… or mariadb://…",
             Self::Unreachable => "the database could not be opened or reached",
             Self::SchemaFile => "the schema file could not be read",
             Self::UnknownPartition => {

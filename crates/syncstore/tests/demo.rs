@@ -114,3 +114,31 @@ fn the_demo_runs_on_postgres_in_a_fresh_schema() {
         .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
         .expect("drop the demo schema");
 }
+
+#[test]
+fn the_demo_runs_on_a_fresh_mariadb_database_and_only_a_fresh_one() {
+    let db = Db::mariadb();
+    let url = db.url();
+    // Inspection of a database without the storage tables creates nothing.
+    let details = db.json_error(&["status"], "sync.storage.not_a_sync_database");
+    assert_eq!(details["reason"], "no_tables", "{details}");
+    let Db::Mariadb { scratch, .. } = &db else {
+        unreachable!()
+    };
+    let mut raw = scratch.raw().expect("a plain connection");
+    let tables: Vec<String> = mysql::prelude::Queryable::query(
+        &mut raw,
+        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
+    )
+    .expect("the catalog reads");
+    assert!(tables.is_empty(), "status created {tables:?}");
+    let summary = syncstore(&["--db", &url, "demo", "--rows", "40", "--json"]).ok_json();
+    check_summary(&summary, 40);
+    assert_eq!(summary["database"], url.as_str());
+    let status = db.json(&["status"]);
+    assert_eq!(status["schema_version"], 2);
+    // A second demo on the same database is refused: it is not fresh.
+    let again = syncstore(&["--db", &url, "demo", "--json"]);
+    let details = again.json_error("sync.cli.database_not_empty");
+    assert_eq!(details["database"], url.as_str(), "{details}");
+}

@@ -19,6 +19,10 @@ macro_rules! on_both {
             fn postgres() {
                 super::$name(super::Db::postgres());
             }
+            #[test]
+            fn mariadb() {
+                super::$name(super::Db::mariadb());
+            }
         }
     )*};
 }
@@ -73,7 +77,7 @@ fn status_has_the_pinned_shape(db: Db) {
     let empty = db.json(&["status"]);
     let synchronous = match db {
         Db::Sqlite { .. } => json!("FULL"),
-        Db::Postgres { .. } => Value::Null,
+        Db::Postgres { .. } | Db::Mariadb { .. } => Value::Null,
     };
     assert_eq!(
         empty,

@@ -18,6 +18,10 @@ macro_rules! on_both {
             fn postgres() {
                 super::$name(super::Db::postgres());
             }
+            #[test]
+            fn mariadb() {
+                super::$name(super::Db::mariadb());
+            }
         }
     )*};
 }
@@ -97,6 +101,14 @@ fn keys_of(value: &Value) -> Vec<String> {
     common::keys(value)
 }
 
+/// `ADD COLUMN` of `search_text`, quoted as the database's dialect quotes.
+fn add_search_text(db: &Db) -> String {
+    match db {
+        Db::Mariadb { .. } => "ADD COLUMN IF NOT EXISTS `search_text`".to_owned(),
+        Db::Sqlite { .. } | Db::Postgres { .. } => "ADD COLUMN \"search_text\"".to_owned(),
+    }
+}
+
 fn a_dry_run_prints_the_bump_and_changes_nothing(db: Db) {
     let _app = seed_todos(&db, "acme", 4, 4);
     let dir = db.scratch();
@@ -119,7 +131,7 @@ fn a_dry_run_prints_the_bump_and_changes_nothing(db: Db) {
     assert!(
         statements(plan, "creates")
             .iter()
-            .any(|s| s.contains("ADD COLUMN \"search_text\"")),
+            .any(|s| s.contains(&add_search_text(&db))),
         "{plan:#}"
     );
     assert!(
@@ -150,7 +162,7 @@ fn a_dry_run_prints_the_bump_and_changes_nothing(db: Db) {
         text.stdout
     );
     assert!(
-        text.stdout.contains("ADD COLUMN \"search_text\""),
+        text.stdout.contains(&add_search_text(&db)),
         "{}",
         text.stdout
     );
@@ -606,6 +618,7 @@ fn a_changed_primary_key_or_scope_is_refused_while_rows_exist(db: Db) {
     let empty = match db {
         Db::Sqlite { .. } => Db::sqlite(),
         Db::Postgres { .. } => Db::postgres(),
+        Db::Mariadb { .. } => Db::mariadb(),
     };
     let _app = common::App::start(&empty, &todos_schema(1, false, ""), "acme");
     assert_eq!(empty.json(&["migrate", "--schema", &key])["applied"], true);

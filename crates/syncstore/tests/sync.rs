@@ -24,6 +24,10 @@ macro_rules! on_both {
             fn postgres() {
                 super::$name(super::Db::postgres());
             }
+            #[test]
+            fn mariadb() {
+                super::$name(super::Db::mariadb());
+            }
         }
     )*};
 }

@@ -791,6 +791,7 @@ fn closing_frees_the_instance(db: Db) {
     let stored = |server: &Server| match &db {
         Db::Postgres { .. } => instance_schemas(server),
         Db::Sqlite { .. } => files_under(tmp.path()),
+        Db::Mariadb { .. } => unreachable!("the control surface runs on SQLite and Postgres"),
     };
     let i = server.instance(create_body("acme"));
     server.ok("POST", &format!("{i}/control/backup"), None);
@@ -850,6 +851,7 @@ fn sigterm_frees_every_instance(db: Db) {
     let stored = match &db {
         Db::Postgres { .. } => instance_schemas(&server),
         Db::Sqlite { .. } => files_under(tmp.path()),
+        Db::Mariadb { .. } => unreachable!("the control surface runs on SQLite and Postgres"),
     };
     assert_eq!(stored, 4, "two instances and two backups");
     let killed = Command::new("kill")
@@ -867,6 +869,7 @@ fn sigterm_frees_every_instance(db: Db) {
                 .collect();
             assert!(left.is_empty(), "{left:?}");
         }
+        Db::Mariadb { .. } => unreachable!("the control surface runs on SQLite and Postgres"),
     }
 }
 

@@ -2,7 +2,8 @@
 //! new temporary directory (kept afterwards, so it can be inspected); with
 //! `--db sqlite:PATH` that file, which must not exist yet or be empty; with
 //! `--db postgres://…` a new schema `syncstore_demo_<random>` in that
-//! database (also kept).
+//! database (also kept); with the URL of another dialect (`mariadb://…`)
+//! that database, which must not hold a syncstore database yet (kept).
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -34,11 +35,25 @@ pub fn prepare(explicit: Option<&str>) -> CliResult<Fresh> {
             url,
             schema: Some(schema),
         }) => given_postgres_schema(url, schema),
-        // The demo prepares and cleans up databases of the built-in dialects only.
-        Some(DatabaseUrl::Registered { .. }) => {
-            Err(CliError::new(CliCode::InvalidUrl).detail("reason", "demo_needs_builtin_dialect"))
-        }
+        Some(url @ DatabaseUrl::Registered { .. }) => given_database(url),
     }
+}
+
+/// A database of a dialect with its own opener (`mariadb://…`): that
+/// database, which must exist and not hold a syncstore database yet.
+fn given_database(url: DatabaseUrl) -> CliResult<Fresh> {
+    match url.open_read_only() {
+        Ok(_) => {
+            return Err(CliError::new(CliCode::DatabaseNotEmpty).detail("database", url.describe()));
+        }
+        Err(error) if error.code() == sync_core::ErrorCode::NotASyncDatabase.as_str() => {}
+        Err(error) => return Err(error),
+    }
+    Ok(Fresh {
+        description: format!("the database you named, {} (kept)", url.describe()),
+        reopen: url.describe(),
+        url,
+    })
 }
 
 /// `?schema=NAME`: that schema, which must not hold a syncstore database yet

@@ -1,6 +1,7 @@
 //! Shared helpers of the binary's integration tests: running `syncstore`
 //! as a user would, fresh databases (a temporary SQLite file, or a fresh
-//! Postgres schema per test on `SYNCSTORE_PG_URL`), schema files, and an
+//! Postgres schema per test on `SYNCSTORE_PG_URL`, a fresh MariaDB database
+//! on `SYNCSTORE_MARIADB_URL`), schema files, and an
 //! application writer that seeds rows through the storage library (the
 //! operator CLI has no push command, exactly like production).
 //!
@@ -151,6 +152,13 @@ pub enum Db {
         /// Schema name.
         schema: String,
     },
+    /// A fresh MariaDB database (dropped on drop).
+    Mariadb {
+        /// The database (dropped when this value is).
+        scratch: sync_mariadb::scratch::ScratchDatabase,
+        /// Its `--db` URL.
+        url: String,
+    },
 }
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -193,6 +201,23 @@ impl Db {
         Self::Postgres { server, schema }
     }
 
+    /// A new, empty MariaDB database on `SYNCSTORE_MARIADB_URL`'s server.
+    /// Panics (fails the test) when the server is unreachable.
+    pub fn mariadb() -> Self {
+        let server = sync_mariadb::scratch::url_from_env();
+        let base = sync_mariadb::MariadbUrl::parse(&server)
+            .unwrap_or_else(|e| panic!("SYNCSTORE_MARIADB_URL {server:?}: {e}"));
+        let scratch = sync_mariadb::scratch::ScratchDatabase::create(&base).unwrap_or_else(|e| {
+            panic!(
+                "cannot reach MariaDB at {server} ({e}); start it or set SYNCSTORE_MARIADB_URL \
+                 — MariaDB tests are never skipped"
+            )
+        });
+        let (server_part, _) = server.rsplit_once('/').expect("a database in the URL");
+        let url = format!("{server_part}/{}", scratch.url().database());
+        Self::Mariadb { scratch, url }
+    }
+
     /// The `--db` URL of this database.
     pub fn url(&self) -> String {
         match self {
@@ -201,6 +226,7 @@ impl Db {
                 let separator = if server.contains('?') { '&' } else { '?' };
                 format!("{server}{separator}schema={schema}")
             }
+            Self::Mariadb { url, .. } => url.clone(),
         }
     }
 
@@ -248,6 +274,16 @@ impl Db {
                     },
                 )
                 .expect("connect to Postgres"),
+            ),
+            Self::Mariadb { url, .. } => Box::new(
+                sync_mariadb::MariadbStorage::connect(
+                    url,
+                    sync_mariadb::MariadbConfig {
+                        pool_size: 4,
+                        ..sync_mariadb::MariadbConfig::default()
+                    },
+                )
+                .expect("connect to MariaDB"),
             ),
         }
     }
