@@ -96,6 +96,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     ),
     check(
         GROUP,
+        "E-111",
+        "v3: the row validator and the commit validator see the merged full row and the stored row",
+        e111_validators_see_the_merged_row,
+    ),
+    check(
+        GROUP,
         "E-112",
         "v3: the stored payload and the emitted change are the full merged row; a full sparse insert is stored as its bytes after the presence bitmap",
         e112_full_rows_stored,
@@ -1128,5 +1134,67 @@ fn e120_blobs_of_the_merged_row(ctx: &mut Ctx<'_>) -> CheckResult {
         0,
         "blob.not_found",
     )?;
+    Ok(())
+}
+
+fn e111_validators_see_the_merged_row(ctx: &mut Ctx<'_>) -> CheckResult {
+    use std::sync::{Arc, Mutex};
+
+    use super::engine_doubles::{CommitCheck, RowCheck};
+    type Seen = Option<(
+        Option<sync_engine::RowValues>,
+        Option<sync_engine::RowValues>,
+    )>;
+
+    let env = env(ctx)?;
+    let rows = RowCheck::accept();
+    let evidence: Arc<Mutex<Seen>> = Arc::new(Mutex::new(None));
+    let log = evidence.clone();
+    let commits = CommitCheck::new(move |input, _| {
+        if let (Ok(mut log), Some(op)) = (log.lock(), input.operations.first()) {
+            *log = Some((op.row.clone(), op.stored.clone()));
+        }
+        Ok(())
+    });
+    let engine = env.engine_with(|c| {
+        c.row_validators.insert("tasks".to_owned(), rows.clone());
+        c.commit_validator = Some(commits.clone());
+    })?;
+    insert3(&env, &engine, "t1", "p1")?;
+    let title = task_sparse(&env, "t1", &[(TITLE, text("two"))])?;
+    expect_applied(
+        &upsert3(&engine, "alice", "a1", "t1", None, title)?,
+        PushResultStatus::Applied,
+        1,
+    )?;
+    let named = |values: Vec<RowValue>| -> CheckResult<sync_engine::RowValues> {
+        let tasks = table(&env, "tasks")?;
+        Ok(tasks
+            .columns
+            .iter()
+            .map(|c| c.name.clone())
+            .zip(values)
+            .collect())
+    };
+    let before = named(task_vals("t1", "p1", "title t1"))?;
+    let mut after_values = task_vals("t1", "p1", "title t1");
+    after_values[TITLE] = text("two");
+    let after = named(after_values)?;
+    let seen = rows.seen();
+    let last = seen
+        .last()
+        .ok_or_else(|| Failure::new("the row validator was not called"))?;
+    check_eq!(last.row.as_ref(), Some(&after), "row validator's row");
+    check_eq!(
+        last.stored.as_ref(),
+        Some(&before),
+        "row validator's stored row"
+    );
+    let seen = evidence.lock().map(|e| e.clone()).unwrap_or_default();
+    check_eq!(
+        seen,
+        Some((Some(after), Some(before))),
+        "commit validator's evidence (row, stored)"
+    );
     Ok(())
 }
