@@ -115,7 +115,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-114",
-        "v3: stale or malformed stored column versions read as every column changed: a versioned write below the row's version conflicts",
+        "v3: stale or malformed stored column versions read as every column changed: a versioned write below the row's version conflicts; malformed ones are counted",
         e114_untrusted_column_versions,
     ),
     check(
@@ -853,7 +853,14 @@ fn e114_untrusted_column_versions(ctx: &mut Ctx<'_>) -> CheckResult {
             &[crate::fixtures::Op::upsert("tasks", row)],
         )?;
         let priority = task_sparse(&env, id, &[(PRIORITY, RowValue::Integer(1))])?;
+        let unreadable = engine.column_versions_unreadable();
         let r = upsert3(&engine, "alice", &format!("a-{id}"), id, Some(4), priority)?;
+        // Only malformed bytes are counted; stale ones are a known writer.
+        check_eq!(
+            engine.column_versions_unreadable() - unreadable,
+            u64::from(id == "t2"),
+            "unreadable column versions counted for {id}"
+        );
         let (version, _, columns) = conflict_of(&r)?;
         check_eq!(
             (version, columns),

@@ -4,7 +4,7 @@
 //! its §4.5.
 
 use sync_core::codec::{self, Reason};
-use sync_core::column_versions::ColumnVersions;
+use sync_core::column_versions::{ColumnVersions, Reading};
 use sync_core::{CompiledTable, RowValue, StoredRow, StoredScopes};
 
 use super::{forbidden, invalid, merge_failed, row_missing, Applier, OpOutcome, Terminal};
@@ -155,6 +155,10 @@ impl Applier<'_, '_, '_> {
             table.primary_key_index,
             stored.server_version,
         );
+        if versions.reading() == Reading::Malformed {
+            let count = &self.engine.unreadable_column_versions;
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         match op.base_version {
             Some(b) if b < 0 => return Ok(invalid(i, "baseVersion is negative")), // V5c
             Some(b) if b > stored.server_version => {
