@@ -349,11 +349,11 @@ fn an_unknown_token_is_401(dialect: Dialect) {
     assert!(matches!(stranger.round(), SyncOutcome::Failed { .. }));
 }
 
-scenario!(a_wire_v3_envelope_is_400);
-fn a_wire_v3_envelope_is_400(dialect: Dialect) {
+scenario!(a_wire_v4_envelope_is_400);
+fn a_wire_v4_envelope_is_400(dialect: Dialect) {
     let server = Server::start(dialect, &todos(1), &team());
     let mut body = http::pull_request("raw-client", 1);
-    body[4..6].copy_from_slice(&3u16.to_le_bytes());
+    body[4..6].copy_from_slice(&4u16.to_le_bytes());
     let reply = http::post_sync(&server.base_url, SSP2, Some("alice-token"), &body);
     assert_eq!(reply.status, 400);
     let error = reply.error("sync.invalid_request");
@@ -366,9 +366,9 @@ fn a_wire_v3_envelope_is_400(dialect: Dialect) {
         .as_object()
         .into_iter()
         .flat_map(|d| d.values())
-        .any(|v| v == &json!([1, 2]));
+        .any(|v| v == &json!([1, 2, 3]));
     assert!(
         names_versions,
-        "details name the versions [1, 2]: {error:#}"
+        "details name the versions [1, 2, 3]: {error:#}"
     );
 }

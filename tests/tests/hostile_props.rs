@@ -199,17 +199,21 @@ fn push_result() -> impl Strategy<Value = StoredPushResult> {
             any::<String>(),
             any::<String>(),
             any::<i64>(),
-            prop::collection::vec(any::<u8>(), 0..32)
+            prop::collection::vec(any::<u8>(), 0..32),
+            prop::option::of(prop::collection::vec(any::<u8>(), 0..4)),
         )
-            .prop_map(|(op_index, code, message, server_version, server_row)| {
-                PushOperationResult::Conflict {
-                    op_index,
-                    code,
-                    message,
-                    server_version,
-                    server_row,
-                }
-            }),
+            .prop_map(
+                |(op_index, code, message, server_version, server_row, conflict_columns)| {
+                    PushOperationResult::Conflict {
+                        op_index,
+                        code,
+                        message,
+                        server_version,
+                        server_row,
+                        conflict_columns,
+                    }
+                },
+            ),
         (
             any::<u32>(),
             any::<String>(),

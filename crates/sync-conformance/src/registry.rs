@@ -43,6 +43,7 @@ pub fn registry() -> Vec<&'static CheckDef> {
         engine_limits::CHECKS,
         engine_command::CHECKS,
         engine_unstorable::CHECKS,
+        engine_v3::CHECKS,
         mixed_fleet::CHECKS,
         commit_groups::CHECKS,
         round_entry::CHECKS,
@@ -96,16 +97,20 @@ mod tests {
         // (`docs/decisions.md`); E-090…E-097 are the 2026-12 amendments of
         // `engine.md` (§3.2 item 4a, §8 items 7–8); C-366 onwards are the
         // storage checks of wire version 3 (`docs/design/wire-v3.md` §8.2),
-        // of which C-370, C-372 and C-374 are not built yet.
+        // of which C-370 and C-374 are covered elsewhere (the reference
+        // fixtures and `syncstore migrate --dry-run`); E-100 onwards are
+        // the engine rules of wire version 3 (§8.3), of which E-119 (realtime
+        // deltas per connection version) is a test of `sync-wire`.
         let expected: Vec<String> = (1..=369)
-            .chain([371, 373, 375])
+            .chain([371, 372, 373, 375])
             .map(|n| format!("C-{n:03}"))
             .chain((1..=83).map(|n| format!("E-{n:03}")))
             .chain((90..=97).map(|n| format!("E-{n:03}")))
+            .chain((100..=118).chain([120]).map(|n| format!("E-{n:03}")))
             .collect();
         assert_eq!(
             ids, expected,
-            "the registry must hold C-001…C-369, C-371, C-373, C-375, E-001…E-083 and E-090…E-097 exactly once each"
+            "the registry must hold C-001…C-369, C-371…C-373, C-375, E-001…E-083, E-090…E-097, E-100…E-118 and E-120 exactly once each"
         );
     }
 

@@ -47,6 +47,11 @@ pub enum PushOperationResult {
         server_version: i64,
         /// Server row payload.
         server_row: Vec<u8>,
+        /// The conflicting columns of a wire-version-3 conflict (a bitmap
+        /// of `ceil(columnCount / 8)` bytes, bit `i` = column `i`), stored
+        /// as `conflictColumns`; `None` for a whole-row conflict of wire
+        /// versions 1 and 2.
+        conflict_columns: Option<Vec<u8>>,
     },
     /// Rejected with an error.
     Error {
@@ -229,6 +234,7 @@ fn operation_to_json(result: &PushOperationResult) -> Value {
             message,
             server_version,
             server_row,
+            conflict_columns,
         } => {
             out.insert("opIndex".into(), (*op_index).into());
             out.insert("status".into(), "conflict".into());
@@ -236,6 +242,9 @@ fn operation_to_json(result: &PushOperationResult) -> Value {
             out.insert("message".into(), message.clone().into());
             out.insert("serverVersion".into(), (*server_version).into());
             out.insert("serverRow".into(), BASE64.encode(server_row).into());
+            if let Some(columns) = conflict_columns {
+                out.insert("conflictColumns".into(), BASE64.encode(columns).into());
+            }
         }
         PushOperationResult::Error {
             op_index,
@@ -301,12 +310,17 @@ fn operation_from_json(value: &Value) -> Result<PushOperationResult> {
                     .map_err(|_| cache_miss("invalid_base64"))?,
                 None => Vec::new(),
             };
+            let conflict_columns = optional_string(item, "conflictColumns")?
+                .map(|text| BASE64.decode(text.as_bytes()))
+                .transpose()
+                .map_err(|_| cache_miss("invalid_base64"))?;
             Ok(PushOperationResult::Conflict {
                 op_index,
                 code: code()?,
                 message: message()?,
                 server_version: optional_i64(item, "serverVersion")?.unwrap_or(0),
                 server_row,
+                conflict_columns,
             })
         }
         Some("error") => {
@@ -411,6 +425,7 @@ mod tests {
                     message: "stale".into(),
                     server_version: 3,
                     server_row: vec![0, 1, 2],
+                    conflict_columns: None,
                 },
                 PushOperationResult::Error {
                     op_index: 1,
@@ -479,9 +494,34 @@ mod tests {
                 code: String::new(),
                 message: String::new(),
                 server_version: 0,
-                server_row: vec![]
+                server_row: vec![],
+                conflict_columns: None,
             }
         );
+    }
+
+    #[test]
+    fn conflict_columns_are_stored_after_the_server_row() {
+        let record = PushOperationResult::Conflict {
+            op_index: 0,
+            code: "sync.version_conflict".into(),
+            message: "stale".into(),
+            server_version: 3,
+            server_row: vec![0, 1, 2],
+            conflict_columns: Some(vec![0b0000_0110]),
+        };
+        let value = record.to_json_value();
+        assert_eq!(
+            value.to_string(),
+            r#"{"opIndex":0,"status":"conflict","code":"sync.version_conflict","message":"stale","serverVersion":3,"serverRow":"AAEC","conflictColumns":"Bg=="}"#
+        );
+        assert_eq!(
+            PushOperationResult::from_json_value(&value).unwrap(),
+            record
+        );
+        let bad = serde_json::json!({"opIndex": 0, "status": "conflict", "conflictColumns": "!"});
+        assert!(PushOperationResult::from_json_value(&bad)
+            .is_err_and(|e| e.is(ErrorCode::IdempotencyCacheMiss)));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::push_result::StoredPushResult;
 use crate::queries::{IndexRowScanQuery, RowScanQuery};
 use crate::reactions::NewReaction;
 use crate::rows::{NewCommit, SourceChange, StoredRow};
+use crate::scope::StoredScopes;
 
 /// One open storage transaction bound to a partition.
 pub trait StorageTransaction: Send {
@@ -30,6 +31,16 @@ pub trait StorageTransaction: Send {
     fn get_row(&mut self, table: &str, row_id: &str) -> Result<Option<StoredRow>>;
     /// `commit_seq` of the newest retained delete of the row.
     fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>>;
+    /// The stored scopes of the row's delete change in commit `commit_seq`
+    /// (the commit a tombstone names), `None` when that commit holds no
+    /// delete of the row (pruned, or a tombstone written without one).
+    /// When the commit deleted the row more than once, the last delete.
+    fn get_delete_scopes(
+        &mut self,
+        table: &str,
+        row_id: &str,
+        commit_seq: i64,
+    ) -> Result<Option<StoredScopes>>;
     /// The candidate rows of `row_ids`, in the same order (`None` = absent).
     ///
     /// Batch form of [`get_row`](Self::get_row) for set-based backfills: the

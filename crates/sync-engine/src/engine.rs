@@ -1,6 +1,7 @@
 //! The engine: construction checks and the public entry points.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sync_core::{CommitPruneResult, CompiledSchema, ScopeFilter, ServerStorage};
@@ -23,6 +24,8 @@ pub struct Engine {
     pub(crate) storage: Arc<dyn ServerStorage>,
     pub(crate) schema: Arc<CompiledSchema>,
     pub(crate) config: EngineConfig,
+    /// Stored column versions read as malformed (decision D5).
+    pub(crate) unreadable_column_versions: AtomicU64,
 }
 
 impl fmt::Debug for Engine {
@@ -60,7 +63,18 @@ impl Engine {
             storage,
             schema,
             config,
+            unreadable_column_versions: AtomicU64::new(0),
         })
+    }
+
+    /// How many times a wire-version-3 update found a row's stored column
+    /// versions malformed (bytes another writer left that are not
+    /// well-formed pairs for the row) since this engine was built. Such a
+    /// row is read as if every column changed at its version: a stale
+    /// versioned write conflicts, nothing is lost (`docs/decisions.md`,
+    /// D5). A rising count points at a foreign writer worth a look.
+    pub fn column_versions_unreadable(&self) -> u64 {
+        self.unreadable_column_versions.load(Ordering::Relaxed)
     }
 
     /// The running schema.

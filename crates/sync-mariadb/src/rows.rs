@@ -3,7 +3,7 @@
 //! (`docs/design/mariadb.md` §9.1, §9.5).
 
 use mysql::Value;
-use sync_core::{Result, RowValue, StoredRow};
+use sync_core::{Result, RowValue, StoredRow, StoredScopes};
 
 use crate::ensured::TableSql;
 use crate::errors::Site;
@@ -184,6 +184,23 @@ pub(crate) fn tombstone_seq(
         "SELECT `commit_seq` FROM `sync_tombstones` WHERE `partition` = ? AND `tbl` = ? AND `row_id` = ?",
         (partition, table, row_id),
     )
+}
+
+/// The stored scopes of the row's last delete change in `commit_seq`
+/// (through `sync_changes_by_table`).
+pub(crate) fn delete_scopes(
+    conn: &mut Conn,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    commit_seq: i64,
+) -> Result<Option<StoredScopes>> {
+    let text: Option<String> = conn.first(
+        "SELECT `scopes` FROM `sync_changes` WHERE `partition` = ? AND `commit_seq` = ? \
+         AND `tbl` = ? AND `row_id` = ? AND `op` = 2 ORDER BY `idx` DESC LIMIT 1",
+        (partition, commit_seq, table, row_id),
+    )?;
+    text.as_deref().map(parse_scopes).transpose()
 }
 
 /// Removes the row's tombstone.

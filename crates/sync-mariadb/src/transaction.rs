@@ -13,7 +13,7 @@ use sync_core::front::{
 };
 use sync_core::{
     ActivationOutcome, ClientRecord, Coverage, Error, ErrorCode, NewCommit, Result, RowScanQuery,
-    ServeGate, SourceChange, StoredCheckpoint, StoredPushResult, StoredRow,
+    ServeGate, SourceChange, StoredCheckpoint, StoredPushResult, StoredRow, StoredScopes,
 };
 
 use crate::ensured::Ensured;
@@ -135,6 +135,15 @@ impl TransactionBackend for MariadbTransaction<'_> {
         row_id: &str,
     ) -> Result<Option<i64>> {
         self.run(|conn, p| rows::tombstone_seq(conn, p, t.name(), row_id))
+    }
+
+    fn get_delete_scopes(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_id: &str,
+        commit_seq: Checked<i64>,
+    ) -> Result<Option<StoredScopes>> {
+        self.run(|conn, p| rows::delete_scopes(conn, p, t.name(), row_id, commit_seq.get()))
     }
 
     fn get_push_result(

@@ -17,6 +17,9 @@ use crate::values::{param_refs, typed_value, ColumnArray, Param, Typed};
 
 const TOMBSTONE_SQL: &str =
     "SELECT commit_seq FROM sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3";
+const DELETE_SCOPES_SQL: &str = "SELECT scopes::text FROM sync_changes \
+     WHERE partition = $1 AND commit_seq = $2 AND tbl = $3 AND row_id = $4 AND op = 2 \
+     ORDER BY idx DESC LIMIT 1";
 const CLEAR_TOMBSTONE_SQL: &str =
     "DELETE FROM sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3";
 const SET_BLOB_REFS_SQL: &str =
@@ -394,6 +397,24 @@ pub(crate) fn tombstone_seq(
 ) -> Result<Option<i64>> {
     match conn.query_opt(TOMBSTONE_SQL, &[&partition, &table, &row_id])? {
         Some(row) => col(&row, 0).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The stored scopes of the row's last delete change in `commit_seq`
+/// (through `sync_changes_by_table`).
+pub(crate) fn delete_scopes(
+    conn: &mut Conn,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    commit_seq: i64,
+) -> Result<Option<StoredScopes>> {
+    match conn.query_opt(
+        DELETE_SCOPES_SQL,
+        &[&partition, &commit_seq, &table, &row_id],
+    )? {
+        Some(row) => parse_scopes(&col::<String>(&row, 0)?).map(Some),
         None => Ok(None),
     }
 }

@@ -40,7 +40,7 @@ use sync_core::{
     writer_fence_allows, ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult,
     ClientRecord, Coverage, Error, ErrorCode, NewCommit, NewReaction, PushCommitOutcome,
     PushPrelude, PushPreludeRequest, Result, RowScanQuery, ServeGate, SourceChange,
-    StoredCheckpoint, StoredPushResult, StoredRow,
+    StoredCheckpoint, StoredPushResult, StoredRow, StoredScopes,
 };
 
 use crate::errors::Site;
@@ -373,6 +373,16 @@ impl TransactionBackend for PgTransaction<'_> {
         row_id: &str,
     ) -> Result<Option<i64>> {
         self.run(|c| rows::tombstone_seq(c.conn, c.partition, t.name(), row_id))
+    }
+
+    fn get_delete_scopes(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_id: &str,
+        commit_seq: Checked<i64>,
+    ) -> Result<Option<StoredScopes>> {
+        let seq = commit_seq.get();
+        self.run(|c| rows::delete_scopes(c.conn, c.partition, t.name(), row_id, seq))
     }
 
     fn get_push_result(

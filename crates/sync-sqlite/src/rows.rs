@@ -3,7 +3,7 @@
 //! `dialects.md` §6).
 
 use rusqlite::{Connection, OptionalExtension, Row, ToSql};
-use sync_core::{Result, RowValue, StoredRow};
+use sync_core::{Result, RowValue, StoredRow, StoredScopes};
 
 use crate::errors::{Context, DbResultExt};
 use crate::seam;
@@ -156,6 +156,28 @@ pub(crate) fn tombstone_seq(
     .query_row((partition, table, row_id), |row| row.get(0))
     .optional()
     .db()
+}
+
+/// The stored scopes of the row's last delete change in `commit_seq`
+/// (through `sync_changes_by_table`).
+pub(crate) fn delete_scopes(
+    conn: &Connection,
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    commit_seq: i64,
+) -> Result<Option<StoredScopes>> {
+    let text: Option<String> = seam::cached(
+        conn,
+        "SELECT scopes FROM sync_changes \
+         WHERE partition = ?1 AND commit_seq = ?2 AND tbl = ?3 AND row_id = ?4 AND op = 2 \
+         ORDER BY idx DESC LIMIT 1",
+    )
+    .db()?
+    .query_row((partition, commit_seq, table, row_id), |row| row.get(0))
+    .optional()
+    .db()?;
+    text.as_deref().map(parse_scopes).transpose()
 }
 
 /// Removes the row's tombstone.

@@ -12,7 +12,7 @@ use sync_core::front::{
 use sync_core::{
     ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, ClientRecord, Coverage,
     Error, ErrorCode, NewCommit, NewReaction, Result, RowScanQuery, ServeGate, SourceChange,
-    StoredCheckpoint, StoredPushResult, StoredRow,
+    StoredCheckpoint, StoredPushResult, StoredRow, StoredScopes,
 };
 
 use crate::pools::exec;
@@ -149,6 +149,15 @@ impl TransactionBackend for SqliteTransaction {
         row_id: &str,
     ) -> Result<Option<i64>> {
         self.run(|conn, p| rows::tombstone_seq(conn, p, t.name(), row_id))
+    }
+
+    fn get_delete_scopes(
+        &mut self,
+        t: Table<'_, TxHandle<Self>>,
+        row_id: &str,
+        commit_seq: Checked<i64>,
+    ) -> Result<Option<StoredScopes>> {
+        self.run(|conn, p| rows::delete_scopes(conn, p, t.name(), row_id, commit_seq.get()))
     }
 
     fn get_push_result(

@@ -55,6 +55,7 @@ pub(crate) fn push_result(r: &PushResult) -> Vec<ResponseFrame> {
                 message,
                 server_version,
                 server_row,
+                conflict_columns,
             } => OpResult {
                 op_index: op_index(*i),
                 kind: OpResultKind::Conflict {
@@ -62,10 +63,9 @@ pub(crate) fn push_result(r: &PushResult) -> Vec<ResponseFrame> {
                     message: message.clone(),
                     server_version: *server_version,
                     server_row: server_row.clone(),
-                    // Rounds are served at versions 1 and 2 only
-                    // (`SERVED_WIRE_VERSIONS`), which have no
-                    // `conflictColumns`.
-                    conflict_columns: None,
+                    // The engine answers with the bitmap exactly at
+                    // version 3 (and drops it below).
+                    conflict_columns: conflict_columns.clone(),
                 },
             },
             PushOperationResult::Error {

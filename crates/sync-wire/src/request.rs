@@ -8,15 +8,13 @@ use sync_ssp2::{DecodeError, PushOp};
 
 use crate::failure::WireFailure;
 
-/// The wire versions a round is served in, oldest first.
-///
-/// The codec reads and writes version 3 as well
-/// ([`sync_ssp2::SUPPORTED_WIRE_VERSIONS`]), but its push payloads are
-/// sparse rows with column-level conflict rules the engine does not apply
-/// yet; serving it with the rules of version 2 would read a sparse payload
-/// as a full row. Until the engine applies them, a version-3 request is
-/// refused like any unknown version, before anything is read or written.
-pub const SERVED_WIRE_VERSIONS: [u16; 2] = [1, 2];
+/// The wire versions a round is served in, oldest first: every version
+/// the codec reads ([`sync_ssp2::SUPPORTED_WIRE_VERSIONS`]). Versions 1
+/// and 2 push full rows, version 3 sparse rows with column-level conflict
+/// rules; the engine picks the rules from the request's version
+/// (`docs/design/wire-v3.md` §5). Any other version is refused before
+/// anything is read or written.
+pub const SERVED_WIRE_VERSIONS: [u16; 3] = [1, 2, 3];
 
 /// Decodes an SSP2 request body into a [`SyncRequest`].
 ///

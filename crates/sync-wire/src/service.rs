@@ -116,11 +116,9 @@ impl WireService {
         request: &sync_engine::SyncRequest,
         out: W,
     ) -> Result<RoundOutcome, RoundError> {
-        let version = if request.wire_version == 1 {
-            WireVersion::V1
-        } else {
-            WireVersion::V2
-        };
+        // The response is written in the request's version (decoding
+        // admitted only served ones).
+        let version = WireVersion::from_number(request.wire_version).unwrap_or(WireVersion::V2);
         let accept = request
             .pull
             .and_then(|p| Accept::from_bits(p.accept))

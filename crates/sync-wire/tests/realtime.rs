@@ -606,3 +606,103 @@ fn a_rotated_epoch_or_a_prune_past_the_cursor_is_a_reset_wake_up() {
     pruned.notify("acme", second).unwrap();
     assert_eq!(wake(&queue.take()[0]), WakeReason::ResetRequired);
 }
+
+/// The envelope version and the `(commit_seq, row)` of each upsert of a
+/// delta.
+fn delta_rows(message: &Outgoing) -> (WireVersion, Vec<(i64, Vec<u8>)>) {
+    let Outgoing::Delta(bytes) = message else {
+        panic!("not a delta: {message:?}");
+    };
+    let response = sync_ssp2::decode_response(bytes).unwrap();
+    let mut rows = Vec::new();
+    for frame in response.frames {
+        if let ResponseFrame::Commit(c) = frame {
+            for change in c.changes {
+                if let sync_ssp2::ChangeOp::Upsert { row, .. } = change.op {
+                    rows.push((c.commit_seq, row));
+                }
+            }
+        }
+    }
+    (response.wire_version, rows)
+}
+
+/// E-119 (`docs/design/wire-v3.md` §5.1, §8.3): a change pushed at version
+/// 3 as a sparse row reaches a version-2 and a version-3 connection, each
+/// in its own envelope version, with the same full row.
+#[test]
+fn each_connection_receives_a_delta_in_its_own_wire_version() {
+    let f = setup();
+    // Each client acquires the log epoch, then bootstraps with it.
+    let mut epoch = None;
+    for (client, version) in [("bob-2", WireVersion::V2), ("bob-3", WireVersion::V3)] {
+        for _ in 0..2 {
+            let mut pull = bootstrap(client, "l1", 1);
+            pull.wire_version = version;
+            for frame in &mut pull.frames {
+                if let sync_ssp2::RequestFrame::ReqHeader(h) = frame {
+                    h.log_epoch.clone_from(&epoch);
+                }
+            }
+            for frame in f.ok("bob", pull).frames {
+                if let ResponseFrame::RespHeader(h) = frame {
+                    epoch = h.epoch.map(|e| e.log_epoch);
+                }
+            }
+        }
+    }
+    let hub = hub(&f, RealtimeConfig::default());
+    let (v2, v3) = (Queue::new(16), Queue::new(16));
+    hub.connect(&ctx("bob"), "bob-2", v2.clone()).unwrap();
+    hub.connect(&ctx("bob"), "bob-3", v3.clone()).unwrap();
+    v2.take();
+    v3.take();
+
+    // A full sparse row pushed at version 3: the presence bitmap of the
+    // three columns, then the full-row encoding.
+    let full = f.todo("t1", "l1", "sparse");
+    let mut sparse = vec![0b111];
+    sparse.extend_from_slice(&full);
+    let response = f.ok(
+        "writer",
+        Request::from_parts(
+            WireVersion::V3,
+            sync_ssp2::ReqHeader {
+                log_epoch: epoch,
+                ..header("pusher-3")
+            },
+            vec![PushCommit {
+                client_commit_id: "c-v3".into(),
+                operations: vec![PushOperation {
+                    table: "todos".into(),
+                    row_id: "t1".into(),
+                    base_version: None,
+                    op: PushOp::Upsert { payload: sparse },
+                }],
+            }],
+            None,
+        ),
+    );
+    assert_eq!(response.wire_version, WireVersion::V3);
+    let seq = response
+        .frames
+        .iter()
+        .find_map(|frame| match frame {
+            ResponseFrame::PushResult(r) => match r.status {
+                sync_ssp2::PushStatus::Applied { commit_seq } => Some(commit_seq),
+                _ => None,
+            },
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("not applied: {:?}", response.frames));
+    hub.notify("acme", seq).unwrap();
+    let (from_v2, from_v3) = (v2.take(), v3.take());
+    assert_eq!(
+        delta_rows(&from_v2[0]),
+        (WireVersion::V2, vec![(seq, full.clone())])
+    );
+    assert_eq!(
+        delta_rows(&from_v3[0]),
+        (WireVersion::V3, vec![(seq, full)])
+    );
+}

@@ -100,10 +100,10 @@ fn invalid_request_vectors_are_refused_before_the_round() {
 }
 
 #[test]
-fn wire_version_3_is_refused_naming_the_versions_served() {
+fn wire_version_4_is_refused_naming_the_versions_served() {
     let fixture = Fixture::new(sync_wire::DEFAULT_INLINE_LIMIT);
     let mut body = std::fs::read(vectors().join("pull-minimal.bin")).unwrap();
-    body[4..6].copy_from_slice(&3u16.to_le_bytes());
+    body[4..6].copy_from_slice(&4u16.to_le_bytes());
     // Whatever follows the envelope header is never read.
     body.truncate(8);
     let failure = refusal(fixture.round("alice", &body));
@@ -111,16 +111,16 @@ fn wire_version_3_is_refused_naming_the_versions_served() {
     assert_eq!(failure.code(), "sync.invalid_request");
     assert_eq!(
         failure.body["details"]["supportedWireVersions"],
-        serde_json::json!([1, 2])
+        serde_json::json!([1, 2, 3])
     );
-    assert_eq!(failure.body["details"]["wireVersion"], 3);
+    assert_eq!(failure.body["details"]["wireVersion"], 4);
 }
 
 #[test]
 fn a_socket_refusal_of_a_version_3_round_is_written_in_version_3() {
     let fixture = Fixture::new(sync_wire::DEFAULT_INLINE_LIMIT);
     let mut body = std::fs::read(vectors().join("pull-minimal.bin")).unwrap();
-    body[4..6].copy_from_slice(&3u16.to_le_bytes());
+    body[4..6].copy_from_slice(&4u16.to_le_bytes());
     let failure = refusal(fixture.round("alice", &body));
     let stream = sync_wire::realtime::refusal_stream(&failure, 3, "epoch-1");
     let response = sync_ssp2::decode_response(&stream).unwrap();

@@ -1,5 +1,5 @@
 //! Column versions and tombstones in storage (wire version 3,
-//! `docs/design/wire-v3.md` §3.1–§3.5), C-366…C-369, C-371, C-373, C-375
+//! `docs/design/wire-v3.md` §3.1–§3.5), C-366…C-369, C-371…C-373, C-375
 //! (beyond the checklist).
 //!
 //! Every application table has a nullable bytes column
@@ -12,7 +12,7 @@ use sync_core::{EnsureOutcome, ErrorCode, NewChange, ServerStorage, StoredRow};
 
 use crate::check::{expect_code, expect_detail, CheckDef, CheckResult, Failure};
 use crate::context::Ctx;
-use crate::fixtures::{fix1, task};
+use crate::fixtures::{fix1, push, task, Op};
 use crate::registry::check;
 use crate::{check, check_eq};
 
@@ -52,6 +52,12 @@ pub(crate) const CHECKS: &[CheckDef] = &[
         "C-371",
         "a schema bump that re-encodes payloads leaves column versions untouched",
         c371_bump_keeps_versions,
+    ),
+    check(
+        GROUP,
+        "C-372",
+        "get_delete_scopes returns the scopes of the row's delete change in the tombstone's commit while it is retained, None for a commit without that delete and after pruning past it; the front checks its arguments",
+        c372_delete_scopes,
     ),
     check(
         GROUP,
@@ -345,5 +351,101 @@ fn c375_tombstone_of_the_last_change(ctx: &mut Ctx<'_>) -> CheckResult {
         "tombstone of a later delete"
     );
     tx.commit()?;
+    Ok(())
+}
+
+fn c372_delete_scopes(ctx: &mut Ctx<'_>) -> CheckResult {
+    use super::support_pdata::{touch, EPOCH, P};
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    touch(storage.as_ref(), P)?;
+    let (one, two) = (
+        task(&schema, "t1", "proj-1", "a")?,
+        task(&schema, "t2", "proj-2", "b")?,
+    );
+    push(
+        storage.as_ref(),
+        P,
+        "c",
+        "k1",
+        &[Op::upsert("tasks", one), Op::upsert("tasks", two)],
+    )?;
+    // One commit deletes both rows; another deletes nothing of t1.
+    let deleted = push(
+        storage.as_ref(),
+        P,
+        "c",
+        "k2",
+        &[Op::delete("tasks", "t1"), Op::delete("tasks", "t2")],
+    )?
+    .seq()?;
+    let other = push(
+        storage.as_ref(),
+        P,
+        "c",
+        "k3",
+        &[Op::upsert("tasks", task(&schema, "t3", "proj-1", "c")?)],
+    )?
+    .seq()?;
+    let scopes = |project: &str| crate::fixtures::scopes(&[("project_id", project)]);
+    let mut tx = storage.begin(P)?;
+    let tombstone = tx.get_tombstone_seq("tasks", "t1")?;
+    check_eq!(tombstone, Some(deleted), "tombstone of t1");
+    check_eq!(
+        tx.get_delete_scopes("tasks", "t1", deleted)?,
+        Some(scopes("proj-1")),
+        "scopes of t1's delete"
+    );
+    check_eq!(
+        tx.get_delete_scopes("tasks", "t2", deleted)?,
+        Some(scopes("proj-2")),
+        "scopes of t2's delete, in the same commit"
+    );
+    check_eq!(
+        tx.get_delete_scopes("tasks", "t1", other)?,
+        None,
+        "a commit that did not delete t1"
+    );
+    check_eq!(
+        tx.get_delete_scopes("tasks", "t3", other)?,
+        None,
+        "a commit that wrote t3 without deleting it"
+    );
+    check_eq!(
+        tx.get_delete_scopes("secrets", "t1", deleted)?,
+        None,
+        "the same row id in another table"
+    );
+    // The front's checks: an unknown table, a negative sequence.
+    expect_code(
+        tx.get_delete_scopes("nope", "t1", deleted),
+        ErrorCode::UnknownTable,
+        "get_delete_scopes of an unknown table",
+    )?;
+    let error = expect_code(
+        tx.get_delete_scopes("tasks", "t1", -1),
+        ErrorCode::InvalidArgument,
+        "get_delete_scopes at a negative sequence",
+    )?;
+    expect_detail(&error, "argument", "commit_seq")?;
+    tx.rollback()?;
+    // Pruned past the delete: the tombstone and the change are gone.
+    let query = sync_core::CommitPruneQuery {
+        log_epoch: EPOCH.to_owned(),
+        through_seq: deleted,
+    };
+    storage.prune_commits_through(P, &query)?;
+    let mut tx = storage.begin(P)?;
+    check_eq!(
+        tx.get_tombstone_seq("tasks", "t1")?,
+        None,
+        "tombstone of t1 after pruning"
+    );
+    check_eq!(
+        tx.get_delete_scopes("tasks", "t1", deleted)?,
+        None,
+        "scopes of t1's delete after pruning"
+    );
+    tx.rollback()?;
     Ok(())
 }

@@ -418,6 +418,14 @@ impl StorageTransaction for BusyTx<'_> {
     fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>> {
         self.inner.get_tombstone_seq(table, row_id)
     }
+    fn get_delete_scopes(
+        &mut self,
+        table: &str,
+        row_id: &str,
+        commit_seq: i64,
+    ) -> Result<Option<sync_core::StoredScopes>> {
+        self.inner.get_delete_scopes(table, row_id, commit_seq)
+    }
     fn get_rows(&mut self, table: &str, row_ids: &[String]) -> Result<Vec<Option<StoredRow>>> {
         self.inner.get_rows(table, row_ids)
     }

@@ -131,6 +131,7 @@ fn c120_push_result_round_trip(ctx: &mut Ctx<'_>) -> CheckResult {
                 message: "stale".to_owned(),
                 server_version: 3,
                 server_row: vec![0x00, 0x01, 0x02],
+                conflict_columns: None,
             },
             PushOperationResult::Error {
                 op_index: 2,
@@ -206,6 +207,8 @@ fn c122_conflict_round_trip(ctx: &mut Ctx<'_>) -> CheckResult {
         message: "stale".to_owned(),
         server_version: (1 << 53) - 1,
         server_row,
+        // A wire-version-3 conflict keeps its bitmap through storage.
+        conflict_columns: Some(vec![0b1000_0001, 0x00]),
     };
     let result = StoredPushResult {
         status: PushStatus::Rejected,

@@ -24,6 +24,7 @@ pub(crate) mod engine_replay_owner;
 pub(crate) mod engine_retention;
 pub(crate) mod engine_round;
 pub(crate) mod engine_unstorable;
+pub(crate) mod engine_v3;
 pub(crate) mod engine_validators;
 pub(crate) mod idempotency;
 pub(crate) mod lookups;

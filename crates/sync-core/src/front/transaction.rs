@@ -16,6 +16,7 @@ use crate::push_result::StoredPushResult;
 use crate::queries::{IndexRowScanQuery, RowScanQuery};
 use crate::reactions::NewReaction;
 use crate::rows::{NewCommit, SourceChange, StoredRow};
+use crate::scope::StoredScopes;
 use crate::transaction::StorageTransaction;
 
 use super::checked::Request;
@@ -63,6 +64,18 @@ impl<T: TransactionBackend> StorageTransaction for FrontTransaction<T> {
         self.inner.check_open()?;
         let table = checks::table(self.ensured.as_deref(), table)?;
         self.inner.get_tombstone_seq(table, row_id)
+    }
+
+    fn get_delete_scopes(
+        &mut self,
+        table: &str,
+        row_id: &str,
+        commit_seq: i64,
+    ) -> Result<Option<StoredScopes>> {
+        self.inner.check_open()?;
+        let table = checks::table(self.ensured.as_deref(), table)?;
+        let commit_seq = checks::non_negative("commit_seq", commit_seq)?;
+        self.inner.get_delete_scopes(table, row_id, commit_seq)
     }
 
     fn get_rows(&mut self, table: &str, row_ids: &[String]) -> Result<Vec<Option<StoredRow>>> {

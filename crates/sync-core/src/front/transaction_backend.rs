@@ -13,6 +13,7 @@ use crate::push_result::StoredPushResult;
 use crate::queries::RowScanQuery;
 use crate::reactions::NewReaction;
 use crate::rows::{NewCommit, SourceChange, StoredRow};
+use crate::scope::StoredScopes;
 
 use super::checked::{
     Checked, CheckedRow, CheckpointName, IndexLookup, Request, RowId, Table, Tables,
@@ -59,6 +60,13 @@ pub trait TransactionBackend: Send {
         table: Table<'_, TxHandle<Self>>,
         row_id: &str,
     ) -> Result<Option<i64>>;
+    /// The scopes of the row's last delete change in `commit_seq` (≥ 0).
+    fn get_delete_scopes(
+        &mut self,
+        table: Table<'_, TxHandle<Self>>,
+        row_id: &str,
+        commit_seq: Checked<i64>,
+    ) -> Result<Option<StoredScopes>>;
     /// The candidate rows of `row_ids` in order; the default reads each.
     fn get_rows(
         &mut self,

@@ -62,6 +62,14 @@ impl StorageTransaction for PreludeTx {
     fn get_tombstone_seq(&mut self, table: &str, row_id: &str) -> Result<Option<i64>> {
         Err(not_called())
     }
+    fn get_delete_scopes(
+        &mut self,
+        table: &str,
+        row_id: &str,
+        commit_seq: i64,
+    ) -> Result<Option<sync_core::StoredScopes>> {
+        Err(not_called())
+    }
     fn get_push_result(
         &mut self,
         client_id: &str,

@@ -1,4 +1,7 @@
-//! Operation apply (`engine.md` §4.2–§4.8 per-row part).
+//! Operation apply (`engine.md` §4.2–§4.8 per-row part); the upsert of
+//! wire version 3 is [`sparse`].
+
+mod sparse;
 
 use std::collections::HashMap;
 
@@ -9,6 +12,7 @@ use sync_core::{
 
 use super::conflict::{decide, Decision};
 use super::row_values::{blob_ids, decode, merge_crdts, named};
+use super::semantics::WriteSemantics;
 use super::{records, storable};
 use crate::config::DeletePolicy;
 use crate::engine::{Engine, MAX_SAFE_INTEGER};
@@ -67,6 +71,7 @@ pub(crate) struct Applier<'a, 't, 'x> {
     pub(crate) partition: &'a str,
     pub(crate) actor_id: &'a str,
     pub(crate) resolved: &'a Resolved,
+    pub(crate) semantics: WriteSemantics,
     pub(crate) tx: &'t mut (dyn StorageTransaction + 'x),
     pub(crate) prefetched: Prefetched,
     pub(crate) changes: Vec<NewChange>,
@@ -112,9 +117,12 @@ impl Applier<'_, '_, '_> {
         if *self.resolved == Resolved::Failed {
             return Ok(forbidden(i)); // A2
         }
-        match op.op {
-            OpKind::Delete => self.delete(i, table, op),
-            OpKind::Upsert => self.upsert(i, table, op),
+        match (op.op, self.semantics) {
+            (OpKind::Delete, _) => self.delete(i, table, op),
+            (OpKind::Upsert, WriteSemantics::FullRow { delete_policy }) => {
+                self.upsert(i, table, op, delete_policy)
+            }
+            (OpKind::Upsert, WriteSemantics::Sparse) => self.sparse_upsert(i, table, op),
         }
     }
 
@@ -173,6 +181,7 @@ impl Applier<'_, '_, '_> {
         i: u32,
         table: &CompiledTable,
         op: &Operation,
+        delete_policy: DeletePolicy,
     ) -> Result<OpOutcome, Abort> {
         let Some(pushed) = op.payload.as_deref() else {
             return Ok(invalid(i, "upsert without payload")); // U1
@@ -190,10 +199,10 @@ impl Applier<'_, '_, '_> {
         match self.read_row(table, &op.row_id)? {
             Some(stored) => self.update(i, table, op, values, stored),
             None => {
-                let outcome = self.insert_checks(i, table, op, &values)?;
+                let outcome = self.insert_checks(i, table, op, &values, delete_policy)?;
                 match outcome {
                     Some(terminal) => Ok(terminal),
-                    None => self.insert(i, table, op, &mut values),
+                    None => self.insert(i, table, op, &mut values, pushed),
                 }
             }
         }
@@ -215,6 +224,7 @@ impl Applier<'_, '_, '_> {
                 i,
                 stored.server_version,
                 stored.payload,
+                None,
             ))); // U4b, U4c
         }
         let stored_values = decode(table, &stored.payload).map_err(Abort::internal)?; // U4d
@@ -236,7 +246,8 @@ impl Applier<'_, '_, '_> {
         ) else {
             return Ok(merge_failed(i)); // U4e
         };
-        let payload = self.final_payload(table, op, &values, changed || merged)?; // U4f
+        let pushed = op.payload.as_deref().unwrap_or_default();
+        let payload = self.final_payload(table, pushed, &values, changed || merged)?; // U4f
         let version = stored.server_version + 1;
         if version > MAX_SAFE_INTEGER {
             return Err(Abort::internal(InternalFailure("server_version overflow")));
@@ -267,6 +278,7 @@ impl Applier<'_, '_, '_> {
         table: &CompiledTable,
         op: &Operation,
         values: &[RowValue],
+        delete_policy: DeletePolicy,
     ) -> Result<Option<OpOutcome>, Abort> {
         let scopes = extract_scopes(table, values);
         let authorized = scopes
@@ -282,7 +294,7 @@ impl Applier<'_, '_, '_> {
         if !authorized {
             return Ok(Some(forbidden(i))); // U5b, U5c
         }
-        if self.engine.config.delete_policy == DeletePolicy::DeleteWins {
+        if delete_policy == DeletePolicy::DeleteWins {
             let tombstone = self
                 .tx
                 .get_tombstone_seq(&table.name, &op.row_id)
@@ -299,12 +311,15 @@ impl Applier<'_, '_, '_> {
         Ok(None)
     }
 
+    /// Inserts `values` at version 1; `pushed` is the full-row encoding
+    /// the client sent, stored as is unless a merge changed a value.
     fn insert(
         &mut self,
         i: u32,
         table: &CompiledTable,
         op: &Operation,
         values: &mut [RowValue],
+        pushed: &[u8],
     ) -> Result<OpOutcome, Abort> {
         let Some(scopes) = extract_scopes(table, values) else {
             return Ok(forbidden(i));
@@ -312,7 +327,7 @@ impl Applier<'_, '_, '_> {
         let Ok(merged) = merge_crdts(table, &self.engine.config.mergers, values, None) else {
             return Ok(merge_failed(i)); // U5e
         };
-        let payload = self.final_payload(table, op, values, merged)?; // U5f
+        let payload = self.final_payload(table, pushed, values, merged)?; // U5f
         if let Some(t) = self.blobs(i, table, op, values)? {
             return Ok(t); // U5g
         }
@@ -330,17 +345,19 @@ impl Applier<'_, '_, '_> {
         self.store(i, table, row) // U5i, U5j
     }
 
+    /// The payload to store: `pushed` (a full-row encoding of `values`)
+    /// unless `changed`, then a fresh encoding of `values`.
     fn final_payload(
         &self,
         table: &CompiledTable,
-        op: &Operation,
+        pushed: &[u8],
         values: &[RowValue],
         changed: bool,
     ) -> Result<Vec<u8>, Abort> {
         if changed {
             codec::encode_row(table, values).map_err(Abort::internal)
         } else {
-            Ok(op.payload.clone().unwrap_or_default())
+            Ok(pushed.to_vec())
         }
     }
 

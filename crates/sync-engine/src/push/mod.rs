@@ -7,6 +7,7 @@ mod reaction_plan;
 mod records;
 mod replay;
 mod row_values;
+mod semantics;
 mod storable;
 pub(crate) mod tx_reader;
 
@@ -24,6 +25,7 @@ use crate::wire::wire_error::WireError;
 
 use apply::{Applier, OpOutcome, Prefetched};
 use replay::Replay;
+use semantics::WriteSemantics;
 use tx_reader::TxReader;
 
 /// The idempotency identity of one commit.
@@ -42,6 +44,21 @@ pub(crate) enum Ops<'c, 'b> {
     Given(&'c [Operation]),
     /// Built by a server command at P7.
     Built(&'c mut Builder<'b>),
+}
+
+impl Ops<'_, '_> {
+    /// A client's operations (a command's are built only under the lock).
+    fn given(&self) -> Option<&[Operation]> {
+        match self {
+            Ops::Given(given) => Some(given),
+            Ops::Built(_) => None,
+        }
+    }
+}
+
+/// The write rules of the round's pushes.
+pub(crate) fn semantics(round: &Round<'_>) -> WriteSemantics {
+    WriteSemantics::of(round.req.wire_version, round.engine.config.delete_policy)
 }
 
 /// Runs P1–P15 for one client commit and returns its result.
@@ -67,7 +84,7 @@ pub(crate) fn run_pipeline(
         None => storage.get_push_result(&round.ctx.partition, key.client_id, key.client_commit_id),
     };
     match stored {
-        Ok(Some(stored)) => return Ok(replay::judge(round, key, stored).answer(round)),
+        Ok(Some(stored)) => return Ok(replay::judge(round, key, stored, ops.given()).answer(round)),
         Ok(None) => {}
         Err(e) if e.is(ErrorCode::IdempotencyCacheMiss) => {
             return Ok(records::cache_miss(key.client_commit_id))
@@ -129,7 +146,9 @@ fn locked_pipeline(
         )));
     }
     match prelude.push_result {
-        Ok(Some(stored)) => return Ok(Step::Replay(replay::judge(round, key, stored))),
+        Ok(Some(stored)) => {
+            return Ok(Step::Replay(replay::judge(round, key, stored, ops.given())))
+        }
         Ok(None) => {}
         Err(e) if e.is(ErrorCode::IdempotencyCacheMiss) => {
             return Ok(Step::Replay(Replay::own(records::cache_miss(
@@ -175,6 +194,7 @@ fn apply_locked(
         partition: &round.ctx.partition,
         actor_id: &round.ctx.actor_id,
         resolved: &round.resolved,
+        semantics: semantics(round),
         tx: &mut *tx,
         prefetched,
         changes: Vec::new(),

@@ -15,11 +15,13 @@ pub(crate) fn error(op_index: u32, code: &str, message: &str) -> PushOperationRe
     }
 }
 
-/// A `conflict` record carrying the stored version and payload.
+/// A `conflict` record carrying the stored version and payload, and at
+/// wire version 3 the bitmap of the conflicting columns.
 pub(crate) fn conflict(
     op_index: u32,
     server_version: i64,
     server_row: Vec<u8>,
+    conflict_columns: Option<Vec<u8>>,
 ) -> PushOperationResult {
     PushOperationResult::Conflict {
         op_index,
@@ -27,6 +29,7 @@ pub(crate) fn conflict(
         message: "row version does not match baseVersion".to_owned(),
         server_version,
         server_row,
+        conflict_columns,
     }
 }
 

@@ -12,6 +12,7 @@ use sync_core::StoredPushResult;
 use super::{records, CommitKey};
 use crate::round::entry::COMMAND_CLIENT_PREFIX;
 use crate::round::Round;
+use crate::wire::request::Operation;
 use crate::wire::response::PushResult;
 
 /// The answer to one replayed key.
@@ -37,9 +38,21 @@ impl Replay {
     }
 }
 
-/// The answer to `stored` found for `key` in this round.
-pub(super) fn judge(round: &Round<'_>, key: &CommitKey<'_>, stored: StoredPushResult) -> Replay {
+/// The answer to `stored` found for `key` in this round; `operations` are
+/// the replayed commit's (a conflict record is answered in the round's
+/// wire version, `docs/design/wire-v3.md` §5.3).
+pub(super) fn judge(
+    round: &Round<'_>,
+    key: &CommitKey<'_>,
+    mut stored: StoredPushResult,
+    operations: Option<&[Operation]>,
+) -> Replay {
     if pushed_by_this_actor(round, key, &stored) {
+        super::semantics(round).answer_records(
+            &mut stored.results,
+            operations,
+            &round.engine.schema,
+        );
         return Replay::own(records::from_stored(key.client_commit_id, stored, false));
     }
     Replay {

@@ -20,7 +20,7 @@ fn storable_key(text: &str, max_bytes: usize) -> bool {
 /// The first violated invariant, as its wire error.
 pub(crate) fn check(req: &SyncRequest) -> Result<(), WireError> {
     let bad = |reason: &str| Err(WireError::invalid_request(reason));
-    if !matches!(req.wire_version, 1 | 2) {
+    if !matches!(req.wire_version, 1..=3) {
         return bad("wire_version");
     }
     if req.header.client_id.is_empty() {
@@ -120,6 +120,24 @@ mod tests {
     #[test]
     fn valid_request_passes() {
         assert_eq!(code(&request()), None);
+    }
+
+    #[test]
+    fn wire_versions_one_to_three_are_served() {
+        for version in [2, 3] {
+            let mut r = request();
+            r.wire_version = version;
+            assert_eq!(code(&r), None, "version {version}");
+        }
+        for version in [0, 4] {
+            let mut r = request();
+            r.wire_version = version;
+            assert_eq!(
+                code(&r).unwrap().1.as_deref(),
+                Some("wire_version"),
+                "version {version}"
+            );
+        }
     }
 
     #[test]

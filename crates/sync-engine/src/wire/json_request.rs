@@ -99,7 +99,7 @@ fn parse_req_header(value: &Value) -> Result<(u16, ReqHeader), JsonFrameError> {
     }
     let wire_version = match opt_i64(obj, "wireVersion")? {
         None => 2,
-        Some(v) => u16::try_from(v).map_err(|_| wrong("wireVersion", "1 or 2"))?,
+        Some(v) => u16::try_from(v).map_err(|_| wrong("wireVersion", "1, 2 or 3"))?,
     };
     Ok((
         wire_version,

@@ -475,6 +475,7 @@ mod tests {
                     message: "m".into(),
                     server_version: 7,
                     server_row: vec![1, 2, 3],
+                    conflict_columns: None,
                 }],
             }),
             ResponseItem::PushResult(PushResult {

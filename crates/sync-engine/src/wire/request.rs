@@ -6,7 +6,8 @@ use sync_core::ScopeFilter;
 /// One decoded sync request: the frames of one round in wire order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncRequest {
-    /// Wire version of the envelope (1 or 2).
+    /// Wire version of the envelope (1, 2 or 3): it selects the write
+    /// rules of the pushes and the encoding of the response.
     pub wire_version: u16,
     /// The `REQ_HEADER` frame.
     pub header: ReqHeader,

@@ -710,11 +710,12 @@ impl RealtimeHub {
 
 /// The SSP2 bytes of a delta's items.
 fn encode_delta(items: &[ResponseItem], wire_version: i32) -> Result<Vec<u8>, WireFailure> {
-    let version = if wire_version == 1 {
-        WireVersion::V1
-    } else {
-        WireVersion::V2
-    };
+    // The connection's recorded version; one the codec does not know
+    // (never recorded by a served round) falls back to version 2.
+    let version = u16::try_from(wire_version)
+        .ok()
+        .and_then(WireVersion::from_number)
+        .unwrap_or(WireVersion::V2);
     let internal = |reason: String| {
         WireFailure::from_wire_error(
             &sync_engine::WireError::new("sync.internal", "internal server error")
