@@ -26,6 +26,7 @@ mod w11_http_push;
 mod w12_http_bootstrap;
 pub mod w12_serve;
 mod w13_realtime;
+mod w15_sparse;
 mod w16_cost;
 mod w1_push;
 mod w2_push10;
@@ -84,7 +85,7 @@ pub struct BenchArgs {
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
-    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W11,W12,W13,W16,W1P,NORMAL,CONC,RT;
+    /// Only these workloads (comma-separated: W1,W2,W3,W4,W5,W6,W7,W3G,W8,W9,W10,W11,W12,W13,W15,W16,W1P,NORMAL,CONC,RT;
     /// W1P is W1 through the push prelude against W1 through the single calls;
     /// W3G is the W3 growth of scan pages with the table size; W16 the cost of one push).
     #[arg(long, value_delimiter = ',')]
@@ -363,6 +364,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
     }
     if only.has("W3G") {
         out.extend(w3_growth::run(env, scale)?);
+    }
+    if only.has("W15") {
+        out.extend(w15_sparse::run(env, scale)?);
     }
     if only.has("W16") {
         out.extend(w16_cost::run(env, scale)?);

@@ -155,6 +155,7 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
     check(&w6_fence_gate::run(&env, &scale).unwrap(), "W6", 4);
     check(&w7_growth::run(&env, &scale).unwrap(), "W7", 9);
     check(&w3_growth::run(&env, &scale).unwrap(), "W3", 6);
+    check(&w15_sparse::run(&env, &scale).unwrap(), "W15", 2);
 }
 
 #[test]
