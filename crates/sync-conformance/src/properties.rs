@@ -71,6 +71,13 @@ pub struct Properties {
     /// A `json` value holding `\u0000` cannot be stored as JSON, so its
     /// projection is NULL while the payload keeps it (C-118).
     pub json_nul_projects_null: bool,
+    /// The lookup index of a declared index over variable-width columns
+    /// indexes prefixes of their values (MariaDB: a B-tree key has at most
+    /// 3 072 bytes), so it orders the matches by prefix, not by row id: a
+    /// lookup page sorts the rows whose values equal the lookup's — a cost
+    /// bounded by one value's matches, not by the table. C-328 then asks
+    /// index lookups to search the declared index, not to stream.
+    pub prefix_lookup_indexes: bool,
 }
 
 /// What a check needs of the harness.

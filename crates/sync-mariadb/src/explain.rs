@@ -63,9 +63,25 @@ fn statement(path: HotPath) -> (String, Vec<Value>) {
                 one
             };
             let n = values.len();
-            let mut params = head(values);
-            params.extend([Value::from(""), Value::Int(64), p()]);
-            (crate::reads::scan_page_sql(&tasks, n), params)
+            let params: Vec<Value> = values
+                .into_iter()
+                .flat_map(|v| {
+                    [
+                        p(),
+                        "tasks".into(),
+                        "project_id".into(),
+                        v,
+                        "".into(),
+                        Value::Int(64),
+                    ]
+                })
+                .collect();
+            let sql = if n == 1 {
+                crate::reads::single_value_page_sql(&tasks)
+            } else {
+                crate::reads::multi_value_candidates_sql(n)
+            };
+            (sql, params)
         }
         HotPath::ScanWalk => (
             format!(
@@ -78,6 +94,7 @@ fn statement(path: HotPath) -> (String, Vec<Value>) {
         HotPath::IndexLookup => (
             crate::lookups::index_lookup_sql(
                 &tasks,
+                "tasks_by_project_title",
                 &["project_id".to_owned(), "title".to_owned()],
                 &[false, false],
             ),
@@ -90,7 +107,12 @@ fn statement(path: HotPath) -> (String, Vec<Value>) {
             ],
         ),
         HotPath::IndexLookupShared => (
-            crate::lookups::index_lookup_sql(&tasks, &["title".to_owned()], &[false]),
+            crate::lookups::index_lookup_sql(
+                &tasks,
+                "tasks_by_title",
+                &["title".to_owned()],
+                &[false],
+            ),
             vec![p(), "title-1".into(), "".into(), Value::Int(64)],
         ),
         HotPath::BlobCandidates => (
@@ -139,17 +161,45 @@ pub(crate) fn explain(conn: &mut Conn, path: HotPath) -> Result<PlanSummary> {
         raw: text,
         ..PlanSummary::default()
     };
-    walk(&plan, &mut summary);
+    walk(&plan, &aliases(&sql), &mut summary);
     Ok(summary)
 }
 
-fn walk(node: &Json, summary: &mut PlanSummary) {
+/// The tables of `sql` by alias (`` `table` AS alias ``): a plan names an
+/// aliased table by its alias only, and the summary must name the table.
+fn aliases(sql: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut rest = sql;
+    while let Some(at) = rest.find("` AS ") {
+        let before = &rest[..at];
+        let after = &rest[at + "` AS ".len()..];
+        rest = after;
+        let Some(open) = before.rfind('`') else {
+            continue;
+        };
+        let table = &before[open + 1..];
+        let alias: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !alias.is_empty() && !table.is_empty() {
+            found.push((alias, table.to_owned()));
+        }
+    }
+    found
+}
+
+fn walk(node: &Json, aliases: &[(String, String)], summary: &mut PlanSummary) {
     match node {
         Json::Object(map) => {
             for (key, value) in map {
                 match key.as_str() {
                     "table" => {
-                        if let Some(name) = value.get("table_name").and_then(Json::as_str) {
+                        if let Some(shown) = value.get("table_name").and_then(Json::as_str) {
+                            let name = aliases
+                                .iter()
+                                .find(|(alias, _)| alias == shown)
+                                .map_or(shown, |(_, table)| table.as_str());
                             if let Some(index) = value.get("key").and_then(Json::as_str) {
                                 let index = if index == "PRIMARY" {
                                     "PRIMARY KEY"
@@ -169,10 +219,10 @@ fn walk(node: &Json, summary: &mut PlanSummary) {
                     "filesort" | "temporary_table" => summary.collects.push(key.clone()),
                     _ => {}
                 }
-                walk(value, summary);
+                walk(value, aliases, summary);
             }
         }
-        Json::Array(items) => items.iter().for_each(|item| walk(item, summary)),
+        Json::Array(items) => items.iter().for_each(|item| walk(item, aliases, summary)),
         _ => {}
     }
 }

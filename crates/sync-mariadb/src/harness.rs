@@ -51,6 +51,7 @@ pub const PROPERTIES: Properties = Properties {
     database_roles: false,
     booleans: BooleanValues::Integers,
     json_nul_projects_null: false,
+    prefix_lookup_indexes: true,
 };
 
 fn waits() -> LockWaits {

@@ -15,8 +15,17 @@ use crate::pool::Conn;
 use crate::values::projection_value;
 
 /// The lookup statement: partition, one `= ?` (or `IS NULL`) per column,
-/// the cursor, the limit — parameters in that order, NULLs not bound.
-pub fn index_lookup_sql(quoted_table: &str, columns: &[String], nulls: &[bool]) -> String {
+/// the cursor, the limit — parameters in that order, NULLs not bound. The
+/// statement reads through the declared index's lookup index
+/// (`FORCE INDEX`): several declared indexes may start with the same
+/// column, and the estimates of prefix indexes cannot tell which one
+/// narrows the lookup.
+pub fn index_lookup_sql(
+    quoted_table: &str,
+    index: &str,
+    columns: &[String],
+    nulls: &[bool],
+) -> String {
     let conditions: String = columns
         .iter()
         .zip(nulls)
@@ -30,8 +39,10 @@ pub fn index_lookup_sql(quoted_table: &str, columns: &[String], nulls: &[bool]) 
         .collect();
     format!(
         "SELECT `_sync_row_id`, `_sync_server_version`, `_sync_scopes`, `_sync_payload` \
-         FROM {quoted_table} WHERE `_sync_partition` = ?{conditions} AND `_sync_row_id` > ? \
-         ORDER BY `_sync_row_id` LIMIT ?"
+         FROM {quoted_table} FORCE INDEX ({}) \
+         WHERE `_sync_partition` = ?{conditions} AND `_sync_row_id` > ? \
+         ORDER BY `_sync_row_id` LIMIT ?",
+        q(&sync_schema::physical_index_name(index))
     )
 }
 
@@ -45,6 +56,7 @@ pub(crate) fn index_scan(
     let nulls: Vec<bool> = values.iter().map(|v| v.is_null()).collect();
     let sql = index_lookup_sql(
         &lookup.table().handle().quoted,
+        &lookup.index().name,
         &lookup.index().columns,
         &nulls,
     );

@@ -63,19 +63,109 @@ fn value_marks(count: usize) -> String {
     vec!["?"; count].join(", ")
 }
 
-/// One scan page: candidate row ids of one scope variable's values after
-/// the cursor, joined to the table. Parameters: partition, table,
-/// variable, the values, the cursor, the page size, the partition.
-pub(crate) fn scan_page_sql(quoted_table: &str, values: usize) -> String {
+/// The parameters of one per-value range of a scan page: partition,
+/// table, variable, value, cursor, page size.
+fn range_params(
+    partition: &str,
+    table: &str,
+    variable: &str,
+    value: &str,
+    cursor: &str,
+    page: i64,
+) -> [Value; 6] {
+    [
+        partition.into(),
+        table.into(),
+        variable.into(),
+        value.into(),
+        cursor.into(),
+        Value::Int(page),
+    ]
+}
+
+/// One scan page of a single value: one primary-key range of
+/// `sync_row_scopes` read in row-id order and joined row by row, so the page
+/// streams and stops after `page` entries whatever the table's size.
+/// Parameters: [`range_params`].
+pub(crate) fn single_value_page_sql(quoted_table: &str) -> String {
     format!(
-        "SELECT c.`row_id`, t.`_sync_server_version`, t.`_sync_scopes`, t.`_sync_payload` \
-         FROM (SELECT DISTINCT `row_id` FROM `sync_row_scopes` \
-               WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` IN ({}) \
-               AND `row_id` > ? ORDER BY `row_id` LIMIT ?) AS c \
-         LEFT JOIN {quoted_table} AS t ON t.`_sync_partition` = ? AND t.`_sync_row_id` = c.`row_id` \
-         ORDER BY c.`row_id`",
-        value_marks(values)
+        "SELECT s.`row_id`, t.`_sync_server_version`, t.`_sync_scopes`, t.`_sync_payload` \
+         FROM `sync_row_scopes` AS s \
+         LEFT JOIN {quoted_table} AS t \
+           ON t.`_sync_partition` = s.`partition` AND t.`_sync_row_id` = s.`row_id` \
+         WHERE s.`partition` = ? AND s.`tbl` = ? AND s.`var` = ? AND s.`value` = ? \
+           AND s.`row_id` > ? ORDER BY s.`row_id` LIMIT ?"
     )
+}
+
+/// The candidates of a scan page of several values (`docs/design/mariadb.md`
+/// §13): one primary-key range per value, each cut at the page size (the
+/// first `page` distinct ids lie within the first `page` of every range),
+/// as a `UNION ALL` without an outer `ORDER BY` — MariaDB streams it,
+/// where an outer sort would materialize the union; the caller merges the
+/// sorted runs. Parameters: [`range_params`] per value.
+pub(crate) fn multi_value_candidates_sql(values: usize) -> String {
+    let arm = "(SELECT `row_id` FROM `sync_row_scopes` \
+               WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` = ? \
+               AND `row_id` > ? ORDER BY `row_id` LIMIT ?)";
+    vec![arm; values].join(" UNION ALL ")
+}
+
+/// The rows of `count` row ids of the table, by primary key. Parameters:
+/// partition, the ids.
+fn rows_by_id_sql(quoted_table: &str, count: usize) -> String {
+    format!(
+        "SELECT `_sync_row_id`, `_sync_server_version`, `_sync_scopes`, `_sync_payload` \
+         FROM {quoted_table} WHERE `_sync_partition` = ? AND `_sync_row_id` IN ({})",
+        value_marks(count)
+    )
+}
+
+type ScanRow = (String, Option<i64>, Option<String>, Option<Vec<u8>>);
+
+/// One scan page: the first `page` row ids of the values after `cursor`,
+/// in row-id order, each with its row (`None` columns for an entry whose
+/// row is gone).
+fn scan_page(
+    conn: &mut Conn,
+    table: &TableSql,
+    partition: &str,
+    query: &RowScanQuery,
+    (variable, values): (&str, &[String]),
+    cursor: &str,
+    page: i64,
+) -> Result<Vec<ScanRow>> {
+    let tbl = query.table.as_str();
+    if let [value] = values {
+        let params = range_params(partition, tbl, variable, value, cursor, page);
+        return conn.rows(&single_value_page_sql(&table.quoted), params.to_vec());
+    }
+    let params: Vec<Value> = values
+        .iter()
+        .flat_map(|v| range_params(partition, tbl, variable, v, cursor, page))
+        .collect();
+    let mut ids: Vec<String> = conn.rows(&multi_value_candidates_sql(values.len()), params)?;
+    ids.sort_unstable();
+    ids.dedup();
+    ids.truncate(usize::try_from(page).unwrap_or(usize::MAX));
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut params: Vec<Value> = vec![partition.into()];
+    params.extend(ids.iter().map(|id| Value::from(id.as_str())));
+    let found: Vec<(String, i64, String, Vec<u8>)> =
+        conn.rows(&rows_by_id_sql(&table.quoted, ids.len()), params)?;
+    let mut found: std::collections::HashMap<String, (i64, String, Vec<u8>)> = found
+        .into_iter()
+        .map(|(id, version, scopes, payload)| (id, (version, scopes, payload)))
+        .collect();
+    Ok(ids
+        .into_iter()
+        .map(|id| match found.remove(&id) {
+            Some((version, scopes, payload)) => (id, Some(version), Some(scopes), Some(payload)),
+            None => (id, None, None, None),
+        })
+        .collect())
 }
 
 /// One window page: candidate commits of one scope variable's values in
@@ -109,23 +199,18 @@ pub(crate) fn scan_rows(
     };
     let page = query.limit.max(MIN_CANDIDATE_PAGE);
     let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
-    let sql = scan_page_sql(&table.quoted, values.len());
     let mut out = Vec::new();
     let mut cursor = query.after_row_id.clone().unwrap_or_default();
     loop {
-        let mut params: Vec<Value> = vec![
-            partition.into(),
-            query.table.as_str().into(),
-            variable.into(),
-        ];
-        params.extend(values.iter().map(|v| Value::from(v.as_str())));
-        params.extend([
-            Value::from(cursor.as_str()),
-            Value::Int(page),
-            partition.into(),
-        ]);
-        type ScanRow = (String, Option<i64>, Option<String>, Option<Vec<u8>>);
-        let rows: Vec<ScanRow> = conn.rows(&sql, params)?;
+        let rows = scan_page(
+            conn,
+            table,
+            partition,
+            query,
+            (variable, values),
+            &cursor,
+            page,
+        )?;
         let candidates = rows.len() as i64;
         for (row_id, version, scopes, payload) in rows {
             cursor.clone_from(&row_id);

@@ -275,6 +275,7 @@ pub const PROPERTIES: sync_conformance::Properties = sync_conformance::Propertie
     database_roles: true,
     booleans: sync_conformance::BooleanValues::Booleans,
     json_nul_projects_null: true,
+    prefix_lookup_indexes: false,
 };
 
 /// The constructor of the dialect registry ([`sync_conformance::HarnessFn`]):

@@ -108,6 +108,7 @@ pub const PROPERTIES: sync_conformance::Properties = sync_conformance::Propertie
     database_roles: false,
     booleans: sync_conformance::BooleanValues::Integers,
     json_nul_projects_null: false,
+    prefix_lookup_indexes: false,
 };
 
 /// The constructor of the dialect registry ([`sync_conformance::HarnessFn`]):

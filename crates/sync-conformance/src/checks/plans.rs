@@ -203,14 +203,15 @@ fn c328_pg_hot_paths(ctx: &mut Ctx<'_>) -> CheckResult {
             plan.raw
         );
         expect_no_scan(&plan, path, &PG_HOT_TABLES)?;
-        if matches!(
-            path,
-            HotPath::ScanPage
-                | HotPath::ScanPageMulti
-                | HotPath::ScanWalk
-                | HotPath::IndexLookup
-                | HotPath::IndexLookupShared
-        ) {
+        let streams = match path {
+            HotPath::ScanPage | HotPath::ScanPageMulti | HotPath::ScanWalk => true,
+            // A prefix index sorts one value's matches (bounded by them).
+            HotPath::IndexLookup | HotPath::IndexLookupShared => {
+                !ctx.properties().prefix_lookup_indexes
+            }
+            _ => false,
+        };
+        if streams {
             expect_streaming(&plan, path)?;
         }
         if matches!(path, HotPath::ScanPage | HotPath::ScanPageMulti) {
