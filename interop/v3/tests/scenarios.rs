@@ -1,0 +1,126 @@
+//! The reference's published clients of wire version 3 (`syncular-client`
+//! 0.24.0 and 0.49.2) against `syncstore serve` as a black box, over
+//! 127.0.0.1. Every scenario runs on SQLite and on Postgres, with both
+//! releases.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::schema::{todos, tokens};
+use support::{Dialect, Server, V3Client};
+
+const P: &str = "p1";
+
+/// alice and bob on list `l1`.
+fn team() -> Value {
+    tokens(&[
+        ("alice-token", P, "alice", "l1"),
+        ("bob-token", P, "bob", "l1"),
+    ])
+}
+
+fn todo(id: &str, title: &str, note: Option<&str>) -> Value {
+    json!({"id": id, "list_id": "l1", "title": title, "done": false, "note": note})
+}
+
+/// A server on `todos(2)` and two version 3 clients holding `t1` at
+/// version 1 (`milk`, no note).
+fn two_holding_t1<C: V3Client>(dialect: Dialect) -> (Server, C, C) {
+    let server = Server::start(dialect, &todos(2), &team());
+    let mut alice = C::open(&server, "alice-phone", "alice-token", &todos(2));
+    let mut bob = C::open(&server, "bob-laptop", "bob-token", &todos(2));
+    alice.subscribe("mine", &["l1"]);
+    bob.subscribe("mine", &["l1"]);
+    let first = alice.upsert(todo("t1", "milk", None), None);
+    assert_eq!(alice.sync(), (vec![first], vec![]), "{}", C::RELEASE);
+    bob.sync();
+    assert_eq!(bob.rows()["t1"].0, 1, "{}", C::RELEASE);
+    (server, alice, bob)
+}
+
+scenario!(disjoint_columns_both_land);
+fn disjoint_columns_both_land<C: V3Client>(dialect: Dialect) {
+    let (_server, mut alice, mut bob) = two_holding_t1::<C>(dialect);
+
+    // Both edit from version 1, each one column.
+    let title = alice.patch("t1", json!({"title": "oat milk"}), Some(1));
+    let note = bob.patch("t1", json!({"note": "2 litres"}), Some(1));
+    assert_eq!(alice.sync(), (vec![title.clone()], vec![]));
+    assert_eq!(
+        bob.sync(),
+        (vec![note.clone()], vec![]),
+        "{:?}",
+        bob.conflicts()
+    );
+    assert_eq!(alice.outcome(&title), "applied");
+    assert_eq!(bob.outcome(&note), "applied");
+    assert!(bob.conflicts().is_empty(), "{:?}", bob.conflicts());
+
+    // Both converge on the merged row at version 3.
+    alice.sync();
+    let held = alice.rows();
+    assert_eq!(held, bob.rows(), "{}", C::RELEASE);
+    let (version, values) = &held["t1"];
+    assert_eq!(*version, 3);
+    assert_eq!(values["title"], "oat milk");
+    assert_eq!(values["note"], "2 litres");
+    assert_eq!(values["list_id"], "l1");
+}
+
+scenario!(a_same_column_edit_conflicts_on_that_column);
+fn a_same_column_edit_conflicts_on_that_column<C: V3Client>(dialect: Dialect) {
+    let (_server, mut alice, mut bob) = two_holding_t1::<C>(dialect);
+
+    // alice rewrites the title; bob, still at version 1, rewrites the title
+    // and the note: only the title is in conflict.
+    let won = alice.patch("t1", json!({"title": "oat milk"}), Some(1));
+    assert_eq!(alice.sync(), (vec![won], vec![]));
+    let lost = bob.patch(
+        "t1",
+        json!({"title": "soy milk", "note": "organic"}),
+        Some(1),
+    );
+    assert_eq!(bob.sync(), (vec![], vec![lost.clone()]));
+
+    let conflicts = bob.conflicts();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    let conflict = &conflicts[0];
+    assert_eq!(conflict.commit, lost);
+    assert_eq!(conflict.code, "sync.version_conflict");
+    assert_eq!(conflict.row_id, "t1");
+    assert_eq!(conflict.server_version, 2);
+    assert_eq!(conflict.columns, ["title"], "{}: {conflict:?}", C::RELEASE);
+    assert_eq!(conflict.server_row["title"], "oat milk");
+    assert_eq!(conflict.server_row["note"], Value::Null);
+    assert_eq!(bob.outcome(&lost), "conflict");
+
+    // The optimistic write is gone: both hold the server's row.
+    alice.sync();
+    assert_eq!(bob.rows(), alice.rows());
+    assert_eq!(bob.rows()["t1"].0, 2);
+    assert_eq!(bob.rows()["t1"].1["title"], "oat milk");
+}
+
+scenario!(a_stale_unversioned_upsert_of_a_deleted_row_is_refused);
+fn a_stale_unversioned_upsert_of_a_deleted_row_is_refused<C: V3Client>(dialect: Dialect) {
+    let (_server, mut alice, mut bob) = two_holding_t1::<C>(dialect);
+
+    let deleted = alice.delete("t1");
+    assert_eq!(alice.sync(), (vec![deleted], vec![]));
+    // bob has not seen the delete and writes the whole row, unversioned.
+    let stale = bob.upsert(todo("t1", "milk", Some("again")), None);
+    assert_eq!(bob.sync(), (vec![], vec![stale.clone()]));
+    assert_eq!(
+        bob.rejections(),
+        [(stale.clone(), "sync.row_deleted".to_owned())],
+        "{}",
+        C::RELEASE
+    );
+    assert_eq!(bob.outcome(&stale), "rejected");
+
+    // The row stays absent on both.
+    alice.sync();
+    bob.sync();
+    assert!(!bob.rows().contains_key("t1"), "{:?}", bob.rows());
+    assert!(!alice.rows().contains_key("t1"), "{:?}", alice.rows());
+}
