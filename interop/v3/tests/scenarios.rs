@@ -1,12 +1,14 @@
 //! The reference's published clients of wire version 3 (`syncular-client`
 //! 0.24.0 and 0.49.2) against `syncstore serve` as a black box, over
-//! 127.0.0.1. Every scenario runs on SQLite and on Postgres, with both
-//! releases.
+//! 127.0.0.1; beside them the version 2 client (0.15.48) in its driver
+//! process. Every scenario runs on SQLite and on Postgres, and the
+//! version 3 ones with both version 3 releases.
 
 mod support;
 
 use serde_json::{json, Value};
 use support::schema::{todos, tokens};
+use support::v2::V2Client;
 use support::{Dialect, Server, V3Client};
 
 const P: &str = "p1";
@@ -123,4 +125,50 @@ fn a_stale_unversioned_upsert_of_a_deleted_row_is_refused<C: V3Client>(dialect: 
     bob.sync();
     assert!(!bob.rows().contains_key("t1"), "{:?}", bob.rows());
     assert!(!alice.rows().contains_key("t1"), "{:?}", alice.rows());
+}
+
+scenario!(a_v2_and_a_v3_client_converge_both_ways);
+fn a_v2_and_a_v3_client_converge_both_ways<C: V3Client>(dialect: Dialect) {
+    let server = Server::start(dialect, &todos(2), &team());
+    let mut old = V2Client::open(&server, "alice-old-phone", "alice-token", &todos(2));
+    let mut new = C::open(&server, "bob-laptop", "bob-token", &todos(2));
+    old.subscribe("mine", &["l1"]);
+    new.subscribe("mine", &["l1"]);
+
+    // v2 → v3: a whole-row insert.
+    old.upsert(todo("t1", "milk", None), None);
+    old.sync();
+    new.sync();
+    assert_eq!(new.rows()["t1"].0, 1);
+    assert_eq!(new.rows()["t1"].1["title"], "milk");
+
+    // v3 → v2: a sparse edit reaches the v2 client as the merged row.
+    new.patch("t1", json!({"note": "2 litres"}), Some(1));
+    new.upsert(todo("t2", "eggs", None), None);
+    new.sync();
+    old.sync();
+    assert_eq!(old.rows(), new.rows(), "{}", C::RELEASE);
+    assert_eq!(old.rows()["t1"].0, 2);
+    assert_eq!(old.rows()["t1"].1["note"], "2 litres");
+    assert_eq!(old.rows()["t1"].1["title"], "milk");
+
+    // v2 → v3 again: a versioned whole-row update and a delete.
+    old.upsert(todo("t1", "oat milk", Some("2 litres")), Some(2));
+    old.delete("t2");
+    old.sync();
+    new.sync();
+    assert_eq!(old.rows(), new.rows(), "{}", C::RELEASE);
+    assert_eq!(new.rows()["t1"].0, 3);
+    assert_eq!(new.rows()["t1"].1["title"], "oat milk");
+    assert!(!new.rows().contains_key("t2"));
+
+    // A v2 write moved every column: a v3 edit from before it conflicts
+    // on the column it presents (design §5.2).
+    let stale = new.patch("t1", json!({"done": true}), Some(2));
+    new.sync();
+    let conflicts = new.conflicts();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert_eq!(conflicts[0].commit, stale);
+    assert_eq!(conflicts[0].columns, ["done"]);
+    assert_eq!(new.rows(), old.rows());
 }

@@ -1,6 +1,7 @@
 //! The harness of the version 3 scenarios: the databases, the `syncstore`
 //! binary and the server process are the `interop/` workspace's own
-//! (shared by path); the clients of wire version 3 are this workspace's.
+//! (shared by path); the clients of wire version 3 and the version 2
+//! driver process are this workspace's.
 #![allow(dead_code, unused_imports)]
 
 #[path = "../../../tests/support/binary.rs"]
@@ -13,6 +14,7 @@ pub mod schema;
 pub mod server;
 
 pub mod clients;
+pub mod v2;
 
 pub use clients::{Conflict, Row, V3Client};
 pub use db::Dialect;
