@@ -7,9 +7,10 @@
 mod support;
 
 use serde_json::{json, Value};
+use ssp2_v3::model::{OpResult, PushStatus};
 use support::schema::{todos, tokens};
 use support::v2::V2Client;
-use support::{Dialect, Server, V3Client};
+use support::{replay, Dialect, Server, V3Client};
 
 const P: &str = "p1";
 
@@ -171,4 +172,84 @@ fn a_v2_and_a_v3_client_converge_both_ways<C: V3Client>(dialect: Dialect) {
     assert_eq!(conflicts[0].commit, stale);
     assert_eq!(conflicts[0].columns, ["done"]);
     assert_eq!(new.rows(), old.rows());
+}
+
+scenario!(a_v2_outbox_replayed_at_v3);
+fn a_v2_outbox_replayed_at_v3<C: V3Client>(dialect: Dialect) {
+    let server = Server::start(dialect, &todos(2), &team());
+    let mut alice = V2Client::open(&server, "alice-phone", "alice-token", &todos(2));
+    let mut bob = V2Client::open(&server, "bob-laptop", "bob-token", &todos(2));
+    let mut watcher = C::open(&server, "carol-tablet", "alice-token", &todos(2));
+    alice.subscribe("mine", &["l1"]);
+    bob.subscribe("mine", &["l1"]);
+    watcher.subscribe("mine", &["l1"]);
+
+    // An applied commit of version 2, re-sent at version 3 with the same
+    // client and commit ids: cached, applied once.
+    let applied = alice.upsert(todo("t1", "milk", None), None);
+    alice.sync();
+    assert_eq!(alice.outcome(&applied), "applied");
+    let replayed = replay::push_upsert(
+        &server.base_url,
+        replay::Resend {
+            token: "alice-token",
+            client_id: "alice-phone",
+            commit: &applied,
+            row_id: "t1",
+            base_version: None,
+            payload: replay::full_todo("t1", "l1", "milk", false, None),
+        },
+    );
+    assert_eq!(replayed.status, PushStatus::Cached, "{replayed:?}");
+    assert!(replayed.commit_seq.is_some(), "{replayed:?}");
+    assert!(
+        matches!(replayed.results[..], [OpResult::Applied { op_index: 0 }]),
+        "{replayed:?}"
+    );
+
+    // A conflict of version 2 (a stale whole-row update), re-sent at
+    // version 3: the same record, with `conflictColumns` naming every
+    // non-key column (D13) — well-formed for the version 3 codec.
+    bob.sync();
+    alice.upsert(todo("t1", "oat milk", None), Some(1));
+    alice.sync();
+    let stale = bob.upsert(todo("t1", "soy milk", None), Some(1));
+    bob.sync();
+    assert_eq!(bob.outcome(&stale), "conflict");
+    let replayed = replay::push_upsert(
+        &server.base_url,
+        replay::Resend {
+            token: "bob-token",
+            client_id: "bob-laptop",
+            commit: &stale,
+            row_id: "t1",
+            base_version: Some(1),
+            payload: replay::full_todo("t1", "l1", "soy milk", false, None),
+        },
+    );
+    assert_eq!(replayed.status, PushStatus::Rejected, "{replayed:?}");
+    assert_eq!(replayed.commit_seq, None, "{replayed:?}");
+    match &replayed.results[..] {
+        [OpResult::Conflict {
+            op_index: 0,
+            code,
+            server_version: 2,
+            server_row,
+            conflict_columns,
+            ..
+        }] => {
+            assert_eq!(code, "sync.version_conflict");
+            // id, list_id, title, done, note: every bit but the key's.
+            assert_eq!(conflict_columns, &[0b1_1110]);
+            let row = replay::decode_server_row(server_row);
+            assert_eq!(row["title"], "oat milk");
+        }
+        other => panic!("expected one conflict record, got {other:?}"),
+    }
+
+    // Nothing moved: every client holds the row alice wrote.
+    watcher.sync();
+    bob.sync();
+    assert_eq!(watcher.rows()["t1"].0, 2);
+    assert_eq!(watcher.rows(), bob.rows(), "{}", C::RELEASE);
 }

@@ -14,6 +14,7 @@ pub mod schema;
 pub mod server;
 
 pub mod clients;
+pub mod replay;
 pub mod v2;
 
 pub use clients::{Conflict, Row, V3Client};
