@@ -253,3 +253,33 @@ fn a_v2_outbox_replayed_at_v3<C: V3Client>(dialect: Dialect) {
     assert_eq!(watcher.rows()["t1"].0, 2);
     assert_eq!(watcher.rows(), bob.rows(), "{}", C::RELEASE);
 }
+
+scenario!(a_whole_row_upsert_that_moves_a_row_is_refused);
+fn a_whole_row_upsert_that_moves_a_row_is_refused<C: V3Client>(dialect: Dialect) {
+    let server = Server::start(
+        dialect,
+        &todos(2),
+        &tokens(&[("carol-token", P, "carol", "l1,l2")]),
+    );
+    let mut carol = C::open(&server, "carol-desk", "carol-token", &todos(2));
+    carol.subscribe("both", &["l1", "l2"]);
+    carol.upsert(todo("t1", "milk", None), None);
+    carol.sync();
+
+    // Scope columns are immutable at version 3: the whole-row update that
+    // changes `list_id` is refused and the commit rolls back.
+    let moved = carol.upsert(
+        json!({"id": "t1", "list_id": "l2", "title": "milk", "done": false, "note": null}),
+        Some(1),
+    );
+    assert_eq!(carol.sync(), (vec![], vec![moved.clone()]));
+    assert_eq!(
+        carol.rejections(),
+        [(moved, "sync.invalid_request".to_owned())],
+        "{}",
+        C::RELEASE
+    );
+    let held = carol.rows();
+    assert_eq!(held["t1"].0, 1, "{held:?}");
+    assert_eq!(held["t1"].1["list_id"], "l1", "{held:?}");
+}
