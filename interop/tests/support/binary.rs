@@ -23,10 +23,15 @@ pub fn syncstore_bin() -> &'static Path {
     })
 }
 
-/// `cargo build -p syncstore` in the main workspace; the executable's path
-/// is read from cargo's own artifact messages.
+/// `cargo build -p syncstore` in the main workspace (the nearest directory
+/// above this test crate that holds `crates/syncstore`); the executable's
+/// path is read from cargo's own artifact messages.
 fn build() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("crates/syncstore/Cargo.toml").is_file())
+        .map(|dir| dir.join("Cargo.toml"))
+        .expect("the main workspace above the interop tests");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .args([
