@@ -274,5 +274,60 @@ fn e096_response_budget(ctx: &mut Ctx<'_>) -> CheckResult {
         seqs[3],
         "second window nextCursor"
     );
+
+    // A bootstrap page ends inside the page once the budget is used up
+    // (after big, w1 and w2: 6 MB against 5 MB), and the next round resumes
+    // after its last row: nothing skipped or repeated.
+    let all = bootstrap_rounds(&engine, 1000)?.concat();
+    check!(all.len() >= 5, "rows of p1: {all:?}");
+    let cut = bootstrap_rounds(&small, 1000)?;
+    check!(
+        cut.len() > 1,
+        "the 5 MB budget did not end the first page early: {cut:?}"
+    );
+    check_eq!(cut.concat(), all, "rows over the budgeted rounds");
+    // A page filled exactly by the last rows completes the bootstrap: no
+    // cursor, no second round.
+    let exact = bootstrap_rounds(&engine, i32::try_from(all.len()).unwrap_or(i32::MAX))?;
+    check_eq!(exact.len(), 1, "rounds of an exactly full page");
+    check_eq!(exact.concat(), all, "rows of an exactly full page");
     Ok(())
+}
+
+/// The row ids a bootstrap of `p1` delivers, one list per round, with
+/// pages of `page_rows` rows and one page a round, until it completes.
+fn bootstrap_rounds(engine: &sync_engine::Engine, page_rows: i32) -> CheckResult<Vec<Vec<String>>> {
+    let mut rounds = Vec::new();
+    let mut sub = sub_p1("boot", -1);
+    loop {
+        check!(
+            rounds.len() < 20,
+            "the bootstrap did not finish in 20 rounds"
+        );
+        let mut req = pull_of(vec![sub.clone()]);
+        req.pull = Some(sync_engine::PullHeader {
+            limit_snapshot_rows: page_rows,
+            max_snapshot_pages: 1,
+            ..sync_engine::PullHeader::default()
+        });
+        let round = run(engine, "alice", req);
+        round.ok()?;
+        let section = round.section()?;
+        rounds.push(
+            section
+                .pages
+                .iter()
+                .flat_map(|p| &p.rows)
+                .map(|r| r.row_id.clone())
+                .collect::<Vec<_>>(),
+        );
+        let end = section.end()?;
+        match &end.bootstrap_state {
+            Some(state) => {
+                sub.cursor = end.next_cursor;
+                sub.bootstrap_state = Some(state.clone());
+            }
+            None => return Ok(rounds),
+        }
+    }
 }
