@@ -400,12 +400,19 @@ fn open_sqlite(path: &Path, synchronous: Synchronous) -> CliResult<SqliteStorage
 
 /// An error of opening a storage: "not a syncstore database" and a
 /// stranded `-wal`/`-shm` keep their codes (each asks the operator for
-/// something else than a reachable server); anything else is
+/// something else than a reachable server), a URL the dialect's opener
+/// cannot read is `sync.cli.invalid_url` with its reason; anything else is
 /// `sync.cli.unreachable`.
 fn opening(error: sync_core::Error) -> CliError {
     match error.code() {
         sync_core::ErrorCode::NotASyncDatabase | sync_core::ErrorCode::StrandedJournal => {
             CliError::from(error)
+        }
+        // A dialect with its own opener parses its URL there: a URL it
+        // cannot read is the operator's to fix, not an unreachable server.
+        sync_core::ErrorCode::InvalidArgument if error.get_detail("argument") == Some("url") => {
+            CliError::new(CliCode::InvalidUrl)
+                .detail("reason", error.get_detail("reason").unwrap_or("unparsable"))
         }
         _ => unreachable(&error),
     }
@@ -678,7 +685,7 @@ mod tests {
     fn the_cli_registry_is_consistent() {
         assert_eq!(sync_schema::check_registry(DIALECTS), Ok(()));
         let names: Vec<&str> = DIALECTS.iter().map(|e| e.name()).collect();
-        assert_eq!(names, ["sqlite", "postgres"]);
+        assert_eq!(names, ["sqlite", "postgres", "mariadb"]);
     }
 
     /// A dialect registered with its own opener: the shadow of SQLite.
@@ -731,7 +738,7 @@ mod tests {
         let observed = db.observe_tables(&["tasks".to_owned()]).unwrap();
         assert!(!observed.get("tasks").is_some_and(|t| t.exists));
         assert_eq!(db.sqlite_synchronous().unwrap(), None);
-        let error = DatabaseUrl::parse_with(&entries, "mysql://x/y").unwrap_err();
+        let error = DatabaseUrl::parse_with(&entries, "oracle://x/y").unwrap_err();
         assert_eq!(
             error.details().get("reason").map(String::as_str),
             Some("unknown_scheme")
@@ -745,7 +752,7 @@ mod tests {
 
     #[test]
     fn other_schemes_are_invalid() {
-        for url in ["mysql://x/y", "x.db", ""] {
+        for url in ["oracle://x/y", "x.db", ""] {
             assert_eq!(
                 DatabaseUrl::parse(url).unwrap_err().code(),
                 "sync.cli.invalid_url"

@@ -66,7 +66,9 @@ fn prune_is_epoch_fenced_and_monotonic(db: Db) {
 #[test]
 fn bad_urls_are_coded() {
     for url in [
-        "mysql://localhost/x",
+        "oracle://localhost/x",
+        "mariadb://localhost",
+        "mysql://u@h:notaport/db",
         "syncstore.db",
         "sqlite:",
         "postgres://u@h:notaport/db",
@@ -87,6 +89,15 @@ fn an_unopenable_sqlite_file_is_unreachable() {
     // Inspection (read-only opening) says why, as writing commands do.
     assert_eq!(details["cause"], "directory_missing", "{details}");
     syncstore(&["--db", &url, "status"]).text_error("sync.cli.unreachable");
+}
+
+#[test]
+fn an_unreachable_mariadb_server_is_coded() {
+    // Port 1 on the loopback refuses connections immediately.
+    let url = "mariadb://root@127.0.0.1:1/test";
+    let details = syncstore(&["--db", url, "status", "--json"]).json_error("sync.cli.unreachable");
+    assert!(details["reason"].is_string(), "{details}");
+    syncstore(&["--db", url, "status"]).text_error("sync.cli.unreachable");
 }
 
 #[test]
@@ -182,7 +193,7 @@ fn the_database_url_defaults_to_the_environment_then_a_local_file() {
 
     let run = syncstore_in(
         Some(dir.path()),
-        &["--db", "mysql://x", "status"],
+        &["--db", "oracle://x", "status"],
         &[("SYNCSTORE_DATABASE_URL", &env_url)],
     );
     run.text_error("sync.cli.invalid_url");
