@@ -71,4 +71,49 @@ mod tests {
         assert!(budget.exhausted());
         assert!(Budget::new(0).exhausted());
     }
+
+    #[test]
+    fn a_commit_measures_its_actor_row_ids_scopes_and_payloads() {
+        use sync_core::{ChangeOp, StoredChange, StoredCommit, StoredScopes};
+        let change =
+            |row_id: &str, scopes: &[(&str, &str)], payload: Option<Vec<u8>>| StoredChange {
+                table: "tasks".to_owned(),
+                row_id: row_id.to_owned(),
+                op: if payload.is_some() {
+                    ChangeOp::Upsert
+                } else {
+                    ChangeOp::Delete
+                },
+                row_version: payload.as_ref().map(|_| 1),
+                scopes: scopes
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect::<StoredScopes>(),
+                payload,
+            };
+        let commit = StoredCommit {
+            commit_seq: 7,
+            created_at_ms: 0,
+            actor_id: "alice".to_owned(),
+            changes: vec![
+                // 2 + (10 + 2) + (3 + 1) + 100
+                change(
+                    "t1",
+                    &[("project_id", "p1"), ("org", "o")],
+                    Some(vec![0; 100]),
+                ),
+                // 3 + (1 + 12)
+                change("t22", &[("k", "a-long-value")], None),
+            ],
+        };
+        assert_eq!(commit_bytes(&commit), 5 + 118 + 16);
+        let row = StoredRow {
+            row_id: "t1".to_owned(),
+            server_version: 3,
+            scopes: StoredScopes::new(),
+            payload: vec![0; 40],
+            column_versions: None,
+        };
+        assert_eq!(row_bytes(&row), 42);
+    }
 }
