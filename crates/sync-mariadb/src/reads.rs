@@ -111,6 +111,26 @@ pub(crate) fn multi_value_candidates_sql(values: usize) -> String {
     vec![arm; values].join(" UNION ALL ")
 }
 
+/// Most values a scan page reads range by range
+/// ([`multi_value_candidates_sql`]); a longer list takes the candidates
+/// of [`sorted_candidates_sql`], as Postgres and SQLite do above the same
+/// count: a statement of thousands of ranges would bind six parameters
+/// each, and MariaDB takes at most 65 535.
+pub(crate) const MERGED_SCAN_VALUES: usize = 128;
+
+/// The candidates of a scan page of more than [`MERGED_SCAN_VALUES`]
+/// values: every entry of the values above the cursor, de-duplicated and
+/// sorted by the server. Parameters: partition, table, variable, the
+/// values, cursor, page size.
+fn sorted_candidates_sql(values: usize) -> String {
+    format!(
+        "SELECT DISTINCT `row_id` FROM `sync_row_scopes` \
+         WHERE `partition` = ? AND `tbl` = ? AND `var` = ? AND `value` IN ({}) \
+         AND `row_id` > ? ORDER BY `row_id` LIMIT ?",
+        value_marks(values)
+    )
+}
+
 /// The rows of `count` row ids of the table, by primary key. Parameters:
 /// partition, the ids.
 fn rows_by_id_sql(quoted_table: &str, count: usize) -> String {
@@ -140,14 +160,22 @@ fn scan_page(
         let params = range_params(partition, tbl, variable, value, cursor, page);
         return conn.rows(&single_value_page_sql(&table.quoted), params.to_vec());
     }
-    let params: Vec<Value> = values
-        .iter()
-        .flat_map(|v| range_params(partition, tbl, variable, v, cursor, page))
-        .collect();
-    let mut ids: Vec<String> = conn.rows(&multi_value_candidates_sql(values.len()), params)?;
-    ids.sort_unstable();
-    ids.dedup();
-    ids.truncate(usize::try_from(page).unwrap_or(usize::MAX));
+    let ids: Vec<String> = if values.len() <= MERGED_SCAN_VALUES {
+        let params: Vec<Value> = values
+            .iter()
+            .flat_map(|v| range_params(partition, tbl, variable, v, cursor, page))
+            .collect();
+        let mut ids: Vec<String> = conn.rows(&multi_value_candidates_sql(values.len()), params)?;
+        ids.sort_unstable();
+        ids.dedup();
+        ids.truncate(usize::try_from(page).unwrap_or(usize::MAX));
+        ids
+    } else {
+        let mut params: Vec<Value> = vec![partition.into(), tbl.into(), variable.into()];
+        params.extend(values.iter().map(|v| Value::from(v.as_str())));
+        params.extend([Value::from(cursor), Value::Int(page)]);
+        conn.rows(&sorted_candidates_sql(values.len()), params)?
+    };
     if ids.is_empty() {
         return Ok(Vec::new());
     }

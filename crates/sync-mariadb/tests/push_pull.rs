@@ -460,3 +460,78 @@ fn registered_queries_read_the_partition_and_refuse_mariadb_constructs() {
         .expect_err("sleep");
     assert_eq!(err.get_detail("reason"), Some("reserved_reference"));
 }
+
+/// Scans of several values read range by range up to 128 values and by
+/// one sorted statement above; both page in row-id order, skip nothing and
+/// repeat nothing, and a list far above the server's 65 535 parameters of
+/// ranges is answered.
+#[test]
+fn scans_of_many_values_page_in_row_id_order() {
+    let db = scratch();
+    let schema = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    storage
+        .ensure_schema(&schema, &EnsureOptions::default())
+        .expect("ensure");
+    let s = storage.as_ref();
+    // 30 rows over 6 projects, pushed in an order unrelated to their ids.
+    let ops: Vec<Op> = (0..30)
+        .map(|i| {
+            let n = (i * 7) % 30;
+            let row = fixtures::task(
+                &schema,
+                &format!("t{n:02}"),
+                &format!("proj-{}", n % 6),
+                &format!("title {n}"),
+            )
+            .expect("task");
+            upsert(row)
+        })
+        .collect();
+    let pushed = fixtures::push(s, "p1", "c1", "cc1", &ops).expect("push");
+    assert!(matches!(pushed, PushOutcome::Applied(1)), "{pushed:?}");
+    let expected = |wanted: &[usize]| -> Vec<String> {
+        (0..30)
+            .filter(|n| wanted.contains(&(n % 6)))
+            .map(|n| format!("t{n:02}"))
+            .collect()
+    };
+    let paged = |values: Vec<String>| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let page = s
+                .scan_rows(
+                    "p1",
+                    &RowScanQuery {
+                        table: "tasks".into(),
+                        scope_filter: [("project_id".to_owned(), values.clone())].into(),
+                        after_row_id: after.clone(),
+                        limit: 4,
+                    },
+                )
+                .expect("scan");
+            if page.is_empty() {
+                return out;
+            }
+            after = page.last().map(|r| r.row_id.clone());
+            out.extend(page.into_iter().map(|r| r.row_id));
+        }
+    };
+    let named = |projects: &[usize], padding: usize| -> Vec<String> {
+        let mut values: Vec<String> = projects.iter().map(|p| format!("proj-{p}")).collect();
+        values.extend((0..padding).map(|i| format!("absent-{i}")));
+        values
+    };
+    // Three values: ranges merged.
+    assert_eq!(paged(named(&[1, 3, 4], 0)), expected(&[1, 3, 4]));
+    // 128 values: still ranges; 129 and 20 000: one sorted statement.
+    for padding in [125, 126, 19_997] {
+        assert_eq!(
+            paged(named(&[0, 2, 5], padding)),
+            expected(&[0, 2, 5]),
+            "{} values",
+            padding + 3
+        );
+    }
+}
