@@ -523,8 +523,9 @@ fn scans_of_many_values_page_in_row_id_order() {
         values.extend((0..padding).map(|i| format!("absent-{i}")));
         values
     };
-    // Three values: ranges merged.
+    // Three values: ranges merged; a repeated value repeats no row.
     assert_eq!(paged(named(&[1, 3, 4], 0)), expected(&[1, 3, 4]));
+    assert_eq!(paged(named(&[3, 1, 3], 0)), expected(&[1, 3]));
     // 128 values: still ranges; 129 and 20 000: one sorted statement.
     for padding in [125, 126, 19_997] {
         assert_eq!(
@@ -534,4 +535,51 @@ fn scans_of_many_values_page_in_row_id_order() {
             padding + 3
         );
     }
+}
+
+/// An inspection handle reads what a writer wrote and the server refuses
+/// its writes; a database without the storage tables is not opened.
+#[test]
+fn a_read_only_storage_reads_and_cannot_write() {
+    let db = scratch();
+    let url = format!(
+        "{}/{}",
+        url_from_env()
+            .rsplit_once('/')
+            .expect("a database in the URL")
+            .0,
+        db.url().database()
+    );
+    let refused = MariadbStorage::connect_read_only(&url, MariadbConfig::default())
+        .expect_err("no storage tables yet");
+    assert_eq!(refused.code(), ErrorCode::NotASyncDatabase);
+    let schema = fixtures::fix1().expect("fix1");
+    let writer = open(&db);
+    writer
+        .ensure_schema(&schema, &EnsureOptions::default())
+        .expect("ensure");
+    let t1 = fixtures::task(&schema, "t1", "proj-1", "first").expect("t1");
+    let pushed = fixtures::push(writer.as_ref(), "p1", "c1", "cc1", &[upsert(t1)]);
+    assert!(matches!(pushed, Ok(PushOutcome::Applied(1))), "{pushed:?}");
+
+    let reader =
+        MariadbStorage::connect_read_only(&url, MariadbConfig::default()).expect("read-only open");
+    // Without an ensured schema it reads what operator tools read.
+    assert_eq!(reader.get_max_commit_seq("p1").expect("read"), 1);
+    let record = ClientRecord {
+        client_id: "c9".into(),
+        actor_id: "a".into(),
+        wire_version: 2,
+        cursor: 0,
+        updated_at_ms: 1,
+        subscriptions: Vec::new(),
+    };
+    assert!(
+        reader.put_client_record("p1", &record).is_err(),
+        "a read-only session wrote a client record"
+    );
+    assert!(writer
+        .get_client_record("p1", "c9")
+        .expect("read")
+        .is_none());
 }
