@@ -308,64 +308,39 @@ fn delete3(engine: &sync_engine::Engine, actor: &str, ccid: &str, id: &str) -> C
 }
 
 fn e100_disjoint_unversioned(ctx: &mut Ctx<'_>) -> CheckResult {
+    disjoint_edits(ctx, None)
+}
+
+fn e101_disjoint_versioned(ctx: &mut Ctx<'_>) -> CheckResult {
+    disjoint_edits(ctx, Some(1))
+}
+
+/// Two sparse edits of different columns of `t1`, both with `base`: both
+/// land, and the row holds both at version 3, its other columns untouched.
+fn disjoint_edits(ctx: &mut Ctx<'_>, base: Option<i64>) -> CheckResult {
     let env = env(ctx)?;
     let engine = env.engine()?;
     insert3(&env, &engine, "t1", "p1")?;
-    let a = upsert3(
-        &engine,
-        "alice",
-        "a1",
-        "t1",
-        None,
-        task_sparse(&env, "t1", &[(TITLE, text("from a"))])?,
-    )?;
-    expect_applied(&a, PushResultStatus::Applied, 1)?;
-    let b = upsert3(
-        &engine,
-        "alice",
-        "b1",
-        "t1",
-        None,
-        task_sparse(&env, "t1", &[(PRIORITY, RowValue::Integer(7))])?,
-    )?;
-    expect_applied(&b, PushResultStatus::Applied, 1)?;
+    let edits = [
+        ("a1", TITLE, text("from a")),
+        ("b1", PRIORITY, RowValue::Integer(7)),
+    ];
+    for (commit, column, value) in edits {
+        let pushed = upsert3(
+            &engine,
+            "alice",
+            commit,
+            "t1",
+            base,
+            task_sparse(&env, "t1", &[(column, value)])?,
+        )?;
+        expect_applied(&pushed, PushResultStatus::Applied, 1)?;
+    }
     let (values, version, _) = stored(&env, "t1")?;
     check_eq!(version, 3, "row version after two edits");
     check_eq!(values[TITLE], text("from a"), "title");
     check_eq!(values[PRIORITY], RowValue::Integer(7), "priority");
     check_eq!(values[1], text("p1"), "project_id untouched");
-    Ok(())
-}
-
-fn e101_disjoint_versioned(ctx: &mut Ctx<'_>) -> CheckResult {
-    let env = env(ctx)?;
-    let engine = env.engine()?;
-    insert3(&env, &engine, "t1", "p1")?;
-    let a = upsert3(
-        &engine,
-        "alice",
-        "a1",
-        "t1",
-        Some(1),
-        task_sparse(&env, "t1", &[(TITLE, text("from a"))])?,
-    )?;
-    expect_applied(&a, PushResultStatus::Applied, 1)?;
-    let b = upsert3(
-        &engine,
-        "alice",
-        "b1",
-        "t1",
-        Some(1),
-        task_sparse(&env, "t1", &[(PRIORITY, RowValue::Integer(7))])?,
-    )?;
-    expect_applied(&b, PushResultStatus::Applied, 1)?;
-    let (values, version, _) = stored(&env, "t1")?;
-    check_eq!(version, 3, "row version");
-    check_eq!(
-        (values[TITLE].clone(), values[PRIORITY].clone()),
-        (text("from a"), RowValue::Integer(7)),
-        "(title, priority)"
-    );
     Ok(())
 }
 
