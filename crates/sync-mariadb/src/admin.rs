@@ -11,10 +11,13 @@ use sync_core::{
     Error, Result, ScopeActivityQuery, ScopeCommitActivity, StoredChange, StoredRow, StoredScopes,
 };
 
+use sync_core::front::{AdminBackend, BlobRefsBackend, Checked, Handle, Partition, Table};
+
 use crate::dialect::quote_ident as q;
 use crate::ensured::{Ensured, TableSql};
 use crate::pool::Conn;
 use crate::values::{corrupt, parse_scopes};
+use crate::MariadbStorage;
 
 /// Replaces the blob references of one row.
 pub(crate) fn set_blob_refs(
@@ -310,4 +313,69 @@ pub(crate) fn inspect_rows(
         (partition, after.unwrap_or(""), limit),
     )?;
     raw.into_iter().map(crate::rows::build_row).collect()
+}
+
+impl AdminBackend<Ensured> for MariadbStorage {
+    fn list_client_records(&self, p: Partition<'_>) -> Result<Vec<ClientRecord>> {
+        self.with_conn(|c| client_records(c, p.as_str()))
+    }
+
+    fn list_commit_metadata(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::CommitMetadataQuery,
+    ) -> Result<Vec<sync_core::CommitMetadata>> {
+        self.with_conn(|c| commit_metadata(c, p.as_str(), query))
+    }
+
+    fn scope_activity(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::ScopeActivityQuery,
+    ) -> Result<Vec<sync_core::ScopeCommitActivity>> {
+        self.with_conn(|c| scope_activity(c, p.as_str(), query))
+    }
+
+    fn get_row_scopes(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<(i64, sync_core::StoredScopes)>> {
+        self.with_conn(|c| row_scopes(c, t.handle(), p.as_str(), row_id))
+    }
+
+    fn read_commits(
+        &self,
+        p: Partition<'_>,
+        after: Checked<i64>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<sync_core::CommitRecord>> {
+        self.with_read(|c| read_commits(c, p.as_str(), after.get(), limit.get()))
+    }
+
+    fn inspect_table_rows(
+        &self,
+        p: Partition<'_>,
+        table: &str,
+        after: Option<&str>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| inspect_rows(c, p.as_str(), table, after, limit.get()))
+    }
+}
+
+impl BlobRefsBackend for MariadbStorage {
+    fn list_rows_referencing_blob(
+        &self,
+        p: Partition<'_>,
+        blob_id: &str,
+    ) -> Result<Vec<sync_core::BlobReferencingRow>> {
+        let ensured = self.ensured_schema();
+        self.with_conn(|c| rows_referencing(c, ensured.as_deref(), p.as_str(), blob_id))
+    }
+
+    fn list_referenced_blob_ids(&self, p: Partition<'_>) -> Result<Vec<String>> {
+        self.with_conn(|c| referenced_ids(c, p.as_str()))
+    }
 }

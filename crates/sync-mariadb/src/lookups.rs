@@ -9,10 +9,14 @@ use mysql::Value;
 use sync_core::front::IndexLookup;
 use sync_core::{Result, StoredRow};
 
+use sync_core::front::{Handle, IndexScanBackend, Partition};
+
 use crate::dialect::quote_ident as q;
+use crate::ensured::Ensured;
 use crate::ensured::TableSql;
 use crate::pool::Conn;
 use crate::values::projection_value;
+use crate::MariadbStorage;
 
 /// The lookup statement: partition, one `= ?` (or `IS NULL`) per column,
 /// the cursor, the limit — parameters in that order, NULLs not bound. The
@@ -68,4 +72,14 @@ pub(crate) fn index_scan(
     ]);
     let raw: Vec<(String, i64, String, Vec<u8>)> = conn.rows(&sql, params)?;
     raw.into_iter().map(crate::rows::build_row).collect()
+}
+
+impl IndexScanBackend<Ensured> for MariadbStorage {
+    fn scan_rows_by_index(
+        &self,
+        p: Partition<'_>,
+        lookup: sync_core::front::IndexLookup<'_, Handle<Self>>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_conn(|c| index_scan(c, p.as_str(), lookup))
+    }
 }

@@ -12,8 +12,11 @@ use sync_core::{
 };
 use sync_schema::{prepare_request, PreparedQuery};
 
+use sync_core::front::{Partition, QueryBackend};
+
 use crate::ensured::Ensured;
 use crate::pool::Conn;
+use crate::MariadbStorage;
 
 /// The character set number of binary strings.
 const BINARY_CHARSET: u16 = 63;
@@ -126,4 +129,17 @@ pub(crate) fn run_gated(
     let token = crate::reads::serve_gate(conn, partition, running)?;
     check_serve_gate(&token, running, ctx)?;
     run(conn, partition, prepared)
+}
+
+impl QueryBackend<Ensured> for MariadbStorage {
+    fn query_authoritative(
+        &self,
+        p: Partition<'_>,
+        ensured: &Ensured,
+        request: &sync_core::AuthoritativeQueryRequest,
+        ctx: &sync_core::ServeContext,
+    ) -> Result<sync_core::AuthoritativeQueryResult> {
+        let prepared = prepare(ensured, p.as_str(), request)?;
+        self.with_read(|c| run_gated(c, p.as_str(), ensured.version(), &prepared, ctx))
+    }
 }

@@ -12,9 +12,12 @@ use sync_core::{
     ReactionListQuery, ReactionPruneQuery, ReactionStatus, Result, StoredReaction,
 };
 
+use sync_core::front::{Partition, ReactionsBackend, Request};
+
 use crate::errors::Site;
 use crate::pool::Conn;
 use crate::values::corrupt;
+use crate::MariadbStorage;
 
 const COLUMNS: &str = "`idempotency_key`, `type`, `version`, `payload`, `source_client_id`, \
 `source_client_commit_id`, `source_commit_seq`, `created_at_ms`, `max_attempts`, `status`, \
@@ -299,4 +302,71 @@ pub(crate) fn prune(
         }
     }
     Ok(counts)
+}
+
+impl ReactionsBackend for MariadbStorage {
+    fn claim_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, sync_core::ReactionClaimQuery>,
+    ) -> Result<Vec<sync_core::StoredReaction>> {
+        self.with_write(|c| claim(c, p.as_str(), query.get()))
+    }
+
+    fn complete_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        lease_owner: &str,
+        completed_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| complete(c, p.as_str(), key, lease_owner, completed_at_ms))
+    }
+
+    fn extend_reaction_lease(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        lease_owner: &str,
+        lease_expires_at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn(|c| extend(c, p.as_str(), key, lease_owner, lease_expires_at_ms))
+    }
+
+    fn fail_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        update: &sync_core::ReactionFailureUpdate,
+    ) -> Result<bool> {
+        self.with_conn(|c| fail(c, p.as_str(), key, update))
+    }
+
+    fn retry_reaction(&self, p: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
+        self.with_conn(|c| retry(c, p.as_str(), key, now_ms))
+    }
+
+    fn get_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+    ) -> Result<Option<sync_core::StoredReaction>> {
+        self.with_conn(|c| get(c, p.as_str(), key))
+    }
+
+    fn list_reactions(
+        &self,
+        p: Partition<'_>,
+        query: &sync_core::ReactionListQuery,
+    ) -> Result<Vec<sync_core::StoredReaction>> {
+        self.with_conn(|c| list(c, p.as_str(), query))
+    }
+
+    fn prune_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, sync_core::ReactionPruneQuery>,
+    ) -> Result<sync_core::PrunedReactionCounts> {
+        self.with_write(|c| prune(c, p.as_str(), query.get()))
+    }
 }

@@ -5,21 +5,21 @@
 use std::sync::Arc;
 
 use sync_core::front::{
-    Checked, CheckpointName, Handle, LogEpoch, Partition, Request, StorageBackend, Table, Tables,
+    AdminBackend, BlobRefsBackend, Checked, CheckpointName, Handle, IndexScanBackend, LogEpoch,
+    Partition, QueryBackend, ReactionsBackend, Request, StorageBackend, Table, Tables,
 };
 use sync_core::{
-    ActivationOutcome, Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord,
-    CommitPruneQuery, CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage,
-    EnsureOptions, EnsureOutcome, PartitionRegistryEntry, Result, RowScanQuery, SchemaMarker,
-    ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult,
-    StoredRow,
+    ActivationOutcome, CheckpointKey, ClientCursorInfo, ClientRecord, CommitPruneQuery,
+    CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome,
+    PartitionRegistryEntry, Result, RowScanQuery, SchemaMarker, ScopeFilter, ServeGate,
+    SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult, StoredRow,
 };
 
 use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::Conn;
 use crate::transaction::{self, MariadbTransaction};
-use crate::{admin, checkpoints, commit_log, ensure, reactions, reads, records, rows};
+use crate::{checkpoints, commit_log, ensure, reads, records, rows};
 
 /// The partition write lock of a pool write (meta row shared, partition
 /// row created if absent and locked), as `lock_partition_for_push` takes it.
@@ -46,10 +46,6 @@ impl StorageBackend for MariadbStorage {
 
     fn ensured(&self) -> Option<Arc<Ensured>> {
         self.ensured_schema()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
     }
 
     fn ensure_schema(
@@ -403,145 +399,6 @@ impl StorageBackend for MariadbStorage {
         })
     }
 
-    fn claim_reactions(
-        &self,
-        p: Partition<'_>,
-        query: Request<'_, sync_core::ReactionClaimQuery>,
-    ) -> Result<Vec<sync_core::StoredReaction>> {
-        self.with_write(|c| reactions::claim(c, p.as_str(), query.get()))
-    }
-
-    fn complete_reaction(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        lease_owner: &str,
-        completed_at_ms: i64,
-    ) -> Result<bool> {
-        self.with_conn(|c| reactions::complete(c, p.as_str(), key, lease_owner, completed_at_ms))
-    }
-
-    fn extend_reaction_lease(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        lease_owner: &str,
-        lease_expires_at_ms: i64,
-    ) -> Result<bool> {
-        self.with_conn(|c| reactions::extend(c, p.as_str(), key, lease_owner, lease_expires_at_ms))
-    }
-
-    fn fail_reaction(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        update: &sync_core::ReactionFailureUpdate,
-    ) -> Result<bool> {
-        self.with_conn(|c| reactions::fail(c, p.as_str(), key, update))
-    }
-
-    fn retry_reaction(&self, p: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
-        self.with_conn(|c| reactions::retry(c, p.as_str(), key, now_ms))
-    }
-
-    fn get_reaction(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-    ) -> Result<Option<sync_core::StoredReaction>> {
-        self.with_conn(|c| reactions::get(c, p.as_str(), key))
-    }
-
-    fn list_reactions(
-        &self,
-        p: Partition<'_>,
-        query: &sync_core::ReactionListQuery,
-    ) -> Result<Vec<sync_core::StoredReaction>> {
-        self.with_conn(|c| reactions::list(c, p.as_str(), query))
-    }
-
-    fn prune_reactions(
-        &self,
-        p: Partition<'_>,
-        query: Request<'_, sync_core::ReactionPruneQuery>,
-    ) -> Result<sync_core::PrunedReactionCounts> {
-        self.with_write(|c| reactions::prune(c, p.as_str(), query.get()))
-    }
-
-    fn list_rows_referencing_blob(
-        &self,
-        p: Partition<'_>,
-        blob_id: &str,
-    ) -> Result<Vec<sync_core::BlobReferencingRow>> {
-        let ensured = self.ensured_schema();
-        self.with_conn(|c| admin::rows_referencing(c, ensured.as_deref(), p.as_str(), blob_id))
-    }
-
-    fn list_referenced_blob_ids(&self, p: Partition<'_>) -> Result<Vec<String>> {
-        self.with_conn(|c| admin::referenced_ids(c, p.as_str()))
-    }
-
-    fn list_client_records(&self, p: Partition<'_>) -> Result<Vec<ClientRecord>> {
-        self.with_conn(|c| admin::client_records(c, p.as_str()))
-    }
-
-    fn list_commit_metadata(
-        &self,
-        p: Partition<'_>,
-        query: &sync_core::CommitMetadataQuery,
-    ) -> Result<Vec<sync_core::CommitMetadata>> {
-        self.with_conn(|c| admin::commit_metadata(c, p.as_str(), query))
-    }
-
-    fn scope_activity(
-        &self,
-        p: Partition<'_>,
-        query: &sync_core::ScopeActivityQuery,
-    ) -> Result<Vec<sync_core::ScopeCommitActivity>> {
-        self.with_conn(|c| admin::scope_activity(c, p.as_str(), query))
-    }
-
-    fn get_row_scopes(
-        &self,
-        p: Partition<'_>,
-        t: Table<'_, Handle<Self>>,
-        row_id: &str,
-    ) -> Result<Option<(i64, sync_core::StoredScopes)>> {
-        self.with_conn(|c| admin::row_scopes(c, t.handle(), p.as_str(), row_id))
-    }
-
-    fn read_commits(
-        &self,
-        p: Partition<'_>,
-        after: Checked<i64>,
-        limit: Checked<i64>,
-    ) -> Result<Vec<sync_core::CommitRecord>> {
-        self.with_read(|c| admin::read_commits(c, p.as_str(), after.get(), limit.get()))
-    }
-
-    fn inspect_table_rows(
-        &self,
-        p: Partition<'_>,
-        table: &str,
-        after: Option<&str>,
-        limit: Checked<i64>,
-    ) -> Result<Vec<StoredRow>> {
-        self.with_conn(|c| admin::inspect_rows(c, p.as_str(), table, after, limit.get()))
-    }
-
-    fn query_authoritative(
-        &self,
-        p: Partition<'_>,
-        ensured: &Ensured,
-        request: &sync_core::AuthoritativeQueryRequest,
-        ctx: &sync_core::ServeContext,
-    ) -> Result<sync_core::AuthoritativeQueryResult> {
-        let prepared = crate::query::prepare(ensured, p.as_str(), request)?;
-        self.with_read(|c| {
-            crate::query::run_gated(c, p.as_str(), ensured.version(), &prepared, ctx)
-        })
-    }
-
     fn writer_fence_trigger(&self) -> Result<sync_core::FenceTriggerState> {
         self.with_conn(|c| {
             let tables: Option<i64> = c.first(
@@ -557,19 +414,31 @@ impl StorageBackend for MariadbStorage {
         })
     }
 
-    fn scan_rows_by_index(
-        &self,
-        p: Partition<'_>,
-        lookup: sync_core::front::IndexLookup<'_, Handle<Self>>,
-    ) -> Result<Vec<StoredRow>> {
-        self.with_conn(|c| crate::lookups::index_scan(c, p.as_str(), lookup))
-    }
-
     fn segment_store(&self) -> Option<&dyn sync_core::SegmentStore> {
         Some(self)
     }
 
     fn required_writer_version(&self, p: Partition<'_>) -> Result<Option<i32>> {
         self.with_conn(|c| checkpoints::required_writer_version(c, p.as_str()))
+    }
+
+    fn index_scan(&self) -> Option<&dyn IndexScanBackend<Ensured>> {
+        Some(self)
+    }
+
+    fn reactions(&self) -> Option<&dyn ReactionsBackend> {
+        Some(self)
+    }
+
+    fn blob_refs(&self) -> Option<&dyn BlobRefsBackend> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn AdminBackend<Ensured>> {
+        Some(self)
+    }
+
+    fn authoritative_query(&self) -> Option<&dyn QueryBackend<Ensured>> {
+        Some(self)
     }
 }

@@ -4,7 +4,15 @@ use sync_core::{
     CommitMetadata, CommitMetadataQuery, Result, ScopeActivityQuery, ScopeCommitActivity,
 };
 
+use sync_core::front::{AdminBackend, Checked, Handle, Partition, Table};
+use sync_core::{ClientRecord, CommitRecord, StoredRow, StoredScopes};
+
+use crate::clients;
+use crate::inspect;
 use crate::pool::{col, Conn};
+use crate::rows;
+use crate::state::Ensured;
+use crate::PostgresStorage;
 
 const METADATA_SQL: &str = "SELECT c.commit_seq, c.client_id, c.client_commit_id, c.actor_id, \
       c.created_at_ms, \
@@ -75,4 +83,54 @@ pub(crate) fn scope_activity(
             })
         })
         .collect()
+}
+
+impl AdminBackend<Ensured> for PostgresStorage {
+    fn list_client_records(&self, p: Partition<'_>) -> Result<Vec<ClientRecord>> {
+        self.with_conn(|c| clients::list(c, &p))
+    }
+
+    fn list_commit_metadata(
+        &self,
+        p: Partition<'_>,
+        query: &CommitMetadataQuery,
+    ) -> Result<Vec<CommitMetadata>> {
+        self.with_conn(|c| commit_metadata(c, &p, query))
+    }
+
+    fn scope_activity(
+        &self,
+        p: Partition<'_>,
+        query: &ScopeActivityQuery,
+    ) -> Result<Vec<ScopeCommitActivity>> {
+        self.with_conn(|c| scope_activity(c, &p, query))
+    }
+
+    fn get_row_scopes(
+        &self,
+        p: Partition<'_>,
+        table: Table<'_, Handle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<(i64, StoredScopes)>> {
+        self.with_conn(|c| rows::get_row_scopes(c, &table, &p, row_id))
+    }
+
+    fn read_commits(
+        &self,
+        p: Partition<'_>,
+        after: Checked<i64>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<CommitRecord>> {
+        self.with_snapshot(|c| inspect::read_commits(c, &p, after.get(), limit.get()))
+    }
+
+    fn inspect_table_rows(
+        &self,
+        p: Partition<'_>,
+        table: &str,
+        after: Option<&str>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<StoredRow>> {
+        self.with_snapshot(|c| inspect::inspect_rows(c, &p, table, after, limit.get()))
+    }
 }

@@ -4,9 +4,12 @@ use std::collections::BTreeMap;
 
 use sync_core::{BlobReferencingRow, Result};
 
+use sync_core::front::{BlobRefsBackend, Partition};
+
 use crate::json::parse_scopes;
 use crate::pool::{col, Conn};
 use crate::state::Ensured;
+use crate::PostgresStorage;
 
 /// Candidates of one blob: `$1` partition, `$2` blob id.
 pub(crate) const BLOB_CANDIDATES_SQL: &str = "SELECT tbl, row_id FROM sync_blob_refs \
@@ -65,4 +68,19 @@ pub(crate) fn blob_ids(conn: &mut Conn, partition: &str) -> Result<Vec<String>> 
         .iter()
         .map(|r| col(r, 0))
         .collect()
+}
+
+impl BlobRefsBackend for PostgresStorage {
+    fn list_rows_referencing_blob(
+        &self,
+        p: Partition<'_>,
+        blob_id: &str,
+    ) -> Result<Vec<BlobReferencingRow>> {
+        let ensured = PostgresStorage::ensured(self);
+        self.with_snapshot(|c| rows_referencing(c, ensured.as_deref(), &p, blob_id))
+    }
+
+    fn list_referenced_blob_ids(&self, p: Partition<'_>) -> Result<Vec<String>> {
+        self.with_conn(|c| blob_ids(c, &p))
+    }
 }

@@ -11,6 +11,8 @@ use sync_core::{
 };
 use sync_schema::{prepare_request, PreparedQuery};
 
+use sync_core::front::{Partition, QueryBackend};
+
 use crate::errors::db;
 use crate::gate::{gate_from_text, gate_sql};
 use crate::instance::{Finish, PostgresStorage};
@@ -114,4 +116,16 @@ pub(crate) fn query_pool(
             max_commit_seq: max.unwrap_or(0),
         }))
     })
+}
+
+impl QueryBackend<Ensured> for PostgresStorage {
+    fn query_authoritative(
+        &self,
+        p: Partition<'_>,
+        ensured: &Ensured,
+        request: &AuthoritativeQueryRequest,
+        ctx: &ServeContext,
+    ) -> Result<AuthoritativeQueryResult> {
+        query_pool(self, ensured, &p, request, ctx)
+    }
 }

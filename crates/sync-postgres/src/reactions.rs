@@ -10,9 +10,12 @@ use sync_core::{
     StoredReaction,
 };
 
+use sync_core::front::{Partition, ReactionsBackend, Request};
+
 use crate::errors::{classify, Site};
 use crate::json::{parse_value, read_json};
 use crate::pool::{col, Conn};
+use crate::PostgresStorage;
 
 const COLUMNS: &str = "r.idempotency_key, r.type, r.version, r.payload::text, r.source_client_id, \
     r.source_client_commit_id, r.source_commit_seq, r.created_at_ms, r.max_attempts, r.status, \
@@ -299,4 +302,67 @@ pub(crate) fn prune(
         }
     }
     Ok(counts)
+}
+
+impl ReactionsBackend for PostgresStorage {
+    fn claim_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, ReactionClaimQuery>,
+    ) -> Result<Vec<StoredReaction>> {
+        self.with_conn_write(|c| claim(c, &p, &query))
+    }
+
+    fn complete_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        owner: &str,
+        at_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn_write(|c| complete(c, &p, key, owner, at_ms))
+    }
+
+    fn extend_reaction_lease(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        owner: &str,
+        expires_ms: i64,
+    ) -> Result<bool> {
+        self.with_conn_write(|c| extend(c, &p, key, owner, expires_ms))
+    }
+
+    fn fail_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        update: &ReactionFailureUpdate,
+    ) -> Result<bool> {
+        self.with_conn_write(|c| fail(c, &p, key, update))
+    }
+
+    fn retry_reaction(&self, p: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
+        self.with_conn_write(|c| retry(c, &p, key, now_ms))
+    }
+
+    fn get_reaction(&self, p: Partition<'_>, key: &str) -> Result<Option<StoredReaction>> {
+        self.with_conn(|c| get(c, &p, key))
+    }
+
+    fn list_reactions(
+        &self,
+        p: Partition<'_>,
+        query: &ReactionListQuery,
+    ) -> Result<Vec<StoredReaction>> {
+        self.with_conn(|c| list(c, &p, query))
+    }
+
+    fn prune_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, ReactionPruneQuery>,
+    ) -> Result<PrunedReactionCounts> {
+        self.with_conn_write(|c| prune(c, &p, &query))
+    }
 }

@@ -9,10 +9,14 @@ use sync_core::{
     StoredRow,
 };
 
+use sync_core::front::{Handle, IndexScanBackend, Partition};
+
 use crate::pool::{col, Conn};
 use crate::rows::{rows_from, stored_row};
+use crate::state::Ensured;
 use crate::table_sql::{TableSql, MERGED_SCAN_VALUES, SCAN_DENSE_MATCHES, SCAN_PROBE_ROWS};
 use crate::values::{column_value, param_refs, Param};
+use crate::PostgresStorage;
 
 /// What `scan_rows` does after its validation.
 #[derive(Debug, Clone, Copy)]
@@ -316,4 +320,16 @@ pub(crate) fn scan_partition_rows(
     let after = after_row_id.unwrap_or_default();
     let rows = conn.query(&sql.partition_scan, &[&partition, &after, &limit])?;
     rows_from(&rows)
+}
+
+impl IndexScanBackend<Ensured> for PostgresStorage {
+    fn scan_rows_by_index(
+        &self,
+        p: Partition<'_>,
+        lookup: IndexLookup<'_, Handle<Self>>,
+    ) -> Result<Vec<StoredRow>> {
+        let plan = IndexPlan::checked(lookup)?;
+        let (after, limit) = (lookup.after_row_id(), lookup.limit());
+        self.with_conn(|c| scan_rows_by_index(c, &p, after, limit, &plan))
+    }
 }

@@ -5,28 +5,23 @@
 use std::sync::Arc;
 
 use sync_core::front::{
-    Checked, CheckpointName, Handle, IndexLookup, LogEpoch, Partition, Request, StorageBackend,
-    Table, Tables,
+    AdminBackend, BlobRefsBackend, Checked, CheckpointName, Handle, IndexScanBackend, LogEpoch,
+    Partition, QueryBackend, ReactionsBackend, Request, StorageBackend, Table, Tables,
 };
 use sync_core::{
-    ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, BlobReferencingRow,
-    Capabilities, CheckpointDeclaration, CheckpointKey, ClientCursorInfo, ClientRecord,
-    CommitMetadata, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult, CommitRecord,
-    CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, FenceTriggerState,
-    PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate,
-    ReactionListQuery, ReactionPruneQuery, Result, RoundEntry, RoundEntryRequest, RowScanQuery,
-    SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, SegmentStore, ServeContext,
-    ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
-    StoredRow, StoredScopes,
+    ActivationOutcome, CheckpointDeclaration, CheckpointKey, ClientCursorInfo, ClientRecord,
+    CommitPruneQuery, CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage,
+    EnsureOptions, EnsureOutcome, FenceTriggerState, PartitionRegistryEntry, Result, RoundEntry,
+    RoundEntryRequest, RowScanQuery, SchemaMarker, ScopeFilter, SegmentStore, ServeGate,
+    SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult, StoredRow,
 };
 
 use crate::instance::{Finish, PostgresStorage};
 use crate::state::Ensured;
 use crate::transaction::PgTransaction;
 use crate::{
-    admin, blobs, checkpoints, clients, commit_log, coverage, ensure, fence_trigger, gate, inspect,
-    marker, partition_lock, pruning, push_results, query, reactions, registry, round_entry, rows,
-    scans, window,
+    checkpoints, clients, commit_log, coverage, ensure, fence_trigger, gate, marker,
+    partition_lock, pruning, push_results, registry, round_entry, rows, scans, window,
 };
 
 impl StorageBackend for PostgresStorage {
@@ -35,10 +30,6 @@ impl StorageBackend for PostgresStorage {
 
     fn ensured(&self) -> Option<Arc<Ensured>> {
         PostgresStorage::ensured(self)
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
     }
 
     fn ensure_schema(
@@ -179,16 +170,6 @@ impl StorageBackend for PostgresStorage {
             .map(Option::unwrap_or_default)
     }
 
-    fn scan_rows_by_index(
-        &self,
-        p: Partition<'_>,
-        lookup: IndexLookup<'_, Handle<Self>>,
-    ) -> Result<Vec<StoredRow>> {
-        let plan = scans::IndexPlan::checked(lookup)?;
-        let (after, limit) = (lookup.after_row_id(), lookup.limit());
-        self.with_conn(|c| scans::scan_rows_by_index(c, &p, after, limit, &plan))
-    }
-
     fn scan_partition_rows(
         &self,
         p: Partition<'_>,
@@ -252,138 +233,6 @@ impl StorageBackend for PostgresStorage {
 
     fn get_active_client_cursor_floor(&self, p: Partition<'_>, cutoff: i64) -> Result<Option<i64>> {
         self.with_conn(|c| clients::floor(c, &p, cutoff))
-    }
-
-    fn claim_reactions(
-        &self,
-        p: Partition<'_>,
-        query: Request<'_, ReactionClaimQuery>,
-    ) -> Result<Vec<StoredReaction>> {
-        self.with_conn_write(|c| reactions::claim(c, &p, &query))
-    }
-
-    fn complete_reaction(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        owner: &str,
-        at_ms: i64,
-    ) -> Result<bool> {
-        self.with_conn_write(|c| reactions::complete(c, &p, key, owner, at_ms))
-    }
-
-    fn extend_reaction_lease(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        owner: &str,
-        expires_ms: i64,
-    ) -> Result<bool> {
-        self.with_conn_write(|c| reactions::extend(c, &p, key, owner, expires_ms))
-    }
-
-    fn fail_reaction(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        update: &ReactionFailureUpdate,
-    ) -> Result<bool> {
-        self.with_conn_write(|c| reactions::fail(c, &p, key, update))
-    }
-
-    fn retry_reaction(&self, p: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
-        self.with_conn_write(|c| reactions::retry(c, &p, key, now_ms))
-    }
-
-    fn get_reaction(&self, p: Partition<'_>, key: &str) -> Result<Option<StoredReaction>> {
-        self.with_conn(|c| reactions::get(c, &p, key))
-    }
-
-    fn list_reactions(
-        &self,
-        p: Partition<'_>,
-        query: &ReactionListQuery,
-    ) -> Result<Vec<StoredReaction>> {
-        self.with_conn(|c| reactions::list(c, &p, query))
-    }
-
-    fn prune_reactions(
-        &self,
-        p: Partition<'_>,
-        query: Request<'_, ReactionPruneQuery>,
-    ) -> Result<PrunedReactionCounts> {
-        self.with_conn_write(|c| reactions::prune(c, &p, &query))
-    }
-
-    fn list_rows_referencing_blob(
-        &self,
-        p: Partition<'_>,
-        blob_id: &str,
-    ) -> Result<Vec<BlobReferencingRow>> {
-        let ensured = PostgresStorage::ensured(self);
-        self.with_snapshot(|c| blobs::rows_referencing(c, ensured.as_deref(), &p, blob_id))
-    }
-
-    fn list_referenced_blob_ids(&self, p: Partition<'_>) -> Result<Vec<String>> {
-        self.with_conn(|c| blobs::blob_ids(c, &p))
-    }
-
-    fn list_client_records(&self, p: Partition<'_>) -> Result<Vec<ClientRecord>> {
-        self.with_conn(|c| clients::list(c, &p))
-    }
-
-    fn list_commit_metadata(
-        &self,
-        p: Partition<'_>,
-        query: &CommitMetadataQuery,
-    ) -> Result<Vec<CommitMetadata>> {
-        self.with_conn(|c| admin::commit_metadata(c, &p, query))
-    }
-
-    fn scope_activity(
-        &self,
-        p: Partition<'_>,
-        query: &ScopeActivityQuery,
-    ) -> Result<Vec<ScopeCommitActivity>> {
-        self.with_conn(|c| admin::scope_activity(c, &p, query))
-    }
-
-    fn get_row_scopes(
-        &self,
-        p: Partition<'_>,
-        table: Table<'_, Handle<Self>>,
-        row_id: &str,
-    ) -> Result<Option<(i64, StoredScopes)>> {
-        self.with_conn(|c| rows::get_row_scopes(c, &table, &p, row_id))
-    }
-
-    fn read_commits(
-        &self,
-        p: Partition<'_>,
-        after: Checked<i64>,
-        limit: Checked<i64>,
-    ) -> Result<Vec<CommitRecord>> {
-        self.with_snapshot(|c| inspect::read_commits(c, &p, after.get(), limit.get()))
-    }
-
-    fn inspect_table_rows(
-        &self,
-        p: Partition<'_>,
-        table: &str,
-        after: Option<&str>,
-        limit: Checked<i64>,
-    ) -> Result<Vec<StoredRow>> {
-        self.with_snapshot(|c| inspect::inspect_rows(c, &p, table, after, limit.get()))
-    }
-
-    fn query_authoritative(
-        &self,
-        p: Partition<'_>,
-        ensured: &Ensured,
-        request: &AuthoritativeQueryRequest,
-        ctx: &ServeContext,
-    ) -> Result<AuthoritativeQueryResult> {
-        query::query_pool(self, ensured, &p, request, ctx)
     }
 
     fn read_checkpoints(&self, p: Partition<'_>) -> Result<Vec<StoredCheckpoint>> {
@@ -511,5 +360,25 @@ impl StorageBackend for PostgresStorage {
         // the fence as the database holds it, never after repairing it.
         let mut conn = self.checkout_raw()?;
         fence_trigger::state(&mut conn)
+    }
+
+    fn index_scan(&self) -> Option<&dyn IndexScanBackend<Ensured>> {
+        Some(self)
+    }
+
+    fn reactions(&self) -> Option<&dyn ReactionsBackend> {
+        Some(self)
+    }
+
+    fn blob_refs(&self) -> Option<&dyn BlobRefsBackend> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn AdminBackend<Ensured>> {
+        Some(self)
+    }
+
+    fn authoritative_query(&self) -> Option<&dyn QueryBackend<Ensured>> {
+        Some(self)
     }
 }

@@ -6,10 +6,17 @@ use sync_core::{
     StoredScopes,
 };
 
+use sync_core::front::{AdminBackend, Checked, Handle, Partition, Table};
+use sync_core::{ClientRecord, CommitRecord, StoredRow};
+
+use crate::clients;
 use crate::errors::{corrupt, DbResultExt};
+use crate::inspect;
 use crate::seam;
+use crate::state::Ensured;
 use crate::state::TableSql;
 use crate::values::parse_scopes;
+use crate::SqliteStorage;
 
 /// Commit metadata, newest first, optionally only commits touching a table
 /// (not checked against the ensured schema).
@@ -140,4 +147,57 @@ pub(crate) fn row_scopes(
     found
         .map(|(version, scopes)| Ok((version, parse_scopes(&scopes)?)))
         .transpose()
+}
+
+impl AdminBackend<Ensured> for SqliteStorage {
+    fn list_client_records(&self, p: Partition<'_>) -> Result<Vec<ClientRecord>> {
+        self.pools().read(|conn| clients::list(conn, &p))
+    }
+
+    fn list_commit_metadata(
+        &self,
+        p: Partition<'_>,
+        query: &CommitMetadataQuery,
+    ) -> Result<Vec<CommitMetadata>> {
+        self.pools().read(|conn| commit_metadata(conn, &p, query))
+    }
+
+    fn scope_activity(
+        &self,
+        p: Partition<'_>,
+        query: &ScopeActivityQuery,
+    ) -> Result<Vec<ScopeCommitActivity>> {
+        self.pools().read(|conn| scope_activity(conn, &p, query))
+    }
+
+    fn get_row_scopes(
+        &self,
+        p: Partition<'_>,
+        table: Table<'_, Handle<Self>>,
+        row_id: &str,
+    ) -> Result<Option<(i64, StoredScopes)>> {
+        self.pools()
+            .read(|conn| row_scopes(conn, &table, &p, row_id))
+    }
+
+    fn read_commits(
+        &self,
+        p: Partition<'_>,
+        after: Checked<i64>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<CommitRecord>> {
+        self.pools()
+            .read_snapshot(|conn| inspect::read_commits(conn, &p, after.get(), limit.get()))
+    }
+
+    fn inspect_table_rows(
+        &self,
+        p: Partition<'_>,
+        table: &str,
+        after: Option<&str>,
+        limit: Checked<i64>,
+    ) -> Result<Vec<StoredRow>> {
+        self.pools()
+            .read_snapshot(|conn| inspect::inspect_rows(conn, &p, table, after, limit.get()))
+    }
 }

@@ -6,10 +6,13 @@ use sync_core::front::EnsuredSchema;
 use rusqlite::{Connection, OptionalExtension};
 use sync_core::{BlobReferencingRow, Result};
 
+use sync_core::front::{BlobRefsBackend, Partition};
+
 use crate::errors::DbResultExt;
 use crate::seam;
 use crate::state::Ensured;
 use crate::values::parse_scopes;
+use crate::SqliteStorage;
 
 /// Candidate rows of one blob (served by `sync_blob_refs_by_blob`).
 pub const BLOB_CANDIDATES: &str = "SELECT DISTINCT tbl, row_id FROM sync_blob_refs \
@@ -99,4 +102,20 @@ pub(crate) fn referenced_ids(conn: &Connection, partition: &str) -> Result<Vec<S
     .db()?;
     let rows = stmt.query_map([partition], |row| row.get(0)).db()?;
     rows.collect::<rusqlite::Result<_>>().db()
+}
+
+impl BlobRefsBackend for SqliteStorage {
+    fn list_rows_referencing_blob(
+        &self,
+        p: Partition<'_>,
+        blob_id: &str,
+    ) -> Result<Vec<BlobReferencingRow>> {
+        let ensured = self.ensured_state();
+        self.pools()
+            .read_snapshot(|conn| rows_referencing(conn, ensured.as_deref(), &p, blob_id))
+    }
+
+    fn list_referenced_blob_ids(&self, p: Partition<'_>) -> Result<Vec<String>> {
+        self.pools().read(|conn| referenced_ids(conn, &p))
+    }
 }

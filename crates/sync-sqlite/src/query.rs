@@ -9,12 +9,15 @@ use sync_core::{
 };
 use sync_schema::{prepare_request, PreparedQuery};
 
+use sync_core::front::{Partition, QueryBackend};
+
 use crate::commit_log::max_commit_seq;
 use crate::errors::DbResultExt;
 use crate::gate;
 use crate::seam;
 use crate::state::Ensured;
 use crate::values::{sql_value, BindSql};
+use crate::SqliteStorage;
 
 /// Preparation against the ensured schema (no database access).
 pub(crate) fn prepare(
@@ -64,4 +67,19 @@ pub(crate) fn run_gated(
     let token = gate::read(conn, partition, running)?;
     check_serve_gate(&token, running, ctx)?;
     run(conn, partition, prepared)
+}
+
+impl QueryBackend<Ensured> for SqliteStorage {
+    fn query_authoritative(
+        &self,
+        p: Partition<'_>,
+        ensured: &Ensured,
+        request: &AuthoritativeQueryRequest,
+        ctx: &ServeContext,
+    ) -> Result<AuthoritativeQueryResult> {
+        let prepared = prepare(ensured, &p, request)?;
+        let running = ensured.version();
+        self.pools()
+            .read_snapshot(|conn| run_gated(conn, &p, running, &prepared, ctx))
+    }
 }

@@ -9,9 +9,12 @@ use sync_core::{
     ReactionListQuery, ReactionPruneQuery, ReactionStatus, Result, StoredReaction,
 };
 
+use sync_core::front::{Partition, ReactionsBackend, Request};
+
 use crate::errors::{corrupt, Context, DbResultExt};
 use crate::seam;
 use crate::values::{parse_json, string_list_json, to_i32};
+use crate::SqliteStorage;
 
 const COLUMNS: &str =
     "idempotency_key, type, version, payload, source_client_id, source_client_commit_id, \
@@ -336,4 +339,69 @@ pub(crate) fn prune(
         }
     }
     Ok(counts)
+}
+
+impl ReactionsBackend for SqliteStorage {
+    fn claim_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, ReactionClaimQuery>,
+    ) -> Result<Vec<StoredReaction>> {
+        self.pools().write_once(|conn| claim(conn, &p, &query))
+    }
+
+    fn complete_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        owner: &str,
+        at_ms: i64,
+    ) -> Result<bool> {
+        self.pools()
+            .write_once(|conn| complete(conn, &p, key, owner, at_ms))
+    }
+
+    fn extend_reaction_lease(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        owner: &str,
+        expires_ms: i64,
+    ) -> Result<bool> {
+        self.pools()
+            .write_once(|conn| extend(conn, &p, key, owner, expires_ms))
+    }
+
+    fn fail_reaction(
+        &self,
+        p: Partition<'_>,
+        key: &str,
+        update: &ReactionFailureUpdate,
+    ) -> Result<bool> {
+        self.pools().write_once(|conn| fail(conn, &p, key, update))
+    }
+
+    fn retry_reaction(&self, p: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
+        self.pools().write_once(|conn| retry(conn, &p, key, now_ms))
+    }
+
+    fn get_reaction(&self, p: Partition<'_>, key: &str) -> Result<Option<StoredReaction>> {
+        self.pools().read(|conn| get(conn, &p, key))
+    }
+
+    fn list_reactions(
+        &self,
+        p: Partition<'_>,
+        query: &ReactionListQuery,
+    ) -> Result<Vec<StoredReaction>> {
+        self.pools().read(|conn| list(conn, &p, query))
+    }
+
+    fn prune_reactions(
+        &self,
+        p: Partition<'_>,
+        query: Request<'_, ReactionPruneQuery>,
+    ) -> Result<PrunedReactionCounts> {
+        self.pools().write_once(|conn| prune(conn, &p, &query))
+    }
 }

@@ -13,12 +13,16 @@ use sync_core::{
     ScopeFilter, StoredChange, StoredCommit, StoredRow,
 };
 
+use sync_core::front::{Handle, IndexScanBackend, Partition};
+
 use crate::errors::DbResultExt;
 use crate::rows::{build_row, stored_row_from};
 use crate::seam;
 use crate::sql::{placeholders, quote};
+use crate::state::Ensured;
 use crate::state::TableSql;
 use crate::values::{parse_scopes, BindRow};
+use crate::SqliteStorage;
 
 /// Above this many values, a candidate query binds the value list as one
 /// JSON array read through `json_each`: SQLite refuses statements with more
@@ -543,4 +547,14 @@ fn collect_rows(conn: &Connection, sql: &str, params: &[&dyn ToSql]) -> Result<V
         .collect::<rusqlite::Result<_>>()
         .db()?;
     raw.into_iter().map(build_row).collect()
+}
+
+impl IndexScanBackend<Ensured> for SqliteStorage {
+    fn scan_rows_by_index(
+        &self,
+        p: Partition<'_>,
+        lookup: IndexLookup<'_, Handle<Self>>,
+    ) -> Result<Vec<StoredRow>> {
+        self.pools().read(|conn| index_scan(conn, &p, lookup))
+    }
 }

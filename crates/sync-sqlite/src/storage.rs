@@ -6,19 +6,15 @@
 use std::sync::{Arc, PoisonError};
 
 use sync_core::front::{
-    Checked, CheckpointName, Handle, IndexLookup, LogEpoch, Partition, Request, StorageBackend,
-    Table, Tables,
+    AdminBackend, BlobRefsBackend, Checked, CheckpointName, Handle, IndexScanBackend, LogEpoch,
+    Partition, QueryBackend, ReactionsBackend, Request, StorageBackend, Table, Tables,
 };
 use sync_core::{
-    ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, BlobReferencingRow,
-    Capabilities, CheckpointKey, ClientCursorInfo, ClientRecord, CommitMetadata,
-    CommitMetadataQuery, CommitPruneQuery, CommitPruneResult, CommitRecord, CommitWindowQuery,
-    CompiledSchema, Coverage, EnsureOptions, EnsureOutcome, FenceTriggerState,
-    PartitionRegistryEntry, PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate,
-    ReactionListQuery, ReactionPruneQuery, Result, RoundEntry, RoundEntryRequest, RowScanQuery,
-    SchemaMarker, ScopeActivityQuery, ScopeCommitActivity, ScopeFilter, SegmentStore, ServeContext,
-    ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult, StoredReaction,
-    StoredRow, StoredScopes,
+    ActivationOutcome, CheckpointKey, ClientCursorInfo, ClientRecord, CommitPruneQuery,
+    CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome,
+    FenceTriggerState, PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest, RowScanQuery,
+    SchemaMarker, ScopeFilter, SegmentStore, ServeGate, SourceChange, StoredCheckpoint,
+    StoredCommit, StoredPushResult, StoredRow,
 };
 
 use crate::instance::SqliteStorage;
@@ -26,8 +22,8 @@ use crate::pools::Finish;
 use crate::state::{fingerprint, Ensured};
 use crate::transaction::SqliteTransaction;
 use crate::{
-    admin, blobs, bootstrap, checkpoints, clients, commit_log, ensure, gate, inspect, pruning,
-    push_results, query, reactions, reads, registry, round_entry, rows,
+    bootstrap, checkpoints, clients, commit_log, ensure, gate, pruning, push_results, reads,
+    registry, round_entry, rows,
 };
 
 impl StorageBackend for SqliteStorage {
@@ -36,10 +32,6 @@ impl StorageBackend for SqliteStorage {
 
     fn ensured(&self) -> Option<Arc<Ensured>> {
         self.ensured_state()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
     }
 
     fn ensure_schema(
@@ -200,15 +192,6 @@ impl StorageBackend for SqliteStorage {
             .read_snapshot(|conn| reads::scan_rows(conn, &table, &p, &query))
     }
 
-    fn scan_rows_by_index(
-        &self,
-        p: Partition<'_>,
-        lookup: IndexLookup<'_, Handle<Self>>,
-    ) -> Result<Vec<StoredRow>> {
-        self.pools()
-            .read(|conn| reads::index_scan(conn, &p, lookup))
-    }
-
     fn scan_partition_rows(
         &self,
         p: Partition<'_>,
@@ -270,153 +253,6 @@ impl StorageBackend for SqliteStorage {
     fn get_active_client_cursor_floor(&self, p: Partition<'_>, cutoff: i64) -> Result<Option<i64>> {
         self.pools()
             .read(|conn| clients::active_floor(conn, &p, cutoff))
-    }
-
-    fn claim_reactions(
-        &self,
-        p: Partition<'_>,
-        query: Request<'_, ReactionClaimQuery>,
-    ) -> Result<Vec<StoredReaction>> {
-        self.pools()
-            .write_once(|conn| reactions::claim(conn, &p, &query))
-    }
-
-    fn complete_reaction(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        owner: &str,
-        at_ms: i64,
-    ) -> Result<bool> {
-        self.pools()
-            .write_once(|conn| reactions::complete(conn, &p, key, owner, at_ms))
-    }
-
-    fn extend_reaction_lease(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        owner: &str,
-        expires_ms: i64,
-    ) -> Result<bool> {
-        self.pools()
-            .write_once(|conn| reactions::extend(conn, &p, key, owner, expires_ms))
-    }
-
-    fn fail_reaction(
-        &self,
-        p: Partition<'_>,
-        key: &str,
-        update: &ReactionFailureUpdate,
-    ) -> Result<bool> {
-        self.pools()
-            .write_once(|conn| reactions::fail(conn, &p, key, update))
-    }
-
-    fn retry_reaction(&self, p: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
-        self.pools()
-            .write_once(|conn| reactions::retry(conn, &p, key, now_ms))
-    }
-
-    fn get_reaction(&self, p: Partition<'_>, key: &str) -> Result<Option<StoredReaction>> {
-        self.pools().read(|conn| reactions::get(conn, &p, key))
-    }
-
-    fn list_reactions(
-        &self,
-        p: Partition<'_>,
-        query: &ReactionListQuery,
-    ) -> Result<Vec<StoredReaction>> {
-        self.pools().read(|conn| reactions::list(conn, &p, query))
-    }
-
-    fn prune_reactions(
-        &self,
-        p: Partition<'_>,
-        query: Request<'_, ReactionPruneQuery>,
-    ) -> Result<PrunedReactionCounts> {
-        self.pools()
-            .write_once(|conn| reactions::prune(conn, &p, &query))
-    }
-
-    fn list_rows_referencing_blob(
-        &self,
-        p: Partition<'_>,
-        blob_id: &str,
-    ) -> Result<Vec<BlobReferencingRow>> {
-        let ensured = self.ensured_state();
-        self.pools()
-            .read_snapshot(|conn| blobs::rows_referencing(conn, ensured.as_deref(), &p, blob_id))
-    }
-
-    fn list_referenced_blob_ids(&self, p: Partition<'_>) -> Result<Vec<String>> {
-        self.pools().read(|conn| blobs::referenced_ids(conn, &p))
-    }
-
-    fn list_client_records(&self, p: Partition<'_>) -> Result<Vec<ClientRecord>> {
-        self.pools().read(|conn| clients::list(conn, &p))
-    }
-
-    fn list_commit_metadata(
-        &self,
-        p: Partition<'_>,
-        query: &CommitMetadataQuery,
-    ) -> Result<Vec<CommitMetadata>> {
-        self.pools()
-            .read(|conn| admin::commit_metadata(conn, &p, query))
-    }
-
-    fn scope_activity(
-        &self,
-        p: Partition<'_>,
-        query: &ScopeActivityQuery,
-    ) -> Result<Vec<ScopeCommitActivity>> {
-        self.pools()
-            .read(|conn| admin::scope_activity(conn, &p, query))
-    }
-
-    fn get_row_scopes(
-        &self,
-        p: Partition<'_>,
-        table: Table<'_, Handle<Self>>,
-        row_id: &str,
-    ) -> Result<Option<(i64, StoredScopes)>> {
-        self.pools()
-            .read(|conn| admin::row_scopes(conn, &table, &p, row_id))
-    }
-
-    fn read_commits(
-        &self,
-        p: Partition<'_>,
-        after: Checked<i64>,
-        limit: Checked<i64>,
-    ) -> Result<Vec<CommitRecord>> {
-        self.pools()
-            .read_snapshot(|conn| inspect::read_commits(conn, &p, after.get(), limit.get()))
-    }
-
-    fn inspect_table_rows(
-        &self,
-        p: Partition<'_>,
-        table: &str,
-        after: Option<&str>,
-        limit: Checked<i64>,
-    ) -> Result<Vec<StoredRow>> {
-        self.pools()
-            .read_snapshot(|conn| inspect::inspect_rows(conn, &p, table, after, limit.get()))
-    }
-
-    fn query_authoritative(
-        &self,
-        p: Partition<'_>,
-        ensured: &Ensured,
-        request: &AuthoritativeQueryRequest,
-        ctx: &ServeContext,
-    ) -> Result<AuthoritativeQueryResult> {
-        let prepared = query::prepare(ensured, &p, request)?;
-        let running = ensured.version();
-        self.pools()
-            .read_snapshot(|conn| query::run_gated(conn, &p, running, &prepared, ctx))
     }
 
     fn read_checkpoints(&self, p: Partition<'_>) -> Result<Vec<StoredCheckpoint>> {
@@ -539,5 +375,25 @@ impl StorageBackend for SqliteStorage {
 
     fn writer_fence_trigger(&self) -> Result<FenceTriggerState> {
         self.pools().read_snapshot(bootstrap::fence_trigger_state)
+    }
+
+    fn index_scan(&self) -> Option<&dyn IndexScanBackend<Ensured>> {
+        Some(self)
+    }
+
+    fn reactions(&self) -> Option<&dyn ReactionsBackend> {
+        Some(self)
+    }
+
+    fn blob_refs(&self) -> Option<&dyn BlobRefsBackend> {
+        Some(self)
+    }
+
+    fn admin(&self) -> Option<&dyn AdminBackend<Ensured>> {
+        Some(self)
+    }
+
+    fn authoritative_query(&self) -> Option<&dyn QueryBackend<Ensured>> {
+        Some(self)
     }
 }

@@ -3,33 +3,25 @@
 
 use std::sync::Arc;
 
-use crate::authoritative::{AuthoritativeQueryRequest, AuthoritativeQueryResult};
-use crate::capabilities::{Capabilities, Capability};
 use crate::checkpoints::{ActivationOutcome, CheckpointKey, Coverage, StoredCheckpoint};
 use crate::clients::{ClientCursorInfo, ClientRecord, PartitionRegistryEntry};
 use crate::error::{Error, ErrorCode, Result};
 use crate::fence::FenceTriggerState;
-use crate::gate::{ServeContext, ServeGate};
+use crate::gate::ServeGate;
 use crate::push_result::StoredPushResult;
-use crate::queries::{
-    BlobReferencingRow, CommitMetadataQuery, CommitPruneQuery, CommitPruneResult,
-    CommitWindowQuery, RowScanQuery, ScopeActivityQuery, ScopeCommitActivity,
-};
-use crate::reactions::{
-    PrunedReactionCounts, ReactionClaimQuery, ReactionFailureUpdate, ReactionListQuery,
-    ReactionPruneQuery, StoredReaction,
-};
+use crate::queries::{CommitPruneQuery, CommitPruneResult, CommitWindowQuery, RowScanQuery};
 use crate::round_entry::{LogBounds, RoundEntry, RoundEntryRequest};
-use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, StoredRow};
+use crate::rows::{SourceChange, StoredCommit, StoredRow};
 use crate::schema::CompiledSchema;
-use crate::scope::{ScopeFilter, StoredScopes};
+use crate::scope::ScopeFilter;
 use crate::segments::SegmentStore;
 use crate::storage::{EnsureOptions, EnsureOutcome, SchemaMarker};
 
-use super::checked::{
-    Checked, CheckpointName, IndexLookup, LogEpoch, Partition, Request, Table, Tables,
-};
+use super::checked::{Checked, CheckpointName, LogEpoch, Partition, Request, Table, Tables};
 use super::ensured::EnsuredSchema;
+use super::groups::{
+    AdminBackend, BlobRefsBackend, IndexScanBackend, QueryBackend, ReactionsBackend,
+};
 use super::transaction_backend::TransactionBackend;
 
 /// The backend's handle of one table.
@@ -41,8 +33,11 @@ pub type Handle<B> = <<B as StorageBackend>::Schema as EnsuredSchema>::Handle;
 /// the front (a blanket implementation in this crate) checks each argument
 /// in the order of `storage-contract.md` §4, answers what the checks alone
 /// decide (an empty scan, a zero count), and only then calls the method of
-/// the same name here with the checked values. Methods of the optional
-/// groups have default bodies answering `sync.storage.capability_unsupported`.
+/// the same name here with the checked values. The optional groups are
+/// traits of their own ([`super::groups`]): a backend implements a group
+/// and returns itself from its accessor ([`reactions`](Self::reactions),
+/// …); the front derives the storage's capabilities from the accessors and
+/// answers `sync.storage.capability_unsupported` for a group without one.
 ///
 /// The checks the front has made are in the argument types: a
 /// [`Partition`] is non-empty, a [`Table`] is in the ensured schema, a
@@ -62,8 +57,6 @@ pub trait StorageBackend: Send + Sync {
 
     // ---- §4.1 schema lifecycle -------------------------------------------
 
-    /// The optional groups this storage implements.
-    fn capabilities(&self) -> Capabilities;
     /// `ensure_schema` (`schema-and-migrations.md` §9), reporting what it
     /// did. The front checked every declaration against `schema.version`.
     fn ensure_schema(
@@ -208,15 +201,6 @@ pub trait StorageBackend: Send + Sync {
 
     // ---- §4.8 trusted lookups and partition scans ------------------------
 
-    /// Exact lookup through a declared index (capability `IndexScan`).
-    fn scan_rows_by_index(
-        &self,
-        partition: Partition<'_>,
-        lookup: IndexLookup<'_, Handle<Self>>,
-    ) -> Result<Vec<StoredRow>> {
-        let _ = (partition, lookup);
-        Err(Capability::IndexScan.unsupported())
-    }
     /// Keyset scan of one table; `limit` is in 1..=1000.
     fn scan_partition_rows(
         &self,
@@ -268,170 +252,6 @@ pub trait StorageBackend: Send + Sync {
         partition: Partition<'_>,
         cutoff_ms: i64,
     ) -> Result<Option<i64>>;
-
-    // ---- §4.10 reactions (capability `Reactions`) ------------------------
-
-    /// Leases due reactions; the front answered `[]` already for no kinds
-    /// or `limit ≤ 0`.
-    fn claim_reactions(
-        &self,
-        partition: Partition<'_>,
-        query: Request<'_, ReactionClaimQuery>,
-    ) -> Result<Vec<StoredReaction>> {
-        let _ = (partition, query);
-        Err(Capability::Reactions.unsupported())
-    }
-    /// Owner-guarded completion.
-    fn complete_reaction(
-        &self,
-        partition: Partition<'_>,
-        key: &str,
-        lease_owner: &str,
-        completed_at_ms: i64,
-    ) -> Result<bool> {
-        let _ = (partition, key, lease_owner, completed_at_ms);
-        Err(Capability::Reactions.unsupported())
-    }
-    /// Owner-guarded lease extension.
-    fn extend_reaction_lease(
-        &self,
-        partition: Partition<'_>,
-        key: &str,
-        lease_owner: &str,
-        lease_expires_at_ms: i64,
-    ) -> Result<bool> {
-        let _ = (partition, key, lease_owner, lease_expires_at_ms);
-        Err(Capability::Reactions.unsupported())
-    }
-    /// Owner-guarded failure.
-    fn fail_reaction(
-        &self,
-        partition: Partition<'_>,
-        key: &str,
-        update: &ReactionFailureUpdate,
-    ) -> Result<bool> {
-        let _ = (partition, key, update);
-        Err(Capability::Reactions.unsupported())
-    }
-    /// Re-queues a dead-letter reaction.
-    fn retry_reaction(&self, partition: Partition<'_>, key: &str, now_ms: i64) -> Result<bool> {
-        let _ = (partition, key, now_ms);
-        Err(Capability::Reactions.unsupported())
-    }
-    /// One reaction.
-    fn get_reaction(&self, partition: Partition<'_>, key: &str) -> Result<Option<StoredReaction>> {
-        let _ = (partition, key);
-        Err(Capability::Reactions.unsupported())
-    }
-    /// Reactions newest first.
-    fn list_reactions(
-        &self,
-        partition: Partition<'_>,
-        query: &ReactionListQuery,
-    ) -> Result<Vec<StoredReaction>> {
-        let _ = (partition, query);
-        Err(Capability::Reactions.unsupported())
-    }
-    /// Deletes aged reactions; the front answered zeros already for
-    /// `limit ≤ 0`.
-    fn prune_reactions(
-        &self,
-        partition: Partition<'_>,
-        query: Request<'_, ReactionPruneQuery>,
-    ) -> Result<PrunedReactionCounts> {
-        let _ = (partition, query);
-        Err(Capability::Reactions.unsupported())
-    }
-
-    // ---- §4.11 blob references (capability `BlobRefs`) -------------------
-
-    /// Rows whose reference set contains the blob.
-    fn list_rows_referencing_blob(
-        &self,
-        partition: Partition<'_>,
-        blob_id: &str,
-    ) -> Result<Vec<BlobReferencingRow>> {
-        let _ = (partition, blob_id);
-        Err(Capability::BlobRefs.unsupported())
-    }
-    /// Distinct referenced blob ids.
-    fn list_referenced_blob_ids(&self, partition: Partition<'_>) -> Result<Vec<String>> {
-        let _ = partition;
-        Err(Capability::BlobRefs.unsupported())
-    }
-
-    // ---- §4.12 admin (capability `Admin`) --------------------------------
-
-    /// Client records, newest update first.
-    fn list_client_records(&self, partition: Partition<'_>) -> Result<Vec<ClientRecord>> {
-        let _ = partition;
-        Err(Capability::Admin.unsupported())
-    }
-    /// Commit metadata, newest first.
-    fn list_commit_metadata(
-        &self,
-        partition: Partition<'_>,
-        query: &CommitMetadataQuery,
-    ) -> Result<Vec<CommitMetadata>> {
-        let _ = (partition, query);
-        Err(Capability::Admin.unsupported())
-    }
-    /// Commits touching one scope value, newest first.
-    fn scope_activity(
-        &self,
-        partition: Partition<'_>,
-        query: &ScopeActivityQuery,
-    ) -> Result<Vec<ScopeCommitActivity>> {
-        let _ = (partition, query);
-        Err(Capability::Admin.unsupported())
-    }
-    /// `(server_version, scopes)` of a row.
-    fn get_row_scopes(
-        &self,
-        partition: Partition<'_>,
-        table: Table<'_, Handle<Self>>,
-        row_id: &str,
-    ) -> Result<Option<(i64, StoredScopes)>> {
-        let _ = (partition, table, row_id);
-        Err(Capability::Admin.unsupported())
-    }
-    /// Operator read of retained commits; `after_seq ≥ 0`, `limit` in 1..=1000.
-    fn read_commits(
-        &self,
-        partition: Partition<'_>,
-        after_seq: Checked<i64>,
-        limit: Checked<i64>,
-    ) -> Result<Vec<CommitRecord>> {
-        let _ = (partition, after_seq, limit);
-        Err(Capability::Admin.unsupported())
-    }
-    /// Operator keyset scan of a table of the **stored** layouts (the
-    /// backend checks `table` against them); `limit` in 1..=1000.
-    fn inspect_table_rows(
-        &self,
-        partition: Partition<'_>,
-        table: &str,
-        after_row_id: Option<&str>,
-        limit: Checked<i64>,
-    ) -> Result<Vec<StoredRow>> {
-        let _ = (partition, table, after_row_id, limit);
-        Err(Capability::Admin.unsupported())
-    }
-
-    // ---- §4.13 registered queries (capability `AuthoritativeQuery`) ------
-
-    /// A registered query against the ensured `schema` (the front refused
-    /// `schema_not_ensured`); preparing it is the backend's.
-    fn query_authoritative(
-        &self,
-        partition: Partition<'_>,
-        schema: &Self::Schema,
-        request: &AuthoritativeQueryRequest,
-        ctx: &ServeContext,
-    ) -> Result<AuthoritativeQueryResult> {
-        let _ = (partition, schema, request, ctx);
-        Err(Capability::AuthoritativeQuery.unsupported())
-    }
 
     // ---- §4.14 RFC 0007 --------------------------------------------------
 
@@ -524,6 +344,29 @@ pub trait StorageBackend: Send + Sync {
     /// Where this process hears of other processes' commits, if anywhere
     /// (`ServerStorage::commit_feed`).
     fn commit_feed(&self) -> Option<std::sync::Arc<dyn crate::CommitFeed>> {
+        None
+    }
+
+    // ---- the optional groups (`groups`) ------------------------------------
+
+    /// §4.8 index lookups, if this storage implements them.
+    fn index_scan(&self) -> Option<&dyn IndexScanBackend<Self::Schema>> {
+        None
+    }
+    /// §4.10 reactions, if this storage implements them.
+    fn reactions(&self) -> Option<&dyn ReactionsBackend> {
+        None
+    }
+    /// §4.11 the blob reference index, if this storage implements it.
+    fn blob_refs(&self) -> Option<&dyn BlobRefsBackend> {
+        None
+    }
+    /// §4.12 the admin read surface, if this storage implements it.
+    fn admin(&self) -> Option<&dyn AdminBackend<Self::Schema>> {
+        None
+    }
+    /// §4.13 registered queries, if this storage implements them.
+    fn authoritative_query(&self) -> Option<&dyn QueryBackend<Self::Schema>> {
         None
     }
 }

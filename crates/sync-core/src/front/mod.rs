@@ -3,7 +3,8 @@
 //! only does its database's I/O.
 //!
 //! A dialect implements [`StorageBackend`] and [`TransactionBackend`] (and names what
-//! `ensure_schema` records through [`EnsuredSchema`]); every
+//! `ensure_schema` records through [`EnsuredSchema`]), and each optional
+//! group it supports through its trait in [`groups`]; every
 //! `StorageBackend` is a `ServerStorage` through the front, a blanket
 //! implementation in this module. The front checks the partition, names,
 //! limits, table lists and the ensured schema as `storage-contract.md` §4
@@ -20,6 +21,7 @@ pub mod backend;
 pub mod checked;
 mod checks;
 pub mod ensured;
+pub mod groups;
 mod storage;
 mod transaction;
 pub mod transaction_backend;
@@ -30,5 +32,6 @@ pub use checked::{
     Tables,
 };
 pub use ensured::EnsuredSchema;
+pub use groups::{AdminBackend, BlobRefsBackend, IndexScanBackend, QueryBackend, ReactionsBackend};
 pub use transaction::FrontTransaction;
 pub use transaction_backend::{TransactionBackend, TxHandle};

@@ -36,27 +36,22 @@ use super::checks::{self, partition};
 use super::ensured::EnsuredSchema;
 use super::transaction::FrontTransaction;
 
-/// `capability_unsupported` unless the backend advertises `capability`:
-/// a storage without the group answers so whatever its arguments.
-fn require<B: StorageBackend + ?Sized>(backend: &B, capability: Capability) -> Result<()> {
-    let caps = backend.capabilities();
-    let supported = match capability {
-        Capability::Reactions => caps.reactions,
-        Capability::BlobRefs => caps.blob_refs,
-        Capability::Admin => caps.admin,
-        Capability::AuthoritativeQuery => caps.authoritative_query,
-        Capability::IndexScan => caps.index_scan,
-    };
-    if supported {
-        Ok(())
-    } else {
-        Err(capability.unsupported())
-    }
+/// The backend's implementation of an optional group, or
+/// `capability_unsupported` when it has none: a storage without the group
+/// answers so whatever its arguments.
+fn require<T: ?Sized>(group: Option<&T>, capability: Capability) -> Result<&T> {
+    group.ok_or_else(|| capability.unsupported())
 }
 
 impl<B: StorageBackend> ServerStorage for B {
     fn capabilities(&self) -> Capabilities {
-        StorageBackend::capabilities(self)
+        Capabilities {
+            reactions: self.reactions().is_some(),
+            blob_refs: self.blob_refs().is_some(),
+            admin: self.admin().is_some(),
+            authoritative_query: self.authoritative_query().is_some(),
+            index_scan: self.index_scan().is_some(),
+        }
     }
 
     fn ensure_schema(&self, schema: &CompiledSchema, opts: &EnsureOptions) -> Result<()> {
@@ -218,11 +213,11 @@ impl<B: StorageBackend> ServerStorage for B {
     }
 
     fn scan_rows_by_index(&self, p: &str, query: &IndexRowScanQuery) -> Result<Vec<StoredRow>> {
-        require(self, Capability::IndexScan)?;
+        let group = require(self.index_scan(), Capability::IndexScan)?;
         let p = partition(p)?;
         let ensured = self.ensured();
         let lookup = checks::index_lookup(ensured.as_deref(), query)?;
-        StorageBackend::scan_rows_by_index(self, p, lookup)
+        group.scan_rows_by_index(p, lookup)
     }
 
     fn scan_partition_rows(
@@ -292,12 +287,12 @@ impl<B: StorageBackend> ServerStorage for B {
     }
 
     fn claim_reactions(&self, p: &str, query: &ReactionClaimQuery) -> Result<Vec<StoredReaction>> {
-        require(self, Capability::Reactions)?;
+        let group = require(self.reactions(), Capability::Reactions)?;
         let p = partition(p)?;
         if query.kinds.is_empty() || query.limit <= 0 {
             return Ok(Vec::new());
         }
-        StorageBackend::claim_reactions(self, p, Request::new(query))
+        group.claim_reactions(p, Request::new(query))
     }
 
     fn complete_reaction(
@@ -307,9 +302,9 @@ impl<B: StorageBackend> ServerStorage for B {
         lease_owner: &str,
         completed_at_ms: i64,
     ) -> Result<bool> {
-        require(self, Capability::Reactions)?;
+        let group = require(self.reactions(), Capability::Reactions)?;
         let p = partition(p)?;
-        StorageBackend::complete_reaction(self, p, key, lease_owner, completed_at_ms)
+        group.complete_reaction(p, key, lease_owner, completed_at_ms)
     }
 
     fn extend_reaction_lease(
@@ -319,38 +314,38 @@ impl<B: StorageBackend> ServerStorage for B {
         lease_owner: &str,
         lease_expires_at_ms: i64,
     ) -> Result<bool> {
-        require(self, Capability::Reactions)?;
+        let group = require(self.reactions(), Capability::Reactions)?;
         let p = partition(p)?;
-        StorageBackend::extend_reaction_lease(self, p, key, lease_owner, lease_expires_at_ms)
+        group.extend_reaction_lease(p, key, lease_owner, lease_expires_at_ms)
     }
 
     fn fail_reaction(&self, p: &str, key: &str, update: &ReactionFailureUpdate) -> Result<bool> {
-        require(self, Capability::Reactions)?;
-        StorageBackend::fail_reaction(self, partition(p)?, key, update)
+        let group = require(self.reactions(), Capability::Reactions)?;
+        group.fail_reaction(partition(p)?, key, update)
     }
 
     fn retry_reaction(&self, p: &str, key: &str, now_ms: i64) -> Result<bool> {
-        require(self, Capability::Reactions)?;
-        StorageBackend::retry_reaction(self, partition(p)?, key, now_ms)
+        let group = require(self.reactions(), Capability::Reactions)?;
+        group.retry_reaction(partition(p)?, key, now_ms)
     }
 
     fn get_reaction(&self, p: &str, key: &str) -> Result<Option<StoredReaction>> {
-        require(self, Capability::Reactions)?;
-        StorageBackend::get_reaction(self, partition(p)?, key)
+        let group = require(self.reactions(), Capability::Reactions)?;
+        group.get_reaction(partition(p)?, key)
     }
 
     fn list_reactions(&self, p: &str, query: &ReactionListQuery) -> Result<Vec<StoredReaction>> {
-        require(self, Capability::Reactions)?;
-        StorageBackend::list_reactions(self, partition(p)?, query)
+        let group = require(self.reactions(), Capability::Reactions)?;
+        group.list_reactions(partition(p)?, query)
     }
 
     fn prune_reactions(&self, p: &str, query: &ReactionPruneQuery) -> Result<PrunedReactionCounts> {
-        require(self, Capability::Reactions)?;
+        let group = require(self.reactions(), Capability::Reactions)?;
         let p = partition(p)?;
         if query.limit <= 0 {
             return Ok(PrunedReactionCounts::default());
         }
-        StorageBackend::prune_reactions(self, p, Request::new(query))
+        group.prune_reactions(p, Request::new(query))
     }
 
     fn list_rows_referencing_blob(
@@ -358,18 +353,18 @@ impl<B: StorageBackend> ServerStorage for B {
         p: &str,
         blob_id: &str,
     ) -> Result<Vec<BlobReferencingRow>> {
-        require(self, Capability::BlobRefs)?;
-        StorageBackend::list_rows_referencing_blob(self, partition(p)?, blob_id)
+        let group = require(self.blob_refs(), Capability::BlobRefs)?;
+        group.list_rows_referencing_blob(partition(p)?, blob_id)
     }
 
     fn list_referenced_blob_ids(&self, p: &str) -> Result<Vec<String>> {
-        require(self, Capability::BlobRefs)?;
-        StorageBackend::list_referenced_blob_ids(self, partition(p)?)
+        let group = require(self.blob_refs(), Capability::BlobRefs)?;
+        group.list_referenced_blob_ids(partition(p)?)
     }
 
     fn list_client_records(&self, p: &str) -> Result<Vec<ClientRecord>> {
-        require(self, Capability::Admin)?;
-        StorageBackend::list_client_records(self, partition(p)?)
+        let group = require(self.admin(), Capability::Admin)?;
+        group.list_client_records(partition(p)?)
     }
 
     fn list_commit_metadata(
@@ -377,8 +372,8 @@ impl<B: StorageBackend> ServerStorage for B {
         p: &str,
         query: &CommitMetadataQuery,
     ) -> Result<Vec<CommitMetadata>> {
-        require(self, Capability::Admin)?;
-        StorageBackend::list_commit_metadata(self, partition(p)?, query)
+        let group = require(self.admin(), Capability::Admin)?;
+        group.list_commit_metadata(partition(p)?, query)
     }
 
     fn scope_activity(
@@ -386,8 +381,8 @@ impl<B: StorageBackend> ServerStorage for B {
         p: &str,
         query: &ScopeActivityQuery,
     ) -> Result<Vec<ScopeCommitActivity>> {
-        require(self, Capability::Admin)?;
-        StorageBackend::scope_activity(self, partition(p)?, query)
+        let group = require(self.admin(), Capability::Admin)?;
+        group.scope_activity(partition(p)?, query)
     }
 
     fn get_row_scopes(
@@ -396,19 +391,19 @@ impl<B: StorageBackend> ServerStorage for B {
         table: &str,
         row_id: &str,
     ) -> Result<Option<(i64, StoredScopes)>> {
-        require(self, Capability::Admin)?;
+        let group = require(self.admin(), Capability::Admin)?;
         let p = partition(p)?;
         let ensured = self.ensured();
         let table = checks::table(ensured.as_deref(), table)?;
-        StorageBackend::get_row_scopes(self, p, table, row_id)
+        group.get_row_scopes(p, table, row_id)
     }
 
     fn read_commits(&self, p: &str, after_seq: i64, limit: i64) -> Result<Vec<CommitRecord>> {
-        require(self, Capability::Admin)?;
+        let group = require(self.admin(), Capability::Admin)?;
         let p = partition(p)?;
         let after_seq = checks::non_negative("after_seq", after_seq)?;
         let limit = checks::limit(limit)?;
-        StorageBackend::read_commits(self, p, after_seq, limit)
+        group.read_commits(p, after_seq, limit)
     }
 
     fn inspect_table_rows(
@@ -418,10 +413,10 @@ impl<B: StorageBackend> ServerStorage for B {
         after_row_id: Option<&str>,
         limit: i64,
     ) -> Result<Vec<StoredRow>> {
-        require(self, Capability::Admin)?;
+        let group = require(self.admin(), Capability::Admin)?;
         let p = partition(p)?;
         let limit = checks::limit(limit)?;
-        StorageBackend::inspect_table_rows(self, p, table, after_row_id, limit)
+        group.inspect_table_rows(p, table, after_row_id, limit)
     }
 
     fn query_authoritative(
@@ -430,12 +425,12 @@ impl<B: StorageBackend> ServerStorage for B {
         request: &AuthoritativeQueryRequest,
         ctx: &ServeContext,
     ) -> Result<AuthoritativeQueryResult> {
-        require(self, Capability::AuthoritativeQuery)?;
+        let group = require(self.authoritative_query(), Capability::AuthoritativeQuery)?;
         let p = partition(p)?;
         let Some(ensured) = self.ensured() else {
             return Err(Error::new(ErrorCode::SchemaNotEnsured));
         };
-        StorageBackend::query_authoritative(self, p, &ensured, request, ctx)
+        group.query_authoritative(p, &ensured, request, ctx)
     }
 
     fn read_checkpoints(&self, p: &str) -> Result<Vec<StoredCheckpoint>> {
