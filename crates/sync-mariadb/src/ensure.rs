@@ -8,8 +8,9 @@
 //! rolled forward by the next bump.
 //!
 //! Rows are rewritten after the DDL in journaled keyset pages; the
-//! preflight decodes every payload a rewrite will decode first. Not yet:
-//! the preflight's shape probe (row-size and key-length refusals).
+//! preflight decodes every payload a rewrite will decode first, and builds
+//! every table it creates or alters as a temporary table first
+//! ([`shape_probe`]: InnoDB's row-size and key-length refusals).
 
 use serde_json::json;
 use sync_core::{
@@ -29,6 +30,7 @@ use crate::introspect::observe_schema;
 use crate::pool::Conn;
 use crate::rewrite;
 use crate::session::LockWaits;
+use crate::shape_probe;
 use crate::values::corrupt;
 use crate::DIALECT;
 
@@ -298,6 +300,7 @@ fn bump_locked(
     for rewrite in &rewrites {
         rewrite::decode_scan(conn, schema, rewrite)?;
     }
+    shape_probe::probe_shapes(conn, schema, &plan)?;
     for d in &opts.declarations {
         if let Some(existing) = checkpoints::read_one(conn, &d.partition, &d.name)? {
             if existing.schema_version != version {

@@ -49,7 +49,7 @@
 //! `sync_schema::ObserveTables`: `syncstore --db mariadb://…` (or
 //! `mysql://…`) runs every command on this dialect, `demo` included.
 //!
-//! Not yet: the preflight's shape probe, key-length validation
+//! Not yet: key-length validation
 //! (`key_too_long`), the barrier guards (`attack_barrier`), fault
 //! injection, plan explanations (`explain`) and the round entry and push
 //! prelude batches.
@@ -82,6 +82,7 @@ mod rows;
 pub mod scratch;
 mod segments;
 mod session;
+mod shape_probe;
 mod storage;
 mod transaction;
 mod values;

@@ -182,3 +182,89 @@ fn a_checkpoint_is_declared_claimed_advanced_and_activated() {
         .expect("row");
     assert_eq!(stored.state, CheckpointState::Activated);
 }
+
+/// `fix1` at version 2 with a `wide` table of `columns` nullable string
+/// columns (each a `LONGTEXT` projection).
+fn with_wide_table(columns: usize) -> sync_core::CompiledSchema {
+    let mut json = fixtures::fix1_json();
+    json["version"] = serde_json::json!(2);
+    let mut defs = vec![serde_json::json!({"name": "id", "type": "string"})];
+    defs.extend(
+        (0..columns).map(
+            |i| serde_json::json!({"name": format!("c{i}"), "type": "string", "nullable": true}),
+        ),
+    );
+    json["tables"]
+        .as_array_mut()
+        .expect("tables")
+        .push(serde_json::json!({
+            "name": "wide",
+            "primaryKey": "id",
+            "columns": defs,
+            "scopes": ["w:{id}"],
+        }));
+    fixtures::compile_json(&json).expect("compile")
+}
+
+#[test]
+fn a_table_innodb_cannot_build_is_refused_before_the_fence() {
+    let db = scratch();
+    let v1 = fixtures::fix1().expect("fix1");
+    let storage = open(&db);
+    storage
+        .ensure_schema(&v1, &EnsureOptions::default())
+        .expect("v1");
+
+    // 420 LONGTEXT projections pass InnoDB's 8 126-byte inline row limit.
+    let error = storage
+        .ensure_schema(&with_wide_table(420), &EnsureOptions::default())
+        .expect_err("a row InnoDB cannot hold");
+    assert_eq!(error.code(), ErrorCode::MigrationRefused, "{error:?}");
+    assert_eq!(error.get_detail("reason"), Some("physical_limit"));
+    assert_eq!(error.get_detail("table"), Some("wide"));
+
+    // Nothing was written: no raised fence, no open migration, no table, no
+    // journal of version 2; the version-1 writer still serves.
+    let mut raw = db.raw().expect("raw");
+    let meta: Option<(i64, Option<i32>, Option<i32>)> = raw
+        .query_first(
+            "SELECT `schema_version`, `required_writer_version`, `migrating_to` \
+             FROM `sync_schema_meta` WHERE `id` = 1",
+        )
+        .expect("meta");
+    assert_eq!(
+        meta,
+        Some((1, Some(1), None)),
+        "the fence stays at version 1"
+    );
+    let tables: i64 = raw
+        .query_first(
+            "SELECT COUNT(*) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'wide'",
+        )
+        .expect("tables")
+        .unwrap_or(-1);
+    assert_eq!(tables, 0);
+    let journal: i64 = raw
+        .query_first("SELECT COUNT(*) FROM `sync_migration_journal` WHERE `target_version` = 2")
+        .expect("journal")
+        .unwrap_or(-1);
+    assert_eq!(journal, 0);
+    let t1 = fixtures::task(&v1, "t1", "proj-1", "first").expect("t1");
+    fixtures::push(
+        storage.as_ref(),
+        "p1",
+        "c1",
+        "cc1",
+        &[Op::Upsert {
+            table: "tasks".into(),
+            row: t1,
+        }],
+    )
+    .expect("the version-1 writer still pushes");
+
+    // A shape InnoDB accepts migrates.
+    storage
+        .ensure_schema(&with_wide_table(40), &EnsureOptions::default())
+        .expect("a table InnoDB can hold");
+}
