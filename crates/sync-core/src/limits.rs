@@ -15,6 +15,9 @@ pub const MAX_SCOPE_VALUE_BYTES: usize = 1024;
 pub const MAX_CLIENT_ID_BYTES: usize = 255;
 /// Maximum UTF-8 byte length of a client commit id in a request.
 pub const MAX_CLIENT_COMMIT_ID_BYTES: usize = 255;
+/// Maximum UTF-8 byte length of a blob id referenced by a pushed row (it
+/// is a key of the blob reference index).
+pub const MAX_BLOB_ID_BYTES: usize = 255;
 /// Largest `limit` of index lookups, partition scans and source-change listings.
 pub const MAX_LOOKUP_LIMIT: i64 = 1000;
 /// Minimum candidate page of commit windows and row scans.

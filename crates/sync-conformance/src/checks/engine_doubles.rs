@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use sync_core::Clock;
 
@@ -109,17 +109,29 @@ pub(crate) fn scope_map(pairs: &[(&str, &[&str])]) -> ScopeMap {
     map(pairs)
 }
 
-/// A blob store holding `b1`; counts calls.
+/// A blob store holding `b1` and whatever [`Blobs::hold`] adds; counts calls.
 #[derive(Debug, Default)]
 pub(crate) struct Blobs {
     /// Calls so far.
     pub calls: AtomicUsize,
+    held: Mutex<Vec<String>>,
+}
+
+impl Blobs {
+    /// The store holds `blob_id` from now on.
+    pub(crate) fn hold(&self, blob_id: &str) {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(blob_id.to_owned());
+    }
 }
 
 impl BlobExistence for Blobs {
     fn exists(&self, _: &str, blob_id: &str) -> Result<bool, BlobStoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        Ok(blob_id == "b1")
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(blob_id == "b1" || held.iter().any(|id| id == blob_id))
     }
 }
 

@@ -2,7 +2,7 @@
 //! keys wider than an index entry) get the same coded refusal on every
 //! dialect, before the storage.
 
-use sync_core::limits::{MAX_ROW_ID_BYTES, MAX_SCOPE_VALUE_BYTES};
+use sync_core::limits::{MAX_BLOB_ID_BYTES, MAX_ROW_ID_BYTES, MAX_SCOPE_VALUE_BYTES};
 use sync_core::RowValue;
 use sync_engine::{PushResultStatus, Rejection, ValidationFailure};
 
@@ -39,6 +39,11 @@ fn task(
     task_payload_values(&env.schema, &values)
 }
 
+/// A `blob_ref` value naming `blob_id`.
+fn blob_ref(blob_id: &str) -> RowValue {
+    RowValue::BlobRef(serde_json::json!({ "blobId": blob_id }).to_string())
+}
+
 fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
     let engine = env.engine()?;
@@ -46,6 +51,11 @@ fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
     let widest_id = "y".repeat(MAX_ROW_ID_BYTES);
     let long_project = "p".repeat(MAX_SCOPE_VALUE_BYTES + 1);
     let nul_json = r#"{"a":"\u0000"}"#;
+    let long_blob = "b".repeat(MAX_BLOB_ID_BYTES + 1);
+    let widest_blob = "c".repeat(MAX_BLOB_ID_BYTES);
+    // Both exist: only the length can refuse the longer one.
+    env.blobs.hold(&long_blob);
+    env.blobs.hold(&widest_blob);
     let commits = vec![
         commit(
             "nul-text",
@@ -93,6 +103,24 @@ fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
                 task(&env, "t3", "p1", |v| v[6] = RowValue::Json(nul_json.into()))?,
             )],
         ),
+        commit(
+            "long-blob-id",
+            vec![up(
+                "tasks",
+                "b-long",
+                None,
+                task(&env, "b-long", "p1", |v| v[8] = blob_ref(&long_blob))?,
+            )],
+        ),
+        commit(
+            "widest-blob-id",
+            vec![up(
+                "tasks",
+                "b-widest",
+                None,
+                task(&env, "b-widest", "p1", |v| v[8] = blob_ref(&widest_blob))?,
+            )],
+        ),
     ];
     let json_payload = match &commits[5].operations[0].payload {
         Some(p) => p.clone(),
@@ -109,7 +137,17 @@ fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
     }
     expect_applied(round.result(4)?, PushResultStatus::Applied, 1)?;
     expect_applied(round.result(5)?, PushResultStatus::Applied, 1)?;
-    for absent in ["t1", "t2", long_id.as_str()] {
+    let (retryable, _) = expect_rejected(round.result(6)?, 0, "sync.invalid_request")?;
+    check!(!retryable, "the long blob id's rejection is retryable");
+    expect_applied(round.result(7)?, PushResultStatus::Applied, 1)?;
+    check_eq!(
+        env.storage
+            .list_rows_referencing_blob(P, &widest_blob)?
+            .len(),
+        1,
+        "rows referencing the widest blob id"
+    );
+    for absent in ["t1", "t2", "b-long", long_id.as_str()] {
         check!(
             env.storage.get_row(P, "tasks", absent)?.is_none(),
             "row {} stored",

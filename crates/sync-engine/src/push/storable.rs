@@ -1,9 +1,12 @@
 //! What every dialect can store, checked before any storage call
 //! (`engine.md` E-097): a row id within [`MAX_ROW_ID_BYTES`] without U+0000,
 //! text values without U+0000, scope values within
-//! [`MAX_SCOPE_VALUE_BYTES`], blob ids without U+0000. Postgres refuses
+//! [`MAX_SCOPE_VALUE_BYTES`], blob ids within [`MAX_BLOB_ID_BYTES`] without
+//! U+0000. Postgres refuses
 //! U+0000 in `text` and keys wider than its B-tree entries with a backend
-//! error that would abort the round; SQLite stores both. Checking here gives
+//! error that would abort the round, MariaDB refuses keys longer than its
+//! columns (`docs/design/mariadb.md` §4) the same way; SQLite stores all of
+//! them. Checking here gives
 //! the same commit-level `sync.invalid_request` on every dialect.
 //!
 //! A `\u0000` escape inside a `json` value is not refused: the JSON text
@@ -11,7 +14,7 @@
 //! dialect stores no projection value
 //! (`sync_core::codec::json_projection_is_representable_in_jsonb`).
 
-use sync_core::limits::{MAX_ROW_ID_BYTES, MAX_SCOPE_VALUE_BYTES};
+use sync_core::limits::{MAX_BLOB_ID_BYTES, MAX_ROW_ID_BYTES, MAX_SCOPE_VALUE_BYTES};
 use sync_core::{CompiledTable, RowValue};
 
 use super::row_values::blob_ids;
@@ -48,8 +51,12 @@ pub(crate) fn values_problem(table: &CompiledTable, values: &[RowValue]) -> Opti
     if long_scope {
         return Some("a scope value is longer than any dialect can index");
     }
-    if blob_ids(table, values).iter().any(|id| id.contains(NUL)) {
+    let ids = blob_ids(table, values);
+    if ids.iter().any(|id| id.contains(NUL)) {
         return Some("a blob id holds U+0000");
+    }
+    if ids.iter().any(|id| id.len() > MAX_BLOB_ID_BYTES) {
+        return Some("a blob id is longer than any dialect can index");
     }
     None
 }
