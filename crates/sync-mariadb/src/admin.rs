@@ -6,12 +6,11 @@ use std::collections::BTreeSet;
 
 use mysql::Value;
 use sync_core::front::EnsuredSchema;
+use sync_core::front::{AdminBackend, BlobRefsBackend, Checked, Handle, Partition, Table};
 use sync_core::{
     BlobReferencingRow, ChangeOp, ClientRecord, CommitMetadata, CommitMetadataQuery, CommitRecord,
     Error, Result, ScopeActivityQuery, ScopeCommitActivity, StoredChange, StoredRow, StoredScopes,
 };
-
-use sync_core::front::{AdminBackend, BlobRefsBackend, Checked, Handle, Partition, Table};
 
 use crate::dialect::quote_ident as q;
 use crate::ensured::{Ensured, TableSql};

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use mysql::Value;
 use sync_core::front::IndexLookup;
-use sync_core::{Result, StoredRow};
-
 use sync_core::front::{Handle, IndexScanBackend, Partition};
+use sync_core::{Result, StoredRow};
 
 use crate::dialect::quote_ident as q;
 use crate::ensured::Ensured;

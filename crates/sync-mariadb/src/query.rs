@@ -6,13 +6,12 @@
 
 use mysql::consts::ColumnType;
 use mysql::Value;
+use sync_core::front::{Partition, QueryBackend};
 use sync_core::{
     check_serve_gate, AuthoritativeQueryRequest, AuthoritativeQueryResult, Error, ErrorCode,
     Result, ServeContext, SqlValue,
 };
 use sync_schema::{prepare_request, PreparedQuery};
-
-use sync_core::front::{Partition, QueryBackend};
 
 use crate::ensured::Ensured;
 use crate::pool::Conn;

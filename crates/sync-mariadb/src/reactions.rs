@@ -6,13 +6,12 @@
 //! whether they applied.
 
 use mysql::Value;
+use sync_core::front::{Partition, ReactionsBackend, Request};
 use sync_core::limits::MAX_SAFE_INTEGER;
 use sync_core::{
     NewReaction, PrunedReactionCounts, ReactionClaimQuery, ReactionFailure, ReactionFailureUpdate,
     ReactionListQuery, ReactionPruneQuery, ReactionStatus, Result, StoredReaction,
 };
-
-use sync_core::front::{Partition, ReactionsBackend, Request};
 
 use crate::errors::Site;
 use crate::pool::Conn;

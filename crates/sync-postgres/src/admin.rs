@@ -1,11 +1,10 @@
 //! The admin read surface over the commit log (`storage-contract.md` §4.12).
 
+use sync_core::front::{AdminBackend, Checked, Handle, Partition, Table};
+use sync_core::{ClientRecord, CommitRecord, StoredRow, StoredScopes};
 use sync_core::{
     CommitMetadata, CommitMetadataQuery, Result, ScopeActivityQuery, ScopeCommitActivity,
 };
-
-use sync_core::front::{AdminBackend, Checked, Handle, Partition, Table};
-use sync_core::{ClientRecord, CommitRecord, StoredRow, StoredScopes};
 
 use crate::clients;
 use crate::inspect;

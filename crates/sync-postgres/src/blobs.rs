@@ -2,9 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use sync_core::{BlobReferencingRow, Result};
-
 use sync_core::front::{BlobRefsBackend, Partition};
+use sync_core::{BlobReferencingRow, Result};
 
 use crate::json::parse_scopes;
 use crate::pool::{col, Conn};

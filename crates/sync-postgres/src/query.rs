@@ -5,13 +5,12 @@
 use std::sync::LazyLock;
 
 use postgres::types::ToSql;
+use sync_core::front::{Partition, QueryBackend};
 use sync_core::{
     check_serve_gate, AuthoritativeQueryRequest, AuthoritativeQueryResult, Error, ErrorCode,
     Result, ServeContext, SqlValue,
 };
 use sync_schema::{prepare_request, PreparedQuery};
-
-use sync_core::front::{Partition, QueryBackend};
 
 use crate::errors::db;
 use crate::gate::{gate_from_text, gate_sql};

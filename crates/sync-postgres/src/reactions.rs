@@ -3,14 +3,13 @@
 //! transitions through `RETURNING`.
 
 use postgres::Row;
+use sync_core::front::{Partition, ReactionsBackend, Request};
 use sync_core::limits::MAX_SAFE_INTEGER;
 use sync_core::{
     Error, ErrorCode, NewReaction, PrunedReactionCounts, ReactionClaimQuery, ReactionFailure,
     ReactionFailureUpdate, ReactionListQuery, ReactionPruneQuery, ReactionStatus, Result,
     StoredReaction,
 };
-
-use sync_core::front::{Partition, ReactionsBackend, Request};
 
 use crate::errors::{classify, Site};
 use crate::json::{parse_value, read_json};

@@ -3,13 +3,12 @@
 
 use postgres::types::ToSql;
 use sync_core::front::IndexLookup;
+use sync_core::front::{Handle, IndexScanBackend, Partition};
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
     candidate_variable, matches_filter, CompiledTable, Error, ErrorCode, Result, RowScanQuery,
     StoredRow,
 };
-
-use sync_core::front::{Handle, IndexScanBackend, Partition};
 
 use crate::pool::{col, Conn};
 use crate::rows::{rows_from, stored_row};

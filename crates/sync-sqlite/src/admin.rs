@@ -1,20 +1,18 @@
 //! The admin read surface (`storage-contract.md` §4.12).
 
 use rusqlite::{Connection, OptionalExtension};
+use sync_core::front::{AdminBackend, Checked, Handle, Partition, Table};
+use sync_core::{ClientRecord, CommitRecord, StoredRow};
 use sync_core::{
     CommitMetadata, CommitMetadataQuery, Result, ScopeActivityQuery, ScopeCommitActivity,
     StoredScopes,
 };
 
-use sync_core::front::{AdminBackend, Checked, Handle, Partition, Table};
-use sync_core::{ClientRecord, CommitRecord, StoredRow};
-
 use crate::clients;
 use crate::errors::{corrupt, DbResultExt};
 use crate::inspect;
 use crate::seam;
-use crate::state::Ensured;
-use crate::state::TableSql;
+use crate::state::{Ensured, TableSql};
 use crate::values::parse_scopes;
 use crate::SqliteStorage;
 

@@ -4,9 +4,8 @@ use std::collections::BTreeSet;
 use sync_core::front::EnsuredSchema;
 
 use rusqlite::{Connection, OptionalExtension};
-use sync_core::{BlobReferencingRow, Result};
-
 use sync_core::front::{BlobRefsBackend, Partition};
+use sync_core::{BlobReferencingRow, Result};
 
 use crate::errors::DbResultExt;
 use crate::seam;

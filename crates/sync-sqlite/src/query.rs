@@ -4,12 +4,11 @@
 //! the same snapshot.
 
 use rusqlite::{Connection, ToSql};
+use sync_core::front::{Partition, QueryBackend};
 use sync_core::{
     check_serve_gate, AuthoritativeQueryRequest, AuthoritativeQueryResult, Result, ServeContext,
 };
 use sync_schema::{prepare_request, PreparedQuery};
-
-use sync_core::front::{Partition, QueryBackend};
 
 use crate::commit_log::max_commit_seq;
 use crate::errors::DbResultExt;

@@ -3,13 +3,12 @@
 //! owner-guarded transitions.
 
 use rusqlite::{Connection, OptionalExtension, Row};
+use sync_core::front::{Partition, ReactionsBackend, Request};
 use sync_core::limits::MAX_SAFE_INTEGER;
 use sync_core::{
     NewReaction, PrunedReactionCounts, ReactionClaimQuery, ReactionFailure, ReactionFailureUpdate,
     ReactionListQuery, ReactionPruneQuery, ReactionStatus, Result, StoredReaction,
 };
-
-use sync_core::front::{Partition, ReactionsBackend, Request};
 
 use crate::errors::{corrupt, Context, DbResultExt};
 use crate::seam;

@@ -7,20 +7,18 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, ToSql};
 use sync_core::front::IndexLookup;
+use sync_core::front::{Handle, IndexScanBackend, Partition};
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
     candidate_variable, matches_filter, ChangeOp, CommitWindowQuery, Error, Result, RowScanQuery,
     ScopeFilter, StoredChange, StoredCommit, StoredRow,
 };
 
-use sync_core::front::{Handle, IndexScanBackend, Partition};
-
 use crate::errors::DbResultExt;
 use crate::rows::{build_row, stored_row_from};
 use crate::seam;
 use crate::sql::{placeholders, quote};
-use crate::state::Ensured;
-use crate::state::TableSql;
+use crate::state::{Ensured, TableSql};
 use crate::values::{parse_scopes, BindRow};
 use crate::SqliteStorage;
 
