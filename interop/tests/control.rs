@@ -1,8 +1,8 @@
 //! The reference's published client against test instances of `syncstore
 //! serve --test-control`: a control operation on the instance changes
 //! what the unmodified client sees, and an instance serves realtime on
-//! its own path. Every scenario runs once on SQLite and
-//! once on Postgres scratch storages.
+//! its own path. Every scenario runs once on SQLite, once on Postgres and
+//! once on MariaDB scratch storages.
 
 mod support;
 

@@ -1,7 +1,8 @@
 //! Realtime (SSP2 §8) with the reference's published client against
 //! `syncstore serve`: deltas to other sockets, rounds over the socket, and
 //! a delta the server could not send caught up by a round with nothing
-//! skipped. Every scenario runs on SQLite and on Postgres.
+//! skipped. Every scenario runs on SQLite, on Postgres and on MariaDB; the
+//! one across two processes runs on Postgres only.
 
 mod support;
 
@@ -155,6 +156,11 @@ fn presence_joins_updates_and_leaves_between_two_clients(dialect: Dialect) {
 /// commit is announced with `NOTIFY` and heard by the other process's
 /// listener); then bob's process is killed, and what was pushed meanwhile
 /// reaches him through the survivor, nothing lost.
+///
+/// Postgres only: a commit reaches the sockets of another process through
+/// the storage's commit feed, which only Postgres offers (`LISTEN`/`NOTIFY`).
+/// SQLite is one process's file, and MariaDB has no notification channel,
+/// so on them a socket hears only the commits of its own process.
 #[test]
 fn a_push_to_one_process_reaches_a_socket_of_another_and_survives_its_kill_on_postgres() {
     let server = Server::start(Dialect::Postgres, &todos(1), &team());

@@ -1,6 +1,6 @@
 //! The reference's published Rust client (`syncular-client` 0.15.48)
 //! against `syncstore serve` as a black box, over 127.0.0.1. Every scenario
-//! runs once on SQLite and once on Postgres.
+//! runs once on SQLite, once on Postgres and once on MariaDB.
 
 mod support;
 

@@ -96,8 +96,11 @@ pub fn run(args: &TestArgs) -> Result<()> {
 }
 
 /// The engine's examples, each run to completion: a failing story step
-/// exits non-zero and fails the run.
-const EXAMPLES: [&str; 2] = ["todos_sqlite", "todos_postgres"];
+/// exits non-zero and fails the run. The Postgres one gets the checked
+/// server's URL; the MariaDB one reads `SYNCSTORE_MARIADB_URL` (or its
+/// default) as the MariaDB tests of the run do, and fails when that
+/// server is unreachable.
+const EXAMPLES: [&str; 3] = ["todos_sqlite", "todos_postgres", "todos_mariadb"];
 
 /// Runs the example binaries that `cargo test` has just built (it builds
 /// every example to check that it compiles). Running them through

@@ -55,8 +55,8 @@
 //! # }
 //! ```
 //!
-//! `examples/todos_sqlite.rs` and `examples/todos_postgres.rs` tell a whole
-//! story (conflict, idempotent retry, bootstrap, incremental pull, pruning
+//! `examples/todos_sqlite.rs`, `examples/todos_postgres.rs` and
+//! `examples/todos_mariadb.rs` tell a whole story (conflict, idempotent retry, bootstrap, incremental pull, pruning
 //! and the reset of a client behind the horizon); `docs/library.md` is the
 //! guide.
 //!

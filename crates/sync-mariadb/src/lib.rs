@@ -61,6 +61,7 @@ mod bootstrap;
 mod checkpoints;
 mod commit_log;
 mod config;
+pub mod databases;
 mod dialect;
 mod ensure;
 mod ensured;

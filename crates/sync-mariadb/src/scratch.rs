@@ -6,11 +6,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use mysql::prelude::Queryable;
 use sync_core::Result;
 
 use crate::config::MariadbUrl;
-use crate::errors::{connect_error, db};
+use crate::databases::{create_database, drop_database};
+use crate::errors::connect_error;
 
 /// The variable naming the server of the tests and the harness.
 pub const URL_VARIABLE: &str = "SYNCSTORE_MARIADB_URL";
@@ -51,13 +51,8 @@ impl ScratchDatabase {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::SeqCst)
         );
-        let mut conn = mysql::Conn::new(base.connection_opts()).map_err(connect_error)?;
-        conn.query_drop(format!(
-            "CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin"
-        ))
-        .map_err(db)?;
         Ok(Self {
-            url: base.with_database(&name),
+            url: create_database(base, &name)?,
         })
     }
 
@@ -80,9 +75,7 @@ impl ScratchDatabase {
 
 impl Drop for ScratchDatabase {
     fn drop(&mut self) {
-        if let Ok(mut conn) = mysql::Conn::new(self.url.server_opts()) {
-            // Best effort: a database left behind is only clutter.
-            let _ = conn.query_drop(format!("DROP DATABASE IF EXISTS `{}`", self.url.database()));
-        }
+        // Best effort: a database left behind is only clutter.
+        let _ = drop_database(&self.url, self.url.database());
     }
 }

@@ -6,28 +6,33 @@
 //! - Postgres: one schema per storage in the URL's database, named
 //!   `syncstore_test_<pid>_<n>` (the URL's own `schema` parameter is not
 //!   used), dropped when discarded.
+//! - MariaDB: one database per storage on the URL's server, named as the
+//!   Postgres schemas (the URL's own database is only where the URL logs
+//!   in), dropped when discarded.
 //!
 //! A copy is a whole storage copied at one instant, then opened as any
-//! other: SQLite `VACUUM INTO` a new file; Postgres a new schema brought to
-//! the same schema version by `ensure_schema` (its tables, indexes,
-//! functions and triggers made the storage's own way), then the rows of
-//! every table it left empty copied in one transaction. A dialect registered with its own opener has
-//! no scratch area (`sync.cli.control_unsupported`).
+//! other: SQLite `VACUUM INTO` a new file; Postgres and MariaDB a new
+//! schema or database brought to the same schema version by
+//! `ensure_schema` (its tables, indexes, functions and triggers made the
+//! storage's own way), then the rows of every table it left empty copied
+//! in one transaction. Any other dialect registered with its own opener
+//! has no scratch area (`sync.cli.control_unsupported`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sync_core::{Clock, CompiledSchema, EnsureOptions, ServerStorage};
+use sync_mariadb::{MariadbConfig, MariadbStorage, MariadbUrl};
 use sync_postgres::{PostgresConfig, PostgresStorage};
 use sync_sqlite::{SqliteConfig, SqliteStorage};
 
 use crate::error::{CliCode, CliError, CliResult};
-use crate::url::{create_schema, unreachable, DatabaseUrl};
+use crate::url::{create_schema, opening, unreachable, DatabaseUrl};
 
-/// Connections of one Postgres scratch storage's pool: instances are many
-/// and small, the server's connection limit is shared.
-const POSTGRES_POOL_SIZE: u32 = 4;
+/// Connections of one Postgres or MariaDB scratch storage's pool:
+/// instances are many and small, the server's connection limit is shared.
+const SERVER_POOL_SIZE: u32 = 4;
 /// Readers of one SQLite scratch storage.
 const SQLITE_READERS: u32 = 2;
 
@@ -43,15 +48,18 @@ pub struct ScratchArea {
 enum Base {
     Sqlite { dir: tempfile::TempDir },
     Postgres { url: String },
+    Mariadb { server: MariadbUrl },
 }
 
-/// One scratch storage's location (its file or its schema).
+/// One scratch storage's location (its file, its schema or its database).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScratchDb {
     /// A SQLite file.
     File(PathBuf),
     /// A Postgres schema.
     Schema(String),
+    /// A MariaDB database.
+    Database(String),
 }
 
 fn io(what: &str, error: &std::io::Error) -> CliError {
@@ -71,6 +79,11 @@ impl ScratchArea {
                     .map_err(|e| io("temporary directory", &e))?,
             },
             DatabaseUrl::Postgres { url, .. } => Base::Postgres { url: url.clone() },
+            DatabaseUrl::Registered { dialect, url, .. } if *dialect == sync_mariadb::DIALECT => {
+                Base::Mariadb {
+                    server: MariadbUrl::parse(url).map_err(opening)?,
+                }
+            }
             DatabaseUrl::Registered { .. } => {
                 return Err(CliError::new(CliCode::ControlUnsupported)
                     .detail("reason", "dialect_without_scratch_storage"))
@@ -90,6 +103,7 @@ impl ScratchArea {
         match &self.base {
             Base::Sqlite { dir } => ScratchDb::File(dir.path().join(format!("{name}.db"))),
             Base::Postgres { .. } => ScratchDb::Schema(name),
+            Base::Mariadb { .. } => ScratchDb::Database(name),
         }
     }
 
@@ -113,11 +127,21 @@ impl ScratchArea {
                 create_schema(url, name)?;
                 let config = PostgresConfig {
                     schema: Some(name.clone()),
-                    pool_size: POSTGRES_POOL_SIZE,
+                    pool_size: SERVER_POOL_SIZE,
                     clock,
                     ..PostgresConfig::default()
                 };
                 Arc::new(PostgresStorage::connect(url, config).map_err(|e| unreachable(&e))?)
+            }
+            (Base::Mariadb { server }, ScratchDb::Database(name)) => {
+                let url = sync_mariadb::databases::create_database(server, name)
+                    .map_err(|e| unreachable(&e))?;
+                let config = MariadbConfig {
+                    pool_size: SERVER_POOL_SIZE,
+                    clock,
+                    ..MariadbConfig::default()
+                };
+                Arc::new(MariadbStorage::connect_to(url, config).map_err(|e| unreachable(&e))?)
             }
             _ => return Err(mismatch()),
         };
@@ -143,6 +167,15 @@ impl ScratchArea {
                 // storage's own way; only rows are copied.
                 drop(self.open(&to, schema, clock)?);
                 copy_postgres(url, source, target)
+            }
+            (
+                Base::Mariadb { server },
+                ScratchDb::Database(source),
+                ScratchDb::Database(target),
+            ) => {
+                drop(self.open(&to, schema, clock)?);
+                sync_mariadb::databases::copy_rows(server, source, target)
+                    .map_err(|e| unreachable(&e))
             }
             _ => Err(mismatch()),
         };
@@ -170,6 +203,11 @@ impl ScratchArea {
             (Base::Postgres { url }, ScratchDb::Schema(name)) => {
                 if let Err(error) = drop_schema(url, name) {
                     tracing::warn!(error = %error, "a scratch schema was not dropped");
+                }
+            }
+            (Base::Mariadb { server }, ScratchDb::Database(name)) => {
+                if let Err(error) = sync_mariadb::databases::drop_database(server, name) {
+                    tracing::warn!(error = %error, "a scratch database was not dropped");
                 }
             }
             _ => tracing::warn!("a scratch location of another dialect was not removed"),

@@ -403,7 +403,7 @@ fn open_sqlite(path: &Path, synchronous: Synchronous) -> CliResult<SqliteStorage
 /// something else than a reachable server), a URL the dialect's opener
 /// cannot read is `sync.cli.invalid_url` with its reason; anything else is
 /// `sync.cli.unreachable`.
-fn opening(error: sync_core::Error) -> CliError {
+pub(crate) fn opening(error: sync_core::Error) -> CliError {
     match error.code() {
         sync_core::ErrorCode::NotASyncDatabase | sync_core::ErrorCode::StrandedJournal => {
             CliError::from(error)

@@ -1,4 +1,4 @@
-//! `serve --test-control` as a black box on SQLite and Postgres: instances
+//! `serve --test-control` as a black box on SQLite, Postgres and MariaDB: instances
 //! created over HTTP, synced through their own `/sync` route with our SSP2
 //! codec as the client, and every control operation observed through what
 //! a round or a control read then shows; bad control requests and a
@@ -20,7 +20,7 @@ use sync_ssp2::{
     RequestFrame, ResponseFrame, SubStatus, Subscription, WireVersion,
 };
 
-macro_rules! on_both {
+macro_rules! on_each_dialect {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[test]
@@ -31,11 +31,15 @@ macro_rules! on_both {
             fn postgres() {
                 super::$name(super::Db::postgres());
             }
+            #[test]
+            fn mariadb() {
+                super::$name(super::Db::mariadb());
+            }
         }
     )*};
 }
 
-on_both!(
+on_each_dialect!(
     an_instance_serves_its_own_sync_route_and_reads_back,
     scopes_and_a_failing_resolver_change_what_a_pull_sees,
     prune_returns_the_horizon_at_the_virtual_time,
@@ -791,7 +795,7 @@ fn closing_frees_the_instance(db: Db) {
     let stored = |server: &Server| match &db {
         Db::Postgres { .. } => instance_schemas(server),
         Db::Sqlite { .. } => files_under(tmp.path()),
-        Db::Mariadb { .. } => unreachable!("the control surface runs on SQLite and Postgres"),
+        Db::Mariadb { .. } => instance_databases(server),
     };
     let i = server.instance(create_body("acme"));
     server.ok("POST", &format!("{i}/control/backup"), None);
@@ -851,7 +855,7 @@ fn sigterm_frees_every_instance(db: Db) {
     let stored = match &db {
         Db::Postgres { .. } => instance_schemas(&server),
         Db::Sqlite { .. } => files_under(tmp.path()),
-        Db::Mariadb { .. } => unreachable!("the control surface runs on SQLite and Postgres"),
+        Db::Mariadb { .. } => instance_databases(&server),
     };
     assert_eq!(stored, 4, "two instances and two backups");
     let killed = Command::new("kill")
@@ -869,7 +873,7 @@ fn sigterm_frees_every_instance(db: Db) {
                 .collect();
             assert!(left.is_empty(), "{left:?}");
         }
-        Db::Mariadb { .. } => unreachable!("the control surface runs on SQLite and Postgres"),
+        Db::Mariadb { .. } => assert_eq!(instance_databases(&server), 0),
     }
 }
 
@@ -900,6 +904,22 @@ fn instance_schemas(server: &Server) -> i64 {
         )
         .expect("count")
         .get(0)
+}
+
+/// MariaDB databases of the instances of `server` (its process id is in
+/// their name).
+fn instance_databases(server: &Server) -> i64 {
+    let url = sync_mariadb::scratch::url_from_env().replacen("mariadb://", "mysql://", 1);
+    let opts = mysql::Opts::from_url(&url).expect("SYNCSTORE_MARIADB_URL parses");
+    let mut conn = mysql::Conn::new(opts).expect("connect");
+    let pattern = format!("syncstore\\_test\\_{}\\_%", server.child.id());
+    mysql::prelude::Queryable::exec_first(
+        &mut conn,
+        "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?",
+        (pattern,),
+    )
+    .expect("count")
+    .expect("one row")
 }
 
 fn bad_control_requests_are_refused_with_stable_codes(db: Db) {

@@ -1,6 +1,7 @@
-//! Databases of the scenarios: a SQLite file in a temporary directory, or a
-//! fresh Postgres schema per test (dropped afterwards). An unreachable
-//! Postgres server fails the test; it never skips it.
+//! Databases of the scenarios: a SQLite file in a temporary directory, a
+//! fresh Postgres schema per test, or a fresh MariaDB database per test
+//! (both dropped afterwards). An unreachable Postgres or MariaDB server
+//! fails the test; it never skips it.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,6 +9,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The Postgres server used when `SYNCSTORE_PG_URL` is unset.
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+/// The MariaDB server used when `SYNCSTORE_MARIADB_URL` is unset (its
+/// database is only where the test logs in).
+const DEFAULT_MARIADB_URL: &str = "mysql://root@127.0.0.1:3306/test";
 
 /// Which storage a scenario runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +20,8 @@ pub enum Dialect {
     Sqlite,
     /// A schema of the Postgres server at `SYNCSTORE_PG_URL`.
     Postgres,
+    /// A database of the MariaDB server at `SYNCSTORE_MARIADB_URL`.
+    Mariadb,
 }
 
 /// A database one scenario owns.
@@ -34,6 +40,16 @@ pub enum Db {
         server: String,
         /// The schema name.
         schema: String,
+    },
+    /// A fresh MariaDB database, created as an operator would (`CREATE
+    /// DATABASE` with the server's defaults).
+    Mariadb {
+        /// The server URL up to its path (`mysql://user@host:port`).
+        server: String,
+        /// The server URL's query, with its `?` (or empty).
+        query: String,
+        /// The database name.
+        database: String,
     },
 }
 
@@ -77,6 +93,28 @@ impl Db {
                     .expect("create the scenario's schema");
                 Self::Postgres { server, schema }
             }
+            Dialect::Mariadb => {
+                let url = std::env::var("SYNCSTORE_MARIADB_URL")
+                    .unwrap_or_else(|_| DEFAULT_MARIADB_URL.to_owned());
+                let (server, query) = mariadb_server(&url);
+                let database = format!("syncstore_interop_{}", unique());
+                let mut conn = mariadb_connect(&server, &query).unwrap_or_else(|e| {
+                    panic!(
+                        "cannot reach MariaDB at {server} ({e}); start it or set \
+                         SYNCSTORE_MARIADB_URL — the MariaDB scenarios are never skipped"
+                    )
+                });
+                mysql::prelude::Queryable::query_drop(
+                    &mut conn,
+                    format!("CREATE DATABASE `{database}`"),
+                )
+                .expect("create the scenario's database");
+                Self::Mariadb {
+                    server,
+                    query,
+                    database,
+                }
+            }
         }
     }
 
@@ -88,16 +126,56 @@ impl Db {
                 let separator = if server.contains('?') { '&' } else { '?' };
                 format!("{server}{separator}schema={schema}")
             }
+            Self::Mariadb {
+                server,
+                query,
+                database,
+            } => format!("{server}/{database}{query}"),
         }
     }
 }
 
+/// `mysql://user@host:port/db?params` split into the server a scenario's
+/// database is made on (`mysql://user@host:port`) and the query
+/// (`?params`, or empty); the database is dropped.
+fn mariadb_server(url: &str) -> (String, String) {
+    let authority = url.find("://").map_or(0, |i| i + 3);
+    let end = url[authority..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| authority + i);
+    let query = url[end..].find('?').map_or("", |i| &url[end + i..]);
+    (url[..end].to_owned(), query.to_owned())
+}
+
+/// A plain connection to `server` (either scheme) with no database
+/// selected.
+fn mariadb_connect(server: &str, query: &str) -> Result<mysql::Conn, mysql::Error> {
+    let rest = server.split_once("://").map_or(server, |(_, rest)| rest);
+    let opts = mysql::Opts::from_url(&format!("mysql://{rest}/{query}"))?;
+    mysql::Conn::new(mysql::OptsBuilder::from_opts(opts).prefer_socket(false))
+}
+
 impl Drop for Db {
     fn drop(&mut self) {
-        if let Self::Postgres { server, schema } = self {
-            if let Ok(mut client) = postgres::Client::connect(server, postgres::NoTls) {
-                let _ =
-                    client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+        match self {
+            Self::Sqlite { .. } => {}
+            Self::Postgres { server, schema } => {
+                if let Ok(mut client) = postgres::Client::connect(server, postgres::NoTls) {
+                    let _ = client
+                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
+                }
+            }
+            Self::Mariadb {
+                server,
+                query,
+                database,
+            } => {
+                if let Ok(mut conn) = mariadb_connect(server, query) {
+                    let _ = mysql::prelude::Queryable::query_drop(
+                        &mut conn,
+                        format!("DROP DATABASE IF EXISTS `{database}`"),
+                    );
+                }
             }
         }
     }

@@ -15,7 +15,8 @@ pub use db::Dialect;
 pub use server::Server;
 
 /// One test per dialect of a scenario function `fn name(dialect: Dialect)`
-/// of the including file: `name::sqlite` and `name::postgres`.
+/// of the including file: `name::sqlite`, `name::postgres` and
+/// `name::mariadb`.
 #[macro_export]
 macro_rules! scenario {
     ($name:ident) => {
@@ -27,6 +28,10 @@ macro_rules! scenario {
             #[test]
             fn postgres() {
                 super::$name(super::Dialect::Postgres)
+            }
+            #[test]
+            fn mariadb() {
+                super::$name(super::Dialect::Mariadb)
             }
         }
     };

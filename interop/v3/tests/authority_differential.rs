@@ -756,3 +756,8 @@ fn sqlite() {
 fn postgres() {
     differential(Dialect::Postgres);
 }
+
+#[test]
+fn mariadb() {
+    differential(Dialect::Mariadb);
+}

@@ -1,7 +1,7 @@
 //! The reference's published clients of wire version 3 (`syncular-client`
 //! 0.24.0 and 0.49.2) against `syncstore serve` as a black box, over
 //! 127.0.0.1; beside them the version 2 client (0.15.48) in its driver
-//! process. Every scenario runs on SQLite and on Postgres, and the
+//! process. Every scenario runs on SQLite, on Postgres and on MariaDB, and the
 //! version 3 ones with both version 3 releases.
 
 mod support;

@@ -1,4 +1,4 @@
-//! The todos story both examples tell, over any storage: two clients push
+//! The todos story every example tells, over any storage: two clients push
 //! (one conflict, one idempotent retry) and pull (bootstrap, then
 //! incremental); the log is pruned; a client behind the horizon is told to
 //! re-bootstrap.

@@ -23,7 +23,8 @@ pub use server::Server;
 
 /// One test per client release and dialect of a scenario function
 /// `fn name<C: V3Client>(dialect: Dialect)`: `name::latest::sqlite`,
-/// `name::latest::postgres`, `name::first::sqlite`, `name::first::postgres`.
+/// `name::latest::postgres`, `name::latest::mariadb`, and the same under
+/// `name::first`.
 #[macro_export]
 macro_rules! scenario {
     ($name:ident) => {
@@ -41,6 +42,12 @@ macro_rules! scenario {
                         $crate::support::Dialect::Postgres,
                     )
                 }
+                #[test]
+                fn mariadb() {
+                    super::super::$name::<$crate::support::clients::Latest>(
+                        $crate::support::Dialect::Mariadb,
+                    )
+                }
             }
             mod first {
                 #[test]
@@ -53,6 +60,12 @@ macro_rules! scenario {
                 fn postgres() {
                     super::super::$name::<$crate::support::clients::First>(
                         $crate::support::Dialect::Postgres,
+                    )
+                }
+                #[test]
+                fn mariadb() {
+                    super::super::$name::<$crate::support::clients::First>(
+                        $crate::support::Dialect::Mariadb,
                     )
                 }
             }
