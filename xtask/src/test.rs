@@ -1,4 +1,4 @@
-//! `cargo xtask test`: every test of the workspace, on both dialects, then
+//! `cargo xtask test`: every test of the workspace, on every dialect, then
 //! the engine's examples.
 
 use std::io::{BufRead, BufReader, Write};
