@@ -250,6 +250,7 @@ fn migration_session(storage: &MariadbStorage) -> Result<Conn> {
             ..storage.lock_waits()
         },
     )?;
+    storage.hook(&mut conn);
     take_named_lock(&mut conn, "sync.migrate.", lock_ms)?;
     Ok(conn)
 }

@@ -6,8 +6,8 @@
 //! names carry the database). Raw access is a plain connection of the
 //! check's database with the dialect's session.
 //!
-//! Not yet: `attack_barrier` (the barrier guards are not written), fault
-//! plans of grouped storages.
+//! Grouped storages take fault plans (`MariadbStorage::set_fault_plan`).
+//! Not yet: `attack_barrier` (the barrier guards are not written).
 
 use std::sync::{Arc, Mutex};
 
@@ -125,15 +125,19 @@ pub const ENTRY: HarnessEntry = HarnessEntry {
     hooks: construct,
 };
 
-struct NoProbe;
+/// MariaDB has no single writer and no commit group: partitions lock
+/// separately and nothing queues at `begin`, so there is nothing to wait
+/// for; fault plans go to the instance.
+struct MariadbProbe(Arc<MariadbStorage>);
 
-impl WriterProbe for NoProbe {
+impl WriterProbe for MariadbProbe {
     fn await_queued(&self, _transactions: usize, _writes: usize) -> Result<()> {
         Ok(())
     }
 
-    fn set_fault_plan(&self, _plan: Option<Arc<sync_core::fault::FaultPlan>>) -> Result<()> {
-        Err(Error::new(ErrorCode::CapabilityUnsupported).detail("capability", "fault_plan"))
+    fn set_fault_plan(&self, plan: Option<Arc<sync_core::fault::FaultPlan>>) -> Result<()> {
+        self.0.set_fault_plan(plan);
+        Ok(())
     }
 }
 
@@ -165,9 +169,10 @@ impl Harness for MariadbHarness {
     }
 
     fn open_grouped(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<GroupedStorage> {
+        let storage = Arc::new(Self::open_config(db, clock, None)?);
         Ok(GroupedStorage {
-            storage: Arc::new(Self::open_config(db, clock, None)?),
-            probe: Box::new(NoProbe),
+            storage: Arc::clone(&storage) as Arc<dyn ServerStorage>,
+            probe: Box::new(MariadbProbe(storage)),
         })
     }
 

@@ -23,6 +23,8 @@ pub struct MariadbStorage {
     pool: Pool<Manager>,
     ensured: RwLock<Option<Arc<Ensured>>>,
     ensure_lock: Mutex<()>,
+    #[cfg(feature = "fault-injection")]
+    faults: sync_core::fault::FaultSlot,
 }
 
 impl fmt::Debug for MariadbStorage {
@@ -69,6 +71,8 @@ impl MariadbStorage {
             pool,
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
+            #[cfg(feature = "fault-injection")]
+            faults: sync_core::fault::FaultSlot::default(),
         };
         storage.ensure_base_tables()?;
         Ok(storage)
@@ -111,6 +115,8 @@ impl MariadbStorage {
             pool,
             ensured: RwLock::new(None),
             ensure_lock: Mutex::new(()),
+            #[cfg(feature = "fault-injection")]
+            faults: sync_core::fault::FaultSlot::default(),
         })
     }
 
@@ -228,6 +234,33 @@ impl MariadbStorage {
 
     /// A pooled connection; a checkout timeout is `sync.storage.busy`.
     pub(crate) fn conn(&self) -> Result<Pooled> {
-        self.pool.get().map_err(pool_timeout)
+        let mut conn = self.pool.get().map_err(pool_timeout)?;
+        self.hook(&mut conn);
+        Ok(conn)
+    }
+
+    /// Gives `conn` the installed fault plan, or takes a previous one away
+    /// (a no-op without the `fault-injection` feature).
+    pub(crate) fn hook(&self, conn: &mut Conn) {
+        #[cfg(feature = "fault-injection")]
+        conn.set_fault_hook(self.faults.get().map(|plan| {
+            Arc::new(crate::faults::FaultHook {
+                plan,
+                side: self.url.connection_opts(),
+            })
+        }));
+        #[cfg(not(feature = "fault-injection"))]
+        let _ = conn;
+    }
+
+    /// Installs (`Some`) or removes (`None`) the fault plan every statement
+    /// of this instance consults from its next connection checkout on — the
+    /// pool's connections and the migration session — (feature
+    /// `fault-injection`, tests only; see `sync_core::fault`). The session
+    /// set-up of a new connection and the base DDL's own connection are not
+    /// counted.
+    #[cfg(feature = "fault-injection")]
+    pub fn set_fault_plan(&self, plan: Option<Arc<sync_core::fault::FaultPlan>>) {
+        self.faults.set(plan);
     }
 }

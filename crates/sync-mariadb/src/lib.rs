@@ -68,6 +68,8 @@ mod ensured;
 mod errors;
 #[cfg(feature = "conformance")]
 mod explain;
+#[cfg(feature = "fault-injection")]
+mod faults;
 #[cfg(feature = "conformance")]
 pub mod harness;
 mod instance;

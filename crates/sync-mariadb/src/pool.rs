@@ -1,7 +1,9 @@
 //! Connections: an r2d2 manager whose every connection is set up and
 //! checked (`docs/design/mariadb.md` §2), and [`Conn`], the statement
 //! helpers every module uses (errors classified, a connection whose session
-//! died marked broken so the pool discards it).
+//! died marked broken so the pool discards it). Every statement passes
+//! `Conn::send`, where the fault hook of the `fault-injection` feature is
+//! consulted.
 
 use std::time::Duration;
 
@@ -21,6 +23,8 @@ const STATEMENT_CACHE: usize = 256;
 pub(crate) struct Conn {
     inner: mysql::Conn,
     broken: bool,
+    #[cfg(feature = "fault-injection")]
+    faults: Option<std::sync::Arc<crate::faults::FaultHook>>,
 }
 
 // The statement helpers beyond the catalog reads serve the transaction
@@ -36,9 +40,43 @@ impl Conn {
             Self {
                 inner,
                 broken: false,
+                #[cfg(feature = "fault-injection")]
+                faults: None,
             },
             facts,
         ))
+    }
+
+    /// Installs (`Some`) or removes (`None`) the fault hook every later
+    /// statement of this connection consults.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_fault_hook(
+        &mut self,
+        hook: Option<std::sync::Arc<crate::faults::FaultHook>>,
+    ) {
+        self.faults = hook;
+    }
+
+    /// Sends one statement: the single place every statement of this crate
+    /// passes after the session set-up (the fault hook, when compiled in,
+    /// is consulted here); a driver error is classified for `site`.
+    fn send<T>(
+        &mut self,
+        sql: &str,
+        site: Site,
+        run: impl FnOnce(&mut mysql::Conn) -> std::result::Result<T, mysql::Error>,
+    ) -> Result<T> {
+        #[cfg(feature = "fault-injection")]
+        let outcome = match self.faults.clone() {
+            Some(hook) => crate::faults::around(&hook, sql, &mut self.inner, run),
+            None => run(&mut self.inner),
+        };
+        #[cfg(not(feature = "fault-injection"))]
+        let outcome = {
+            let _ = sql;
+            run(&mut self.inner)
+        };
+        outcome.map_err(|err| self.fail(err, site))
     }
 
     /// Whether a statement lost the session (the pool then discards it).
@@ -56,10 +94,7 @@ impl Conn {
     /// Runs one statement without parameters through the text protocol
     /// (transaction control, `SET`, DDL).
     pub(crate) fn run(&mut self, sql: &str) -> Result<()> {
-        match self.inner.query_drop(sql) {
-            Ok(()) => Ok(()),
-            Err(err) => Err(self.fail(err, Site::General)),
-        }
+        self.send(sql, Site::General, |inner| inner.query_drop(sql))
     }
 
     /// Executes a prepared statement; returns the number of rows it
@@ -75,10 +110,9 @@ impl Conn {
         params: impl Into<Params>,
         site: Site,
     ) -> Result<u64> {
-        match self.inner.exec_drop(sql, params) {
-            Ok(()) => Ok(self.inner.affected_rows()),
-            Err(err) => Err(self.fail(err, site)),
-        }
+        self.send(sql, site, |inner| {
+            inner.exec_drop(sql, params).map(|()| inner.affected_rows())
+        })
     }
 
     /// Every row of a prepared query.
@@ -87,13 +121,12 @@ impl Conn {
         sql: &str,
         params: impl Into<Params>,
     ) -> Result<Vec<T>> {
-        match self.inner.exec_opt::<T, _, _>(sql, params) {
-            Ok(rows) => rows
-                .into_iter()
-                .map(|row| row.map_err(|e| Error::backend(mysql::Error::from(e))))
-                .collect(),
-            Err(err) => Err(self.fail(err, Site::General)),
-        }
+        self.send(sql, Site::General, |inner| {
+            inner.exec_opt::<T, _, _>(sql, params)
+        })?
+        .into_iter()
+        .map(|row| row.map_err(|e| Error::backend(mysql::Error::from(e))))
+        .collect()
     }
 
     /// Every row of a prepared query with the result's column metadata
@@ -103,8 +136,8 @@ impl Conn {
         sql: &str,
         params: impl Into<Params>,
     ) -> Result<(Vec<mysql::Column>, Vec<mysql::Row>)> {
-        let outcome = (|| -> std::result::Result<_, mysql::Error> {
-            let mut result = self.inner.exec_iter(sql, params)?;
+        self.send(sql, Site::General, |inner| {
+            let mut result = inner.exec_iter(sql, params)?;
             let columns = result.columns().as_ref().to_vec();
             let mut rows = Vec::new();
             if let Some(set) = result.iter() {
@@ -113,8 +146,7 @@ impl Conn {
                 }
             }
             Ok((columns, rows))
-        })();
-        outcome.map_err(|err| self.fail(err, Site::General))
+        })
     }
 
     /// The first row of a prepared query, if any.
@@ -123,19 +155,20 @@ impl Conn {
         sql: &str,
         params: impl Into<Params>,
     ) -> Result<Option<T>> {
-        match self.inner.exec_first_opt::<T, _, _>(sql, params) {
-            Ok(None) => Ok(None),
-            Ok(Some(row)) => row
+        match self.send(sql, Site::General, |inner| {
+            inner.exec_first_opt::<T, _, _>(sql, params)
+        })? {
+            None => Ok(None),
+            Some(row) => row
                 .map(Some)
                 .map_err(|e| Error::backend(mysql::Error::from(e))),
-            Err(err) => Err(self.fail(err, Site::General)),
         }
     }
 
     /// Rolls back whatever is open. A failed rollback marks the connection
     /// broken instead of returning an error: it is never reused.
     pub(crate) fn rollback(&mut self) {
-        if self.inner.query_drop("ROLLBACK").is_err() {
+        if self.run("ROLLBACK").is_err() {
             self.broken = true;
         }
     }
