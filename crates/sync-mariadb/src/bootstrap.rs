@@ -1,5 +1,6 @@
-//! The base DDL (`docs/design/mariadb.md` §5) and the writer-fence trigger
-//! (§7): catalog-driven. When the catalog already holds everything, no DDL
+//! The base DDL (`docs/design/mariadb.md` §5), the writer-fence trigger
+//! (§7) and the barrier's guard triggers (§7.1): catalog-driven. A trigger
+//! that is absent or whose definition differs is (re)created. When the catalog already holds everything, no DDL
 //! runs and no lock is taken; otherwise the bootstrap lock
 //! (`GET_LOCK('sync.bootstrap.' || SHA2(DATABASE(), 256))`, on a connection
 //! of its own that is closed afterwards) serializes the bootstraps of one
@@ -7,11 +8,12 @@
 //! created. Every statement is idempotent and commits on its own, so a
 //! crash midway is repaired by the next bootstrap.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use mysql::Opts;
 use sync_core::{Error, ErrorCode, Result};
 
+use crate::barrier_guards::{Guard, GUARDS};
 use crate::config::ms_to_seconds;
 use crate::pool::Conn;
 use crate::session::{LockWaits, SessionRefused};
@@ -314,6 +316,7 @@ pub(crate) struct Catalog {
     tables: BTreeSet<String>,
     columns: BTreeSet<(String, String)>,
     trigger: Option<TriggerFacts>,
+    guards: BTreeMap<String, TriggerFacts>,
 }
 
 /// The fence trigger as `information_schema.TRIGGERS` describes it.
@@ -332,6 +335,14 @@ impl TriggerFacts {
             && self.timing == "BEFORE"
             && self.event == "INSERT"
             && self.table == "sync_commits"
+    }
+
+    /// Whether this is `guard` as the bootstrap installs it.
+    fn is_guard(&self, guard: &Guard) -> bool {
+        self.body == guard.body
+            && self.timing == "BEFORE"
+            && self.event == guard.event
+            && self.table == guard.table
     }
 }
 
@@ -374,11 +385,13 @@ impl Catalog {
              AND TABLE_NAME IN ('sync_clients', 'sync_commits', 'sync_schema_meta')",
             (),
         )?;
-        let trigger = read_trigger(conn)?;
+        let mut guards = read_triggers(conn)?;
+        let trigger = guards.remove(FENCE_TRIGGER_NAME);
         Ok(Self {
             tables: tables.into_iter().collect(),
             columns: legacy.into_iter().collect(),
             trigger,
+            guards,
         })
     }
 
@@ -403,6 +416,17 @@ impl Catalog {
         if !self.trigger.as_ref().is_some_and(TriggerFacts::is_current) {
             statements.push(fence_trigger_sql(FENCE_TRIGGER_BODY));
         }
+        statements.extend(
+            GUARDS
+                .iter()
+                .filter(|guard| {
+                    !self
+                        .guards
+                        .get(guard.name)
+                        .is_some_and(|found| found.is_guard(guard))
+                })
+                .map(Guard::create_sql),
+        );
         statements
     }
 }
@@ -422,6 +446,39 @@ pub(crate) fn read_trigger(conn: &mut Conn) -> Result<Option<TriggerFacts>> {
         event,
         table,
     }))
+}
+
+/// The storage's triggers (the fence trigger and the barrier's guards)
+/// found in the connection's database, by name: one catalog read.
+fn read_triggers(conn: &mut Conn) -> Result<BTreeMap<String, TriggerFacts>> {
+    let marks = vec!["?"; GUARDS.len() + 1].join(", ");
+    let names: Vec<mysql::Value> = std::iter::once(FENCE_TRIGGER_NAME)
+        .chain(GUARDS.iter().map(|g| g.name))
+        .map(mysql::Value::from)
+        .collect();
+    let rows: Vec<(String, String, String, String, String)> = conn.rows(
+        &format!(
+            "SELECT CAST(TRIGGER_NAME AS CHAR), CAST(ACTION_STATEMENT AS CHAR), \
+             CAST(ACTION_TIMING AS CHAR), CAST(EVENT_MANIPULATION AS CHAR), \
+             CAST(EVENT_OBJECT_TABLE AS CHAR) FROM information_schema.TRIGGERS \
+             WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ({marks})"
+        ),
+        names,
+    )?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, body, timing, event, table)| {
+            (
+                name,
+                TriggerFacts {
+                    body,
+                    timing,
+                    event,
+                    table,
+                },
+            )
+        })
+        .collect())
 }
 
 /// Creates what the catalog lacks. `conn` is any connection of the

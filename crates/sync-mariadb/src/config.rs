@@ -123,6 +123,17 @@ impl MariadbUrl {
         }
     }
 
+    /// The same server and database, logged in as another account.
+    pub fn with_account(&self, user: &str, password: &str) -> Self {
+        let opts = OptsBuilder::from_opts(self.opts.clone())
+            .user(Some(user))
+            .pass(Some(password));
+        Self {
+            opts: opts.into(),
+            database: self.database.clone(),
+        }
+    }
+
     /// The same server and credentials without a database selected (for
     /// creating or dropping databases).
     pub(crate) fn server_opts(&self) -> Opts {
@@ -156,6 +167,10 @@ mod tests {
         let url = MariadbUrl::parse("mysql://app:secret@db:3307/app_db").expect("parses");
         assert_eq!(url.database(), "app_db");
         assert_eq!(url.with_database("other").database(), "other");
+        let other = url.with_account("reader", "pw").connection_opts();
+        assert_eq!(other.get_user(), Some("reader"));
+        assert_eq!(other.get_pass(), Some("pw"));
+        assert_eq!(other.get_db_name(), Some("app_db"));
         for bad in [
             "postgres://root@127.0.0.1/test",
             "mariadb://root@127.0.0.1:3306",

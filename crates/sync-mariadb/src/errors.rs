@@ -1,8 +1,9 @@
 //! Driver error → coded error classification (`storage-contract.md` §3.3,
 //! `docs/design/mariadb.md` §14).
 //!
-//! The writer-fence rejection (error 1644, SQLSTATE `45000`, whose message
-//! is the code) is recognised before any constraint classification.
+//! The writer-fence rejection and a barrier guard's refusal (error 1644,
+//! SQLSTATE `45000`, whose message is the code) are recognised before any
+//! constraint classification.
 //! Integrity errors (SQLSTATE class `23`: duplicate key 1062, `NULL` into a
 //! `NOT NULL` column 1048, a failed `CHECK` 4025) become
 //! `constraint_violation` only in `upsert_row` and `duplicate_reaction`
@@ -13,6 +14,8 @@
 //! `unavailable`. A lost connection is `connection_lost`.
 
 use sync_core::{BackendCause, Error, ErrorCode};
+
+use crate::barrier_guards::GUARD_MESSAGE;
 
 /// Where a driver error happened, for the context-dependent codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +155,9 @@ fn server_code(code: u16, state: &str, message: &str, site: Site) -> ErrorCode {
     if code == number::SIGNAL && state == "45000" && message.contains(FENCE_MESSAGE) {
         return ErrorCode::WriterFenceRejected;
     }
+    if code == number::SIGNAL && state == "45000" && message.contains(GUARD_MESSAGE) {
+        return ErrorCode::BarrierWriteRefused;
+    }
     if state.starts_with("23") {
         return match site {
             Site::UpsertRow(_) => ErrorCode::ConstraintViolation,
@@ -201,6 +207,22 @@ mod tests {
         );
         let other_signal = server(1644, "45000", "something else");
         assert_eq!(db(other_signal).code(), ErrorCode::Backend);
+    }
+
+    #[test]
+    fn a_guard_signal_is_a_refused_barrier_write_wherever_it_happens() {
+        for site in [
+            Site::General,
+            Site::UpsertRow(Some(1)),
+            Site::EnqueueReactions,
+        ] {
+            let err = classify(server(1644, "45000", GUARD_MESSAGE), site);
+            assert_eq!(err.code(), ErrorCode::BarrierWriteRefused);
+            assert!(!err.retryable());
+        }
+        // The same message under another SQLSTATE is not the guard's.
+        let err = db(server(1644, "HY000", GUARD_MESSAGE));
+        assert_eq!(err.code(), ErrorCode::Backend);
     }
 
     #[test]

@@ -6,20 +6,28 @@
 //! names carry the database). Raw access is a plain connection of the
 //! check's database with the dialect's session.
 //!
-//! Grouped storages take fault plans (`MariadbStorage::set_fault_plan`).
-//! Not yet: `attack_barrier` (the barrier guards are not written).
+//! Fixtures that set fences and checkpoint rows directly lift the
+//! barrier's guard triggers of the table they write: the guards are
+//! dropped, the statement runs and the guards are created again (DDL
+//! commits on MariaDB, so this is three steps, not one transaction; the
+//! check's database is its own). `attack_barrier` runs as a fresh account
+//! granted only DML (`scratch::DmlAccount`). Grouped storages take fault plans
+//! (`MariadbStorage::set_fault_plan`).
+
+mod dml_user;
 
 use std::sync::{Arc, Mutex};
 
 use mysql::Value;
 use sync_conformance::{
-    BooleanValues, DbHandle, FenceTamper, GroupedStorage, Harness, HarnessEntry, HarnessEnv,
-    HotPath, OldWriter, PlanSummary, Planner, PoolLimits, Properties, RawAccess, RawColumn,
-    RawFilter, RawIndex, WriteLocking, WriterProbe,
+    BarrierAttack, BooleanValues, DbHandle, FenceTamper, GroupedStorage, Harness, HarnessEntry,
+    HarnessEnv, HotPath, OldWriter, PlanSummary, Planner, PoolLimits, Properties, RawAccess,
+    RawColumn, RawFilter, RawIndex, WriteLocking, WriterProbe,
 };
 use sync_core::{Clock, Error, ErrorCode, Result, ServerStorage};
 use sync_schema::{Dialect, ObservedTable};
 
+use crate::barrier_guards::guards_of;
 use crate::bootstrap::{
     fence_trigger_sql, FENCE_TRIGGER_BODY, FENCE_TRIGGER_NAME, OUTDATED_FENCE_TRIGGER_BODY,
 };
@@ -209,6 +217,20 @@ impl MariadbRaw {
         self.with(|c| c.exec(sql, params).map(drop))
     }
 
+    /// Runs one statement on `table` with its guard triggers lifted: they
+    /// are dropped before it and created again after it, whatever its
+    /// outcome (fixtures that set fences and checkpoint rows directly).
+    fn exec_lifted(&self, table: &str, sql: &str, params: Vec<Value>) -> Result<()> {
+        self.with(|c| {
+            for guard in guards_of(table) {
+                c.run(&guard.drop_sql())?;
+            }
+            let outcome = c.exec(sql, params).map(drop);
+            let restored = guards_of(table).try_for_each(|guard| c.run(&guard.create_sql()));
+            outcome.and(restored)
+        })
+    }
+
     fn where_sql(filter: &RawFilter) -> (String, Vec<Value>) {
         let sql: String = filter
             .eq
@@ -292,7 +314,8 @@ impl RawAccess for MariadbRaw {
         state: &str,
         owner_epoch: i64,
     ) -> Result<()> {
-        self.exec(
+        self.exec_lifted(
+            "sync_backfill_checkpoints",
             "INSERT INTO `sync_backfill_checkpoints` (`partition`, `name`, `schema_version`, `state`, \
              `watermark`, `owner_epoch`, `observed_rows`, `updated_at_ms`) VALUES (?, ?, ?, ?, 0, ?, 0, 0) \
              ON DUPLICATE KEY UPDATE `schema_version` = VALUE(`schema_version`), \
@@ -309,12 +332,14 @@ impl RawAccess for MariadbRaw {
 
     fn set_partition_fence(&self, partition: &str, version: Option<i32>) -> Result<()> {
         match version {
-            Some(v) => self.exec(
+            Some(v) => self.exec_lifted(
+                "sync_writer_fence",
                 "INSERT INTO `sync_writer_fence` (`partition`, `required_writer_version`) VALUES (?, ?) \
                  ON DUPLICATE KEY UPDATE `required_writer_version` = VALUE(`required_writer_version`)",
                 vec![partition.into(), v.into()],
             ),
-            None => self.exec(
+            None => self.exec_lifted(
+                "sync_writer_fence",
                 "DELETE FROM `sync_writer_fence` WHERE `partition` = ?",
                 vec![partition.into()],
             ),
@@ -322,7 +347,8 @@ impl RawAccess for MariadbRaw {
     }
 
     fn set_database_fence(&self, version: Option<i32>) -> Result<()> {
-        self.exec(
+        self.exec_lifted(
+            "sync_schema_meta",
             "UPDATE `sync_schema_meta` SET `required_writer_version` = ? WHERE `id` = 1",
             vec![version.into()],
         )
@@ -516,6 +542,10 @@ impl RawAccess for MariadbRaw {
 
     fn exec(&self, dialect_sql: &str) -> Result<()> {
         self.run(dialect_sql)
+    }
+
+    fn attack_barrier(&self, attack: BarrierAttack<'_>) -> Result<()> {
+        dml_user::attack_as_dml_user(&self.url, attack)
     }
 
     /// MariaDB triggers cannot be disabled (`ALTER TABLE … DISABLE

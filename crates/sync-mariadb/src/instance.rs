@@ -43,8 +43,8 @@ impl MariadbStorage {
     /// an unreachable server, refused credentials, a missing database or a
     /// server that is not MariaDB ≥ 10.6 fail here with
     /// `sync.storage.backend` and `details.cause`; then the pool is built
-    /// from `config`, and the internal tables and the fence trigger are
-    /// created where the catalog lacks them.
+    /// from `config`, and the internal tables, the fence trigger and the
+    /// barrier's guard triggers are created where the catalog lacks them.
     pub fn connect(url: &str, config: MariadbConfig) -> Result<Self> {
         Self::connect_to(MariadbUrl::parse(url)?, config)
     }
@@ -131,10 +131,10 @@ impl MariadbStorage {
         &self.facts
     }
 
-    /// Creates the internal tables and the writer-fence trigger where the
-    /// catalog lacks them (or holds a trigger defined otherwise); returns
-    /// whether any DDL ran. A complete catalog costs three catalog reads
-    /// and takes no lock.
+    /// Creates the internal tables, the writer-fence trigger and the
+    /// barrier's guard triggers where the catalog lacks them (or holds a
+    /// trigger defined otherwise); returns whether any DDL ran. A complete
+    /// catalog costs three catalog reads and takes no lock.
     pub fn ensure_base_tables(&self) -> Result<bool> {
         let mut conn = self.conn()?;
         bootstrap::bootstrap(

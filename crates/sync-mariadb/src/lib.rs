@@ -57,6 +57,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod admin;
+pub mod barrier_guards;
 mod bootstrap;
 mod checkpoints;
 mod commit_log;
