@@ -1,5 +1,5 @@
-//! `cargo xtask test`: every test of the workspace, on every dialect, then
-//! the engine's examples.
+//! `cargo xtask test`: every test of the workspace, on every dialect (the
+//! conformance suite of each included), then the engine's examples.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::postgres_server;
+use crate::{mariadb_server, postgres_server};
 
 /// Options of `cargo xtask test`.
 #[derive(Args)]
@@ -16,6 +16,9 @@ pub struct TestArgs {
     /// PostgreSQL server for the Postgres tests (default: $SYNCSTORE_PG_URL or the local server).
     #[arg(long)]
     pg_url: Option<String>,
+    /// MariaDB server for the MariaDB tests (default: $SYNCSTORE_MARIADB_URL or the local server).
+    #[arg(long)]
+    mariadb_url: Option<String>,
     /// Extra arguments passed to `cargo test` after `--`.
     #[arg(last = true)]
     rest: Vec<String>,
@@ -54,18 +57,24 @@ impl Totals {
     }
 }
 
-/// Checks the Postgres server, then runs `cargo test --workspace --all-features`,
-/// passing its output through and closing with one total line.
+/// Checks the Postgres and MariaDB servers, then runs `cargo test
+/// --workspace --all-features` (every dialect's `conformance` and
+/// `fault-injection` features on), passing its output through and closing
+/// with one total line.
 pub fn run(args: &TestArgs) -> Result<()> {
     let url = postgres_server::url(args.pg_url.as_deref());
     let version = postgres_server::require(&url)?;
     println!("xtask: PostgreSQL {version} at {url}");
+    let mariadb_url = mariadb_server::url(args.mariadb_url.as_deref());
+    mariadb_server::require(&mariadb_url)?;
+    println!("xtask: MariaDB at {mariadb_url}");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut child = Command::new(cargo)
         .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
         .arg("--")
         .args(&args.rest)
         .env(postgres_server::PG_URL_ENV, &url)
+        .env(mariadb_server::MARIADB_URL_ENV, &mariadb_url)
         // Every check runs: a narrowing meant for mutation runs must not
         // leak into the whole suite.
         .env_remove(sync_conformance::FILTER_ENV)
@@ -92,14 +101,12 @@ pub fn run(args: &TestArgs) -> Result<()> {
     if totals.passed == 0 {
         bail!("cargo test ran no test");
     }
-    run_examples(&url)
+    run_examples(&url, &mariadb_url)
 }
 
 /// The engine's examples, each run to completion: a failing story step
-/// exits non-zero and fails the run. The Postgres one gets the checked
-/// server's URL; the MariaDB one reads `SYNCSTORE_MARIADB_URL` (or its
-/// default) as the MariaDB tests of the run do, and fails when that
-/// server is unreachable.
+/// exits non-zero and fails the run. The Postgres and MariaDB ones get the
+/// checked servers' URLs, as the tests of the run do.
 const EXAMPLES: [&str; 3] = ["todos_sqlite", "todos_postgres", "todos_mariadb"];
 
 /// Runs the example binaries that `cargo test` has just built (it builds
@@ -107,7 +114,7 @@ const EXAMPLES: [&str; 3] = ["todos_sqlite", "todos_postgres", "todos_mariadb"];
 /// `cargo run` instead would build the whole workspace a second time under
 /// another profile and feature set: slower, and on a small CI disk the
 /// second build is what runs out of space.
-fn run_examples(url: &str) -> Result<()> {
+fn run_examples(url: &str, mariadb_url: &str) -> Result<()> {
     let dir = examples_dir()?;
     for example in EXAMPLES {
         println!("xtask: example {example}");
@@ -120,6 +127,7 @@ fn run_examples(url: &str) -> Result<()> {
         }
         let status = Command::new(&binary)
             .env(postgres_server::PG_URL_ENV, url)
+            .env(mariadb_server::MARIADB_URL_ENV, mariadb_url)
             .status()
             .with_context(|| format!("running example {example}"))?;
         if !status.success() {
