@@ -1,8 +1,9 @@
 //! Fresh databases per measurement: SQLite files in a temporary directory,
-//! Postgres schemas `bench_<run>_<n>` on the test server. Each is removed
-//! (file deleted, schema dropped) when its handle goes out of scope, unless
-//! `SYNCSTORE_BENCH_KEEP` is set (then each is kept, and named on stderr, for
-//! inspection: `EXPLAIN`, `EXPLAIN QUERY PLAN`).
+//! Postgres schemas `bench_<run>_<n>` on the test server, MariaDB databases
+//! `bench_<run>_<n>` on the server of `--mariadb-url`. Each is removed
+//! (file deleted, schema or database dropped) when its handle goes out of
+//! scope, unless `SYNCSTORE_BENCH_KEEP` is set (then each is kept, and named
+//! on stderr, for inspection: `EXPLAIN`, `EXPLAIN QUERY PLAN`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,30 +12,35 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use sync_core::{EnsureOptions, ServerStorage};
+use sync_mariadb::{MariadbConfig, MariadbStorage, MariadbUrl};
 use sync_postgres::{DistributeOptions, PostgresConfig, PostgresStorage};
 use sync_sqlite::{SqliteConfig, SqliteStorage, Synchronous};
 
 use super::fixture;
+use super::mariadb_server;
 use super::raw::RawClient;
+use super::raw_mariadb::RawMariadb;
 use super::raw_postgres::RawPostgres;
 use super::raw_sqlite::RawSqlite;
 
 /// Set to keep every database a run creates (see the module documentation).
 const KEEP_ENV: &str = "SYNCSTORE_BENCH_KEEP";
 
-/// The two dialects.
+/// The dialects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     Sqlite,
     Postgres,
+    Mariadb,
 }
 
 impl Dialect {
-    /// `sqlite` / `postgres`.
+    /// `sqlite` / `postgres` / `mariadb`.
     pub fn name(self) -> &'static str {
         match self {
             Dialect::Sqlite => "sqlite",
             Dialect::Postgres => "postgres",
+            Dialect::Mariadb => "mariadb",
         }
     }
 }
@@ -96,7 +102,20 @@ impl Env {
         }
     }
 
-    /// The Postgres URL (empty for SQLite).
+    /// Databases on the MariaDB server at `url` (its credentials; its own
+    /// database is only used to log in).
+    pub fn mariadb(url: &str) -> Self {
+        Self {
+            dialect: Dialect::Mariadb,
+            dir: None,
+            pg_url: url.to_owned(),
+            citus: None,
+            run: run_tag(),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// The server URL (Postgres, MariaDB; empty for SQLite).
     pub fn pg_url(&self) -> &str {
         &self.pg_url
     }
@@ -133,6 +152,14 @@ impl Env {
                     schema,
                 }
             }
+            Dialect::Mariadb => {
+                let database = format!("bench_{}_{n}", self.run);
+                mariadb_server::create_database(&self.pg_url, &database)?;
+                Location::Mariadb {
+                    url: self.pg_url.clone(),
+                    database,
+                }
+            }
         };
         Ok(Db {
             dialect: self.dialect,
@@ -155,7 +182,23 @@ fn run_tag() -> String {
 #[derive(Debug, Clone)]
 pub enum Location {
     Sqlite(PathBuf),
-    Postgres { url: String, schema: String },
+    Postgres {
+        url: String,
+        schema: String,
+    },
+    /// A database on the server of `url` (whose own database is only used
+    /// to log in).
+    Mariadb {
+        url: String,
+        database: String,
+    },
+}
+
+impl Location {
+    /// The MariaDB storage's URL of a MariaDB location.
+    fn mariadb_url(url: &str, database: &str) -> Result<MariadbUrl> {
+        Ok(MariadbUrl::parse(url)?.with_database(database))
+    }
 }
 
 /// One database; a fresh one is removed on drop.
@@ -175,6 +218,7 @@ impl Db {
             dialect: match location {
                 Location::Sqlite(_) => Dialect::Sqlite,
                 Location::Postgres { .. } => Dialect::Postgres,
+                Location::Mariadb { .. } => Dialect::Mariadb,
             },
             location,
             synchronous,
@@ -201,6 +245,10 @@ impl Db {
                     ..PostgresConfig::default()
                 },
             )?),
+            Location::Mariadb { url, database } => Arc::new(MariadbStorage::connect_to(
+                Location::mariadb_url(url, database)?,
+                MariadbConfig::default(),
+            )?),
         })
     }
 
@@ -209,7 +257,7 @@ impl Db {
     /// benchmark schema ensured.
     pub fn announcing_storage(&self) -> Result<Arc<dyn ServerStorage>> {
         let storage: Arc<dyn ServerStorage> = match &self.location {
-            Location::Sqlite(_) => return self.storage(false),
+            Location::Sqlite(_) | Location::Mariadb { .. } => return self.storage(false),
             Location::Postgres { url, schema } => Arc::new(PostgresStorage::connect(
                 url,
                 PostgresConfig {
@@ -246,6 +294,7 @@ impl Db {
                 Box::new(RawSqlite::open(path, self.synchronous.as_pragma())?)
             }
             Location::Postgres { url, schema } => Box::new(RawPostgres::connect(url, schema)?),
+            Location::Mariadb { url, database } => Box::new(RawMariadb::connect(url, database)?),
         })
     }
 
@@ -258,7 +307,7 @@ impl Db {
                 self.synchronous.as_pragma(),
                 busy,
             )?),
-            Location::Postgres { .. } => self.raw()?,
+            Location::Postgres { .. } | Location::Mariadb { .. } => self.raw()?,
         })
     }
 
@@ -266,7 +315,7 @@ impl Db {
     pub fn raw_via(&self, url: &str) -> Result<Box<dyn RawClient>> {
         match &self.location {
             Location::Postgres { schema, .. } => Ok(Box::new(RawPostgres::connect(url, schema)?)),
-            Location::Sqlite(_) => self.raw(),
+            Location::Sqlite(_) | Location::Mariadb { .. } => self.raw(),
         }
     }
 
@@ -284,7 +333,7 @@ impl Db {
                 storage.ensure_schema(&fixture::schema(false)?, &EnsureOptions::default())?;
                 Ok(Arc::new(storage))
             }
-            Location::Sqlite(_) => self.storage(false),
+            Location::Sqlite(_) | Location::Mariadb { .. } => self.storage(false),
         }
     }
 
@@ -323,6 +372,14 @@ impl Db {
                 client.batch_execute(&format!("SET search_path TO \"{schema}\""))?;
                 Ok(client.query_one(sql, &[])?.try_get(0)?)
             }
+            Location::Mariadb { url, database } => {
+                use mysql::prelude::Queryable;
+                let mut conn = mysql::Conn::new(mariadb_server::opts(url, Some(database))?)?;
+                let value: Option<Option<i64>> = conn.query_first(sql)?;
+                value
+                    .flatten()
+                    .with_context(|| format!("{sql} returned no value"))
+            }
         }
     }
 
@@ -331,6 +388,9 @@ impl Db {
             match &self.location {
                 Location::Sqlite(path) => eprintln!("bench: kept {}", path.display()),
                 Location::Postgres { schema, .. } => eprintln!("bench: kept schema {schema}"),
+                Location::Mariadb { database, .. } => {
+                    eprintln!("bench: kept database {database}");
+                }
             }
             return;
         }
@@ -348,6 +408,7 @@ impl Db {
                         .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
                 }
             }
+            Location::Mariadb { url, database } => mariadb_server::drop_database(url, database),
         }
     }
 }

@@ -77,6 +77,35 @@ pub fn postgres(url: &str) -> Value {
     describe().unwrap_or_else(|e| json!({"error": e.to_string()}))
 }
 
+/// MariaDB server version and the settings that bound its write speed,
+/// commit durability first (`innodb_flush_log_at_trx_commit`,
+/// `sync_binlog`): the bench runs with the server's own values.
+pub fn mariadb(url: &str) -> Value {
+    let describe = || -> anyhow::Result<Value> {
+        use mysql::prelude::Queryable;
+        let mut conn = super::mariadb_server::server(url)?;
+        let version: Option<String> = conn.query_first("SELECT version()")?;
+        let rows: Vec<(String, String)> = conn.query(
+            "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES \
+             WHERE VARIABLE_NAME IN ('INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN', \
+             'INNODB_DOUBLEWRITE', 'INNODB_FLUSH_METHOD', 'INNODB_BUFFER_POOL_SIZE', \
+             'INNODB_LOG_FILE_SIZE', 'TX_ISOLATION', 'MAX_CONNECTIONS', 'BINLOG_FORMAT') \
+             ORDER BY VARIABLE_NAME",
+        )?;
+        let mut settings = serde_json::Map::new();
+        for (name, value) in rows {
+            settings.insert(name.to_ascii_lowercase(), Value::String(value));
+        }
+        Ok(json!({
+            "server_version": version,
+            "connection": "TCP loopback, no TLS",
+            "settings": settings,
+            "pool": "MariadbStorage default pool (16 connections); raw: one connection per client thread",
+        }))
+    };
+    describe().unwrap_or_else(|e| json!({"error": e.to_string()}))
+}
+
 /// The whole description.
 pub fn describe(profile: &str, quick: bool, rounds: usize, postgres: Option<Value>) -> Value {
     json!({

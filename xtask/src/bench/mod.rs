@@ -14,9 +14,11 @@ mod db;
 mod engine;
 mod fixture;
 mod machine;
+mod mariadb_server;
 mod proxy;
 mod pushes;
 mod raw;
+mod raw_mariadb;
 mod raw_postgres;
 mod raw_sqlite;
 mod report;
@@ -63,7 +65,10 @@ pub enum DialectChoice {
     Sqlite,
     /// PostgreSQL at `--pg-url`.
     Postgres,
-    /// Both.
+    /// MariaDB at `--mariadb-url`: W1, W2, W3, W4 and W10 only.
+    Mariadb,
+    /// SQLite and Postgres (MariaDB only when named: it needs a third
+    /// server and measures fewer workloads).
     All,
 }
 
@@ -82,6 +87,10 @@ pub struct BenchArgs {
     /// PostgreSQL server (default: $SYNCSTORE_PG_URL or the local server).
     #[arg(long)]
     pg_url: Option<String>,
+    /// MariaDB server of `--dialect mariadb`, a database per measurement
+    /// created on it (default: $SYNCSTORE_MARIADB_URL or the local server).
+    #[arg(long)]
+    mariadb_url: Option<String>,
     /// Rounds per workload (default 3, quick 2).
     #[arg(long)]
     rounds: Option<usize>,
@@ -222,11 +231,12 @@ impl Scale {
         (self.fixture_w1 + self.fixture_w2 * w2_push10::ROWS_PER_COMMIT) as u64
     }
 
-    /// The counts used on Postgres. A full run pushes a quarter of the
-    /// pinned commits per push measurement and runs at most two rounds: a
-    /// Postgres commit waits for its WAL flush and costs milliseconds on the
-    /// shared machine, and rates do not depend on the count. The W3/W4
-    /// fixture keeps the pinned 70 000 rows (built without timing).
+    /// The counts used on Postgres and MariaDB. A full run pushes a
+    /// quarter of the pinned commits per push measurement and runs at most
+    /// two rounds: a commit waits for its log flush (WAL, InnoDB redo log)
+    /// and costs milliseconds on the shared machine, and rates do not
+    /// depend on the count. The W3/W4 fixture keeps the pinned 70 000 rows
+    /// (built without timing).
     pub fn for_dialect(&self, dialect: Dialect) -> Self {
         if self.quick || dialect == Dialect::Sqlite {
             return self.clone();
@@ -273,7 +283,40 @@ impl Selection {
     fn has(&self, name: &str) -> bool {
         self.0.is_empty() || self.0.iter().any(|n| n.eq_ignore_ascii_case(name))
     }
+
+    /// The selection a dialect can run: on MariaDB only [`MARIADB_WORKLOADS`]
+    /// (no `--only`: those; `--only` naming another workload: refused,
+    /// before anything runs).
+    fn for_dialect(&self, dialect: Dialect) -> Result<Self> {
+        if dialect != Dialect::Mariadb {
+            return Ok(self.clone());
+        }
+        if self.0.is_empty() {
+            eprintln!(
+                "bench [mariadb]: measures {} (the other workloads are not built on MariaDB)",
+                MARIADB_WORKLOADS.join(", ")
+            );
+            return Ok(Self(MARIADB_WORKLOADS.map(str::to_owned).to_vec()));
+        }
+        let unsupported: Vec<&str> = self
+            .0
+            .iter()
+            .filter(|n| !MARIADB_WORKLOADS.iter().any(|w| w.eq_ignore_ascii_case(n)))
+            .map(String::as_str)
+            .collect();
+        if !unsupported.is_empty() {
+            bail!(
+                "--dialect mariadb measures only {}; not built on MariaDB: {}",
+                MARIADB_WORKLOADS.join(", "),
+                unsupported.join(", ")
+            );
+        }
+        Ok(self.clone())
+    }
 }
+
+/// The workloads built on MariaDB.
+const MARIADB_WORKLOADS: [&str; 5] = ["W1", "W2", "W3", "W4", "W10"];
 
 /// Re-runs this command from a release build (see the module docs).
 fn reexec_release() -> Result<()> {
@@ -399,7 +442,20 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let dialects: Vec<Dialect> = match args.dialect {
         DialectChoice::Sqlite => vec![Dialect::Sqlite],
         DialectChoice::Postgres => vec![Dialect::Postgres],
+        DialectChoice::Mariadb => vec![Dialect::Mariadb],
         DialectChoice::All => vec![Dialect::Sqlite, Dialect::Postgres],
+    };
+    let selections = dialects
+        .iter()
+        .map(|&d| only.for_dialect(d))
+        .collect::<Result<Vec<_>>>()?;
+    let mariadb_url = mariadb_server::url(args.mariadb_url.as_deref());
+    let mariadb = if dialects.contains(&Dialect::Mariadb) {
+        let version = mariadb_server::require(&mariadb_url)?;
+        eprintln!("bench: MariaDB {version} at {mariadb_url}");
+        Some(machine::mariadb(&mariadb_url))
+    } else {
+        None
     };
     let server_url = postgres_server::url(args.pg_url.as_deref());
     let pg = if dialects.contains(&Dialect::Postgres) {
@@ -430,6 +486,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
     }
     let mut machine = machine::describe(profile, scale.quick, scale.rounds, pg);
+    if let (Some(mariadb), Some(object)) = (mariadb, machine.as_object_mut()) {
+        object.insert("mariadb".into(), mariadb);
+    }
     if let (Some(ms), Some(object)) = (args.latency_ms, machine.as_object_mut()) {
         object.insert("postgres_added_latency_ms_each_way".into(), ms.into());
     }
@@ -442,7 +501,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let started = Instant::now();
     let mut results = Vec::new();
-    for dialect in dialects {
+    for (dialect, only) in dialects.into_iter().zip(&selections) {
         let env = match dialect {
             Dialect::Sqlite => Env::sqlite(args.dir.as_deref())?,
             Dialect::Postgres => Env::postgres(
@@ -454,8 +513,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     },
                 }),
             ),
+            Dialect::Mariadb => Env::mariadb(&mariadb_url),
         };
-        results.extend(run_dialect(&env, &scale.for_dialect(dialect), &only)?);
+        results.extend(run_dialect(&env, &scale.for_dialect(dialect), only)?);
     }
     if let Some(object) = machine.as_object_mut() {
         object.insert("load_average_at_end".into(), machine::load_average().into());
@@ -475,7 +535,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         scale.rounds
     );
     println!(
-        "SQLite: file database, WAL, synchronous=FULL (the default; W1 also NORMAL). Postgres: see the machine section of the JSON. \
+        "SQLite: file database, WAL, synchronous=FULL (the default; W1 also NORMAL). Postgres, MariaDB: see the machine section of the JSON. \
          The machine is shared: ratios are the robust figures."
     );
     if let Some(path) = &args.json {

@@ -1,7 +1,9 @@
-//! Smoke tests of the benchmark itself on SQLite at a tiny scale: every
-//! workload runs and yields well-formed result rows, and the raw baseline
-//! leaves exactly the database state the storage API leaves. No timing is
-//! asserted.
+//! Smoke tests of the benchmark itself at a tiny scale, on SQLite and (W1–W4)
+//! on MariaDB: every workload runs and yields well-formed result rows, and
+//! the raw baseline leaves exactly the database state the storage API
+//! leaves. No timing is asserted. The MariaDB cases need the server of
+//! `SYNCSTORE_MARIADB_URL` (default: the local one) and fail when it does
+//! not answer.
 
 use rusqlite::types::Value;
 use sync_sqlite::Synchronous;
@@ -45,6 +47,10 @@ fn tiny() -> Scale {
 }
 
 fn check(results: &[Measure], workload: &str, min_rows: usize) {
+    check_on(Dialect::Sqlite, results, workload, min_rows);
+}
+
+fn check_on(dialect: Dialect, results: &[Measure], workload: &str, min_rows: usize) {
     let rows: Vec<&Measure> = results.iter().filter(|m| m.workload == workload).collect();
     assert!(
         rows.len() >= min_rows,
@@ -52,7 +58,7 @@ fn check(results: &[Measure], workload: &str, min_rows: usize) {
         rows.len()
     );
     for m in rows {
-        assert_eq!(m.dialect, Dialect::Sqlite);
+        assert_eq!(m.dialect, dialect);
         assert!(!m.variant.is_empty() && !m.unit.is_empty());
         assert!(
             m.ours.is_finite(),
@@ -68,7 +74,7 @@ fn check(results: &[Measure], workload: &str, min_rows: usize) {
             assert!(ratio.is_finite() && ratio > 0.0);
         }
         let json = m.to_json();
-        assert_eq!(json["dialect"], "sqlite");
+        assert_eq!(json["dialect"], dialect.name());
         assert!(json["samples"].is_array());
     }
 }
@@ -90,6 +96,40 @@ fn dump(db: &Db, table: &str) -> Vec<Vec<Value>> {
     rows
 }
 
+/// The tables a push writes.
+const PUSHED_TABLES: [&str; 7] = [
+    "todos",
+    "sync_row_scopes",
+    "sync_partitions",
+    "sync_commits",
+    "sync_changes",
+    "sync_change_scopes",
+    "sync_push_results",
+];
+
+/// Every row of a MariaDB table, sorted.
+fn dump_mariadb(db: &Db, table: &str) -> Vec<Vec<mysql::Value>> {
+    use mysql::prelude::Queryable;
+    let Location::Mariadb { url, database } = &db.location else {
+        panic!("mariadb only");
+    };
+    let opts = mariadb_server::opts(url, Some(database)).unwrap();
+    let mut conn = mysql::Conn::new(opts).unwrap();
+    let rows: Vec<mysql::Row> = conn.query(format!("SELECT * FROM `{table}`")).unwrap();
+    let mut rows: Vec<Vec<mysql::Value>> = rows.into_iter().map(mysql::Row::unwrap).collect();
+    rows.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    rows
+}
+
+/// The MariaDB server of the tests; a missing one fails the test.
+fn mariadb_env() -> Env {
+    let url = mariadb_server::url(None);
+    if let Err(error) = mariadb_server::require(&url) {
+        panic!("{error:#}");
+    }
+    Env::mariadb(&url)
+}
+
 #[test]
 fn raw_w1_leaves_the_same_database_state_as_ours() {
     let env = Env::sqlite(None).unwrap();
@@ -109,21 +149,140 @@ fn raw_w1_leaves_the_same_database_state_as_ours() {
     run_raw(client.as_mut(), PARTITION, &w2, true).unwrap();
     drop(client);
 
-    for table in [
-        "todos",
-        "sync_row_scopes",
-        "sync_partitions",
-        "sync_commits",
-        "sync_changes",
-        "sync_change_scopes",
-        "sync_push_results",
-    ] {
+    for table in PUSHED_TABLES {
         assert_eq!(dump(&ours, table), dump(&raw, table), "table {table}");
     }
     let max = "SELECT max(commit_seq) FROM sync_commits";
     assert_eq!(ours.count(max).unwrap(), 35);
     assert_eq!(raw.count(max).unwrap(), 35);
     assert_eq!(raw.count("SELECT count(*) FROM todos").unwrap(), 80);
+}
+
+#[test]
+fn raw_w1_and_w2_leave_the_same_database_state_as_ours_on_mariadb() {
+    let env = mariadb_env();
+    let commits = Prepared::new(w1_push::commits(30, "w1").unwrap());
+    let w2 = Prepared::new(w2_push10::commits(5).unwrap());
+
+    let ours = env.fresh(Synchronous::default()).unwrap();
+    let storage = ours.storage(false).unwrap();
+    run_ours(storage.as_ref(), PARTITION, &commits, true).unwrap();
+    run_ours(storage.as_ref(), PARTITION, &w2, true).unwrap();
+    drop(storage);
+
+    let raw = env.fresh(Synchronous::default()).unwrap();
+    drop(raw.storage(false).unwrap());
+    let mut client = raw.raw().unwrap();
+    run_raw(client.as_mut(), PARTITION, &commits, true).unwrap();
+    run_raw(client.as_mut(), PARTITION, &w2, true).unwrap();
+    // A commit pushed again is refused by the idempotency read.
+    assert!(client.push(PARTITION, &w2.bench[0], true).is_err());
+    drop(client);
+
+    for table in PUSHED_TABLES {
+        let (ours, raw) = (dump_mariadb(&ours, table), dump_mariadb(&raw, table));
+        assert!(!ours.is_empty(), "table {table} is empty");
+        assert_eq!(ours, raw, "table {table}");
+    }
+    let max = "SELECT max(commit_seq) FROM sync_commits";
+    assert_eq!(ours.count(max).unwrap(), 35);
+    assert_eq!(raw.count(max).unwrap(), 35);
+    assert_eq!(raw.count("SELECT count(*) FROM todos").unwrap(), 80);
+    assert_eq!(
+        raw.count("SELECT count(*) FROM sync_row_scopes").unwrap(),
+        80
+    );
+}
+
+#[test]
+fn w1_to_w4_run_at_tiny_scale_on_mariadb() {
+    let env = mariadb_env();
+    let d = Dialect::Mariadb;
+    // Pages far smaller than the fixture, so that scans and windows page.
+    let scale = Scale {
+        page: 7,
+        ..tiny().for_dialect(d)
+    };
+    let (results, fixture) = w1_push::run(&env, &scale).unwrap();
+    check_on(d, &results, "W1", 3);
+    check_on(d, &results, "W2", 2);
+    let rebuilt = w1_push::build_fixture(&env, &scale).unwrap();
+    assert_eq!(rebuilt.count("SELECT count(*) FROM todos").unwrap(), 140);
+    let max = "SELECT max(commit_seq) FROM sync_commits";
+    assert_eq!(rebuilt.count(max).unwrap(), fixture.count(max).unwrap());
+    // W3 and W4 fail unless ours and raw read every row and commit.
+    check_on(d, &w3_scan::run(&fixture, &scale, false).unwrap(), "W3", 2);
+    check_on(d, &w4_pull::run(&fixture, &scale).unwrap(), "W4", 1);
+    let analyzed = w3_scan::run(&fixture, &scale, true).unwrap();
+    check_on(d, &analyzed, "W3", 2);
+    assert!(analyzed.iter().all(|m| m.variant.ends_with(" analyzed")));
+}
+
+/// The raw MariaDB client's reads of several values (walks in key order)
+/// return what the storage's per-value shapes return, dense or sparse.
+#[test]
+fn raw_mariadb_scans_and_windows_read_what_ours_reads() {
+    let env = mariadb_env();
+    let scale = tiny();
+    let db = w1_push::build_fixture(&env, &scale).unwrap();
+    let storage = db.storage(false).unwrap();
+    let mut raw = db.raw().unwrap();
+    let all = fixture::all_lists();
+    let mut many = all.clone();
+    many.extend((0..40).map(|n| format!("absent-{n:03}")));
+    let few = vec![all[3].clone(), all[50].clone(), "absent".to_owned()];
+    let through = storage.get_max_commit_seq(PARTITION).unwrap();
+    for lists in [&all[..1], &few[..], &all[..], &many[..]] {
+        for page in [7, 500] {
+            let ours = w3_scan::scan_ours(storage.as_ref(), lists, page, u64::MAX).unwrap();
+            let theirs = raw.scan(PARTITION, lists, page, u64::MAX).unwrap();
+            assert_eq!(
+                theirs,
+                ours,
+                "scan of {} lists, pages of {page}",
+                lists.len()
+            );
+            let window = (0, through);
+            let ours =
+                w4_pull::pull_ours(storage.as_ref(), PARTITION, lists, window, page, u64::MAX);
+            let theirs = w4_pull::pull_raw(raw.as_mut(), PARTITION, lists, window, page, u64::MAX);
+            assert_eq!(
+                theirs.unwrap(),
+                ours.unwrap(),
+                "window of {} lists, {page} changes a call",
+                lists.len()
+            );
+        }
+    }
+    // Every row once for every list, a list's share for a few.
+    assert_eq!(
+        raw.scan(PARTITION, &many, 7, u64::MAX).unwrap(),
+        scale.fixture_rows()
+    );
+    assert!(raw.scan(PARTITION, &few, 7, u64::MAX).unwrap() < scale.fixture_rows() / 10);
+}
+
+#[test]
+fn mariadb_runs_w1_to_w4_and_w10_and_refuses_the_rest() {
+    let only = |names: &[&str]| Selection(names.iter().map(|n| (*n).to_owned()).collect());
+    let all = only(&[]).for_dialect(Dialect::Mariadb).unwrap();
+    for name in ["W1", "W2", "W3", "W4", "W10"] {
+        assert!(all.has(name), "{name}");
+    }
+    for name in [
+        "W5", "W8", "W13", "W16", "CONC", "RT", "W1P", "NORMAL", "W3G",
+    ] {
+        assert!(!all.has(name), "{name}");
+    }
+    let picked = only(&["w1", "W10"]).for_dialect(Dialect::Mariadb).unwrap();
+    assert!(picked.has("W1") && picked.has("W10") && !picked.has("W3"));
+    let refused = only(&["W1", "W8", "RT"])
+        .for_dialect(Dialect::Mariadb)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("W8, RT"), "{refused}");
+    // Other dialects keep every workload.
+    assert!(only(&[]).for_dialect(Dialect::Postgres).unwrap().has("W8"));
 }
 
 #[test]

@@ -70,7 +70,7 @@ pub fn variants(dialect: Dialect) -> Vec<StorageVariant> {
                 sqlite: |c| c.group_commit = GroupCommit::ON,
             },
         ],
-        Dialect::Postgres => vec![StorageVariant {
+        Dialect::Postgres | Dialect::Mariadb => vec![StorageVariant {
             name: "default",
             synchronous: Synchronous::default(),
             sqlite: |_| {},

@@ -60,6 +60,7 @@ impl Server {
             Location::Postgres { url, schema } => {
                 command.args(["--pg-url", url, "--schema", schema]);
             }
+            Location::Mariadb { .. } => bail!("W12 is not built on MariaDB"),
         }
         let mut child = command.spawn().context("starting bench-serve")?;
         let mut stdout = BufReader::new(child.stdout.take().context("bench-serve stdout")?);

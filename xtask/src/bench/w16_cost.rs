@@ -146,6 +146,7 @@ fn measure(env: &Env, who: Who, n: usize, tag: &str) -> Result<Cost> {
     match env.dialect {
         Dialect::Sqlite => measure_sqlite(env, who, n, &tag),
         Dialect::Postgres => measure_postgres(env, who, n, &tag),
+        Dialect::Mariadb => bail!("W16 is not built on MariaDB"),
     }
 }
 

@@ -64,6 +64,7 @@ pub fn child(db: &Db, implementation: &str, rows: usize, batch: i64) -> Result<C
         Location::Postgres { url, schema } => {
             command.args(["--pg-url", url, "--schema", schema]);
         }
+        Location::Mariadb { .. } => bail!("W5 is not built on MariaDB"),
     }
     let output = command.output().context("running bench-child")?;
     if !output.status.success() {
@@ -124,6 +125,7 @@ pub fn measure(
             Some(template)
         }
         Dialect::Postgres => None,
+        Dialect::Mariadb => bail!("W5 is not built on MariaDB"),
     };
     let mut rate = Vec::new();
     let mut memory = Vec::new();
