@@ -92,6 +92,27 @@ pub fn migration_state(conn: &mut mysql::Conn) -> MigrationState {
     }
 }
 
+/// [`migration_state`] read while holding the migration lock
+/// (`GET_LOCK('sync.migrate.' || SHA2(DATABASE(), 256))`, as every
+/// migrator of the database takes it, `docs/design/mariadb.md` §10): once
+/// it is granted, the session of a migrator that was killed has ended, so
+/// nothing more of its migration can land — not even a `COMMIT` it sent
+/// just before it died. Waits up to two minutes for the lock.
+pub fn settled_migration_state(conn: &mut mysql::Conn) -> MigrationState {
+    let got: Option<Option<i64>> = conn
+        .query_first("SELECT GET_LOCK(CONCAT('sync.migrate.', SHA2(DATABASE(), 256)), 120)")
+        .unwrap_or_else(|e| panic!("migration state: take the migration lock: {e}"));
+    assert_eq!(
+        got.flatten(),
+        Some(1),
+        "migration state: the migration lock was not granted"
+    );
+    let state = migration_state(conn);
+    conn.query_drop("DO RELEASE_LOCK(CONCAT('sync.migrate.', SHA2(DATABASE(), 256)))")
+        .unwrap_or_else(|e| panic!("migration state: release the migration lock: {e}"));
+    state
+}
+
 /// The ids of the server connections whose current database is
 /// `database`, the calling connection excepted.
 pub fn connections_of(conn: &mut mysql::Conn, database: &str) -> Result<Vec<u64>, String> {
