@@ -12,6 +12,7 @@
 
 mod bench;
 mod conformance;
+mod mariadb_server;
 mod mutants;
 mod postgres_server;
 mod soak;
