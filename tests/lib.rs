@@ -2,19 +2,27 @@
 //! "processes" of a deployment — independent storage instances with their own
 //! pools — on a fresh SQLite file or a fresh Postgres schema; the fixture
 //! schema family; the invariant checker; the reference model of the storage
-//! contract; and the bodies of the hostile-input fuzz targets (shared with
-//! the cargo-fuzz crate in `fuzz/`).
+//! contract; the bodies of the hostile-input fuzz targets (shared with
+//! the cargo-fuzz crate in `fuzz/`); pushes under connection faults; and
+//! MariaDB read and acted on around the API, on the test server or on a
+//! throwaway server of a test's own.
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 #[path = "src/budget.rs"]
 pub mod budget;
+#[path = "src/connection_faults.rs"]
+pub mod connection_faults;
 #[path = "src/fixture.rs"]
 pub mod fixture;
 #[path = "src/fuzz_bodies.rs"]
 pub mod fuzz_bodies;
 #[path = "src/invariants.rs"]
 pub mod invariants;
+#[path = "src/mariadb.rs"]
+pub mod mariadb;
+#[path = "src/mariadb_server.rs"]
+pub mod mariadb_server;
 #[path = "src/model.rs"]
 pub mod model;
 #[path = "src/scenario.rs"]
@@ -34,6 +42,15 @@ pub fn pg_url() -> String {
         .ok()
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// The MariaDB server of the tests: `SYNCSTORE_MARIADB_URL` or the local
+/// default (`sync_mariadb::scratch`).
+pub fn mariadb_url() -> String {
+    std::env::var(sync_mariadb::scratch::URL_VARIABLE)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| sync_mariadb::scratch::DEFAULT_URL.to_owned())
 }
 
 /// One database shared by several "processes".

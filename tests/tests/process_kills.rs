@@ -10,23 +10,37 @@
 //!   killed while a commit group is open loses only pushes it had not
 //!   acknowledged;
 //! - a killed migration left the database at version 1 or 2, never between,
-//!   and a new process completes it;
+//!   and a new process completes it; killed while held inside its row
+//!   rewrites, a migration that is one transaction (SQLite, Postgres) left
+//!   version 1, and a MariaDB one (DDL commits statement by statement) left
+//!   the migration open — its journal read around the API, every process
+//!   at version 1 refused — and a new process at version 2 rolls it
+//!   forward (once per dialect whatever the seed, from a rewrite cursor);
 //! - a killed backfill resumes in a new worker (owner epoch + 1) and
 //!   activates with the full projection;
 //! - a backfill killed after its full pass stored a watermark above 0, with
 //!   source writes before the takeover, activates with those writes
 //!   projected too (once per dialect).
 //!
+//! Dialects: SQLite (a temporary file), Postgres (a schema on
+//! `SYNCSTORE_PG_URL`), MariaDB (a scratch database on
+//! `SYNCSTORE_MARIADB_URL`); a fresh database per scenario.
+//!
 //! Budget: `SYNCSTORE_KILL_ROUNDS` (default 3) rounds of every scenario per
-//! dialect (5 kills a round); `SYNCSTORE_KILL_SEED` picks the kill points.
+//! dialect (7 kills a round); `SYNCSTORE_KILL_SEED` picks the kill points.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use sync_core::{CheckpointState, ServerStorage};
+use sync_core::{CheckpointState, ErrorCode, ServerStorage};
 use syncstore_tests::invariants::InvariantChecker;
 use syncstore_tests::scenario::{self, Change, PushOptions, PARTITION, T0};
-use syncstore_tests::{fixture, pg_url};
+use syncstore_tests::{fixture, mariadb_url, pg_url};
+
+#[path = "process_kills/kill_db.rs"]
+mod kill_db;
+
+use kill_db::KillDb;
 
 /// A small deterministic generator (SplitMix64).
 struct Rng(u64);
@@ -60,96 +74,12 @@ fn env_count(var: &str, default: u64) -> u64 {
 
 fn rng(dialect: &str, scenario: u64) -> Rng {
     let seed = env_count("SYNCSTORE_KILL_SEED", 0x0007_C0DE);
-    let salt = if dialect == "sqlite" { 1 } else { 2 };
+    let salt = match dialect {
+        "sqlite" => 1,
+        "postgres" => 2,
+        _ => 3,
+    };
     Rng(seed ^ (salt << 32) ^ (scenario << 40))
-}
-
-// ---- databases -----------------------------------------------------------
-
-/// A database the worker and the test open by location.
-enum KillDb {
-    Sqlite {
-        _dir: tempfile::TempDir,
-        path: String,
-    },
-    Postgres {
-        schema: String,
-    },
-}
-
-impl KillDb {
-    fn new(dialect: &str) -> Self {
-        match dialect {
-            "sqlite" => {
-                let dir =
-                    tempfile::tempdir().unwrap_or_else(|e| panic!("temporary directory: {e}"));
-                let path = dir.path().join("sync.db").to_string_lossy().into_owned();
-                KillDb::Sqlite { _dir: dir, path }
-            }
-            _ => {
-                use std::sync::atomic::{AtomicU64, Ordering};
-                static NEXT: AtomicU64 = AtomicU64::new(0);
-                let schema = format!(
-                    "kill_{}_{}",
-                    std::process::id(),
-                    NEXT.fetch_add(1, Ordering::SeqCst)
-                );
-                admin(&format!(
-                    "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE; CREATE SCHEMA \"{schema}\""
-                ));
-                KillDb::Postgres { schema }
-            }
-        }
-    }
-
-    /// The worker's location arguments.
-    fn args(&self) -> [String; 2] {
-        match self {
-            KillDb::Sqlite { path, .. } => ["--sqlite".into(), path.clone()],
-            KillDb::Postgres { schema } => ["--postgres".into(), schema.clone()],
-        }
-    }
-
-    /// A new process on the database (its schema not ensured yet).
-    fn open(&self) -> Box<dyn ServerStorage> {
-        match self {
-            KillDb::Sqlite { path, .. } => Box::new(
-                sync_sqlite::SqliteStorage::open(path, sync_sqlite::SqliteConfig::default())
-                    .unwrap_or_else(|e| panic!("reopen {path}: {e:?}")),
-            ),
-            KillDb::Postgres { schema } => {
-                let config = sync_postgres::PostgresConfig {
-                    schema: Some(schema.clone()),
-                    ..sync_postgres::PostgresConfig::default()
-                };
-                Box::new(
-                    sync_postgres::PostgresStorage::connect(&pg_url(), config)
-                        .unwrap_or_else(|e| panic!("reconnect: {e:?}")),
-                )
-            }
-        }
-    }
-}
-
-impl Drop for KillDb {
-    fn drop(&mut self) {
-        if let KillDb::Postgres { schema } = self {
-            if let Ok(mut client) = postgres::Client::connect(&pg_url(), postgres::NoTls) {
-                let _ =
-                    client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"));
-            }
-        }
-    }
-}
-
-fn admin(sql: &str) {
-    let url = pg_url();
-    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| {
-        panic!("PostgreSQL is not reachable at {url} ({e}); start it or set SYNCSTORE_PG_URL")
-    });
-    client
-        .batch_execute(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 // ---- the worker ----------------------------------------------------------
@@ -168,6 +98,7 @@ impl Worker {
             .args(db.args())
             .args(command)
             .env("SYNCSTORE_PG_URL", pg_url())
+            .env(sync_mariadb::scratch::URL_VARIABLE, mariadb_url())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -313,7 +244,9 @@ struct Figures {
     killed: usize,
     acknowledged: usize,
     migrations_announced: usize,
+    migrations_in_rewrite: usize,
     migrations_undone: usize,
+    migrations_rolled_forward: usize,
     migrations_done: usize,
     backfills_resumed: usize,
     backfills_after_watermark: usize,
@@ -398,41 +331,89 @@ fn grouped_push_threads(dialect: &str, round: u64, figures: &mut Figures) {
     }
 }
 
-/// A migration (with rewrites of 300 rows and a declaration) killed either
-/// during the pushes before it or right after it announced itself.
-fn migration(dialect: &str, round: u64, figures: &mut Figures) {
-    let mut rng = rng(dialect, 200 + round);
+/// Rows of the bulk commit a migration rewrites: more than one rewrite
+/// page (500 rows), so that a kill can fall between two pages.
+const MIGRATION_ROWS: usize = 600;
+
+/// Where a migration is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MigrationKill {
+    /// After the `n`-th of the three pushes before it.
+    Push(usize),
+    /// Right after it announced itself (`migrating`): inside it or just
+    /// after it, wherever the kill lands.
+    Announced,
+    /// Held at its `k`-th report of the row rewrites (1: the first table's
+    /// start, after the DDL; 2: after the first page) and killed there.
+    Rewrite(usize),
+}
+
+impl MigrationKill {
+    fn draw(rng: &mut Rng) -> Self {
+        match rng.between(0, 3) {
+            0 => Self::Push(rng.between(1, 3)),
+            1 => Self::Announced,
+            _ => Self::Rewrite(rng.between(1, 2)),
+        }
+    }
+}
+
+/// A migration (rewrites of [`MIGRATION_ROWS`] rows and a declaration)
+/// killed during the pushes before it, right after it announced itself,
+/// or held inside its row rewrites. A bump that is one transaction leaves
+/// version 1 or 2; one held inside its rewrites, version 1. A MariaDB bump
+/// killed after its fence transaction leaves the migration open: every
+/// process at version 1 is refused, and a new process at version 2 rolls
+/// it forward. Whatever happened, nothing acknowledged is lost and a new
+/// process completes the migration.
+fn migration(dialect: &str, kill: MigrationKill, figures: &mut Figures) {
     let db = KillDb::new(dialect);
     let mut acknowledged = {
         let storage = db.open();
         let mut acks =
             scenario::base(storage.as_ref(), 1).unwrap_or_else(|e| panic!("base: {e:?}"));
-        acks.push(bulk(storage.as_ref(), 300));
+        acks.push(bulk(storage.as_ref(), MIGRATION_ROWS));
         acks
     };
-    // Lines: 3 `committed`, then `migrating`; the kill follows line
-    // `target`: mostly the announcement (the kill then lands inside the
-    // migration transaction or right after it), else one of the pushes.
-    let target = if rng.between(0, 3) == 0 {
-        rng.between(1, 3)
-    } else {
-        4
+    let hold;
+    let mut args = vec!["migrate", "3"];
+    let (count, progress): (usize, fn(&str) -> bool) = match kill {
+        MigrationKill::Push(n) => (n, is_committed),
+        MigrationKill::Announced => {
+            figures.migrations_announced += 1;
+            (1, |l| l == "migrating")
+        }
+        MigrationKill::Rewrite(k) => {
+            figures.migrations_in_rewrite += 1;
+            hold = k.to_string();
+            args.extend(["hold", hold.as_str()]);
+            (k, |l| l.starts_with("rewriting "))
+        }
     };
-    if target == 4 {
-        figures.migrations_announced += 1;
-    }
-    let mut worker = Worker::spawn(&db, &["migrate", "3"]);
-    let killed = worker.kill_after(target, |l| is_committed(l) || l == "migrating");
+    let mut worker = Worker::spawn(&db, &args);
+    let killed = worker.kill_after(count, progress);
     assert!(
         killed,
-        "{dialect} migrate: the worker ended before the kill: {}",
-        worker.stderr()
+        "{dialect} migrate: the worker ended before the kill ({kill:?}): {} {:?}",
+        worker.stderr(),
+        worker.seen
     );
     figures.killed += 1;
     let acks = worker.acknowledged();
     figures.acknowledged += acks.len();
     acknowledged.extend(acks);
-    let what = format!("{dialect} migrate kill after line {target}");
+    let what = format!("{dialect} migrate kill {kill:?}");
+    if let Some(state) = db.migration_state() {
+        if state.is_open() {
+            roll_forward(&db, &acknowledged, kill, &state, &what);
+            figures.migrations_rolled_forward += 1;
+            return;
+        }
+        assert!(
+            !matches!(kill, MigrationKill::Rewrite(_)),
+            "{what}: a migration held inside its rewrites is open, found {state:?}"
+        );
+    }
     let storage = reopen_and_check(&db, &acknowledged, &what);
     let version = storage
         .read_schema_marker()
@@ -450,9 +431,84 @@ fn migration(dialect: &str, round: u64, figures: &mut Figures) {
             );
             reopen_and_check(&db, &acknowledged, &format!("{what}, migrated again"));
         }
-        Some(2) => figures.migrations_done += 1,
+        Some(2) => {
+            assert!(
+                !(db.migrations_are_transactional() && matches!(kill, MigrationKill::Rewrite(_))),
+                "{what}: a migration transaction killed inside its rewrites was kept"
+            );
+            figures.migrations_done += 1;
+        }
         other => panic!("{what}: schema version {other:?}"),
     }
+}
+
+/// A killed MariaDB migration left open (`state`): every process at the
+/// stored version is refused (`schema_newer_than_code`), and a new process
+/// at version 2 rolls it forward from its journal; then the migration is
+/// closed at version 2 and every invariant holds with every
+/// acknowledgement.
+fn roll_forward(
+    db: &KillDb,
+    acknowledged: &[(String, i64)],
+    kill: MigrationKill,
+    state: &syncstore_tests::mariadb::MigrationState,
+    what: &str,
+) {
+    let journal = state
+        .open_journal
+        .as_ref()
+        .unwrap_or_else(|| panic!("{what}: migrating_to without an open journal: {state:?}"));
+    assert_eq!(
+        (
+            state.schema_version,
+            state.migrating_to,
+            journal.target_version
+        ),
+        (1, Some(2), 2),
+        "{what}: {state:?}"
+    );
+    match kill {
+        // Held at the first table's start: every DDL statement ran.
+        MigrationKill::Rewrite(1) => assert!(
+            journal.state == "ddl" && journal.next_step > 0 && !journal.rewrite_cursor,
+            "{what}: held after the DDL: {state:?}"
+        ),
+        // Held after the first page: its cursor committed with it.
+        MigrationKill::Rewrite(_) => assert!(
+            journal.state == "rewrite" && journal.rewrite_cursor,
+            "{what}: held after a page: {state:?}"
+        ),
+        _ => {}
+    }
+    let storage = db.open();
+    let refused = scenario::ensure_stored(storage.as_ref())
+        .expect_err("a process at the stored version is refused while the migration is open");
+    assert_eq!(
+        refused.code(),
+        ErrorCode::SchemaNewerThanCode,
+        "{what}: {refused:?}"
+    );
+    drop(storage);
+    let mut again = Worker::spawn(db, &["start", "2"]);
+    again.complete();
+    assert!(
+        again.seen.iter().any(|l| l == "started 2"),
+        "{what}: not started at 2: {:?}",
+        again.seen
+    );
+    let after = db
+        .migration_state()
+        .unwrap_or_else(|| panic!("{what}: no migration state"));
+    assert!(
+        !after.is_open() && after.schema_version == 2,
+        "{what}: rolled forward: {after:?}"
+    );
+    let storage = reopen_and_check(db, acknowledged, &format!("{what}, rolled forward"));
+    let version = storage
+        .read_schema_marker()
+        .unwrap_or_else(|e| panic!("{what}: marker: {e:?}"))
+        .map(|m| m.schema_version);
+    assert_eq!(version, Some(2), "{what}: rolled forward to 2");
 }
 
 /// A backfill of 120 rows in batches of 10, killed after a random number of
@@ -603,21 +659,28 @@ fn kills(dialect: &str) {
     for round in 0..rounds {
         push_loops(dialect, round, &mut figures);
         grouped_push_threads(dialect, round, &mut figures);
-        migration(dialect, round, &mut figures);
+        let kill = MigrationKill::draw(&mut rng(dialect, 200 + round));
+        migration(dialect, kill, &mut figures);
         backfill(dialect, round, &mut figures);
     }
+    // Whatever the seed drew: once held after a page of its rewrites
+    // (on MariaDB: left open with a rewrite cursor, then rolled forward).
+    migration(dialect, MigrationKill::Rewrite(2), &mut figures);
     backfill_after_watermark(dialect, &mut figures);
     println!(
         "process-kills {dialect}: {} processes killed, {} acknowledged commits all present, \
-         migrations killed {} ({} after announcing the migration; found undone then redone {}, done {}), \
+         migrations killed {} ({} after announcing the migration, {} inside its row rewrites; \
+         found undone then redone {}, left open then rolled forward {}, done {}), \
          backfills resumed and activated {}, \
          killed after a stored watermark then resumed past source writes {}, \
          killed while pushing from 8 threads (SQLite: group commit) {}",
         figures.killed,
         figures.acknowledged,
-        figures.migrations_undone + figures.migrations_done,
+        figures.migrations_undone + figures.migrations_rolled_forward + figures.migrations_done,
         figures.migrations_announced,
+        figures.migrations_in_rewrite,
         figures.migrations_undone,
+        figures.migrations_rolled_forward,
         figures.migrations_done,
         figures.backfills_resumed,
         figures.backfills_after_watermark,
@@ -633,4 +696,9 @@ fn process_kills_sqlite() {
 #[test]
 fn process_kills_postgres() {
     kills("postgres");
+}
+
+#[test]
+fn process_kills_mariadb() {
+    kills("mariadb");
 }

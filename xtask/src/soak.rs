@@ -1,5 +1,5 @@
-//! `cargo xtask soak [--minutes N]`: the reliability tests of the `tests`
-//! package (fault sweeps, process kills, model sequences, stress runs,
+//! `cargo xtask soak`: the reliability tests of the `tests` package (fault
+//! sweeps, process kills, connection faults, model sequences, stress runs,
 //! hostile input), run again and again with larger budgets and a new seed
 //! each time, until N minutes have passed (the running pass always
 //! finishes). `cargo xtask test` runs the same tests once with their
@@ -7,16 +7,26 @@
 //!
 //! The budgets travel as environment variables the tests read:
 //! `SYNCSTORE_FAULT_KINDS=all` and `SYNCSTORE_FAULT_ROUNDS` (fault sweeps),
-//! `SYNCSTORE_KILL_ROUNDS` / `SYNCSTORE_KILL_SEED` (process kills),
-//! `SYNCSTORE_MODEL_CASES` / `SYNCSTORE_MODEL_STEPS` / `SYNCSTORE_MODEL_SEED`
-//! (model sequences), `SYNCSTORE_STRESS_OPS` / `SYNCSTORE_STRESS_ROUNDS`
-//! (stress runs), `SYNCSTORE_FUZZ_EXECS` (hostile input),
-//! `SYNCSTORE_KILL_BACKEND_ROUNDS` (Postgres backends terminated under
-//! load) and `SYNCSTORE_RESTART_ROUNDS` (Postgres server restarts under
-//! load, on a throwaway local cluster; the test prints why when it cannot
-//! run) and `SYNCSTORE_REALTIME_ROUNDS` (realtime clients with dropped
-//! sockets and restarted servers). A variable already set in the environment wins over the soak
-//! default.
+//! `SYNCSTORE_KILL_ROUNDS` / `SYNCSTORE_KILL_SEED` (process kills, every
+//! dialect), `SYNCSTORE_MODEL_CASES` / `SYNCSTORE_MODEL_STEPS` /
+//! `SYNCSTORE_MODEL_SEED` (model sequences), `SYNCSTORE_STRESS_OPS` /
+//! `SYNCSTORE_STRESS_ROUNDS` (stress runs), `SYNCSTORE_FUZZ_EXECS` (hostile
+//! input), `SYNCSTORE_KILL_BACKEND_ROUNDS` (every connection of a storage
+//! killed under load: Postgres backends terminated, MariaDB connections
+//! killed), `SYNCSTORE_RESTART_ROUNDS` (server restarts under load: Postgres
+//! on a throwaway local cluster, the test printing why when it cannot run;
+//! MariaDB on a throwaway server of its own, a clean shutdown and a crash
+//! in turn) and `SYNCSTORE_REALTIME_ROUNDS` (realtime clients with dropped
+//! sockets and restarted servers). A variable already set in the
+//! environment wins over the soak default.
+//!
+//! Both test servers are checked before the first pass and passed on:
+//! PostgreSQL (`--pg-url`, `SYNCSTORE_PG_URL`) and MariaDB
+//! (`--mariadb-url`, `SYNCSTORE_MARIADB_URL`).
+//!
+//! The fault sweep (`fault-sweep` figures, `SYNCSTORE_FAULT_*` budgets)
+//! runs on SQLite and Postgres; a MariaDB sweep in `tests/fault_sweep.rs`
+//! is picked up by the same prefix and budgets, with nothing to add here.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -25,7 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::postgres_server;
+use crate::{mariadb_server, postgres_server};
 
 /// Options of `cargo xtask soak`.
 #[derive(Args)]
@@ -36,6 +46,9 @@ pub struct SoakArgs {
     /// PostgreSQL server (default: $SYNCSTORE_PG_URL or the local server).
     #[arg(long)]
     pg_url: Option<String>,
+    /// MariaDB server (default: $SYNCSTORE_MARIADB_URL or the local server).
+    #[arg(long)]
+    mariadb_url: Option<String>,
 }
 
 /// The soak budget of each test family (per pass).
@@ -63,6 +76,7 @@ const FIGURE_PREFIXES: &[&str] = &[
     "hostile",
     "isolation",
     "killed-backends",
+    "killed-connections",
     "server-restart",
     "realtime",
 ];
@@ -71,8 +85,10 @@ const FIGURE_PREFIXES: &[&str] = &[
 pub fn run(args: &SoakArgs) -> Result<()> {
     let url = postgres_server::url(args.pg_url.as_deref());
     let version = postgres_server::require(&url)?;
+    let mariadb_url = mariadb_server::url(args.mariadb_url.as_deref());
+    mariadb_server::require(&mariadb_url)?;
     println!(
-        "xtask soak: PostgreSQL {version} at {url}; {} minute(s)",
+        "xtask soak: PostgreSQL {version} at {url}, MariaDB at {mariadb_url}; {} minute(s)",
         args.minutes
     );
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -95,6 +111,7 @@ pub fn run(args: &SoakArgs) -> Result<()> {
                 "2",
             ])
             .env(postgres_server::PG_URL_ENV, &url)
+            .env(mariadb_server::MARIADB_URL_ENV, &mariadb_url)
             .env("SYNCSTORE_KILL_SEED", (0x5_0A4E + pass).to_string())
             .env("SYNCSTORE_MODEL_SEED", (0x5EED_0007 + pass).to_string())
             .stdout(Stdio::piped());

@@ -10,8 +10,7 @@ use sync_core::{Error, ErrorCode, Result};
 use crate::bootstrap;
 use crate::config::{MariadbConfig, MariadbUrl, DEFAULT_METADATA_LOCK_WAIT_SECONDS};
 use crate::ensured::Ensured;
-use crate::errors::pool_timeout;
-use crate::pool::{build_pool, Conn, Manager, Pooled, READ_ONLY_SESSION};
+use crate::pool::{build_pool, checkout, Conn, Manager, Pooled, READ_ONLY_SESSION};
 use crate::session::{LockWaits, SessionFacts};
 
 /// A MariaDB storage: one r2d2 pool of set-up connections to one database.
@@ -232,9 +231,10 @@ impl MariadbStorage {
         }
     }
 
-    /// A pooled connection; a checkout timeout is `sync.storage.busy`.
+    /// A pooled connection, waiting up to the configured `pool_wait_ms`;
+    /// a checkout timeout is `sync.storage.busy`.
     pub(crate) fn conn(&self) -> Result<Pooled> {
-        let mut conn = self.pool.get().map_err(pool_timeout)?;
+        let mut conn = checkout(&self.pool, self.config.pool_wait_ms)?;
         self.hook(&mut conn);
         Ok(conn)
     }

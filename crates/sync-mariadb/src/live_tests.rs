@@ -111,3 +111,28 @@ fn a_row_lock_wait_timeout_is_busy_and_keeps_the_connection() {
     conn.rollback();
     holder.query_drop("ROLLBACK").expect("release");
 }
+
+#[test]
+fn a_checkout_waits_the_configured_pool_wait() {
+    let db = scratch();
+    let storage = storage(
+        &db,
+        MariadbConfig {
+            pool_size: 1,
+            pool_wait_ms: 1_500,
+            ..MariadbConfig::default()
+        },
+    );
+    let held = storage.conn().expect("the one connection");
+    let started = std::time::Instant::now();
+    let err = storage.conn().expect_err("no second connection");
+    let waited = started.elapsed();
+    assert_eq!(err.code(), ErrorCode::Busy);
+    // Not the pool's own timeout, which only bounds its reconnect backoff.
+    assert!(
+        waited >= std::time::Duration::from_millis(1_500),
+        "the checkout gave up after {waited:?}"
+    );
+    drop(held);
+    storage.conn().expect("the connection is free again");
+}

@@ -232,7 +232,20 @@ impl ManageConnection for Manager {
 /// A pooled connection.
 pub(crate) type Pooled = PooledConnection<Manager>;
 
-/// Builds the pool (no connection is opened here; the caller probes first).
+/// The longest the pool waits between two attempts to replace a
+/// connection it lost. r2d2 doubles the wait after each failed attempt, up
+/// to half its `connection_timeout`; with the checkout wait as that timeout
+/// (30 s by default) a pool whose server was down kept waiting up to 15 s
+/// after the server was back before it tried again, and every checkout
+/// waited with it (a 3 s outage: the first push 2.3 s after the server
+/// accepted connections again). A short cap bounds that lag; a failed
+/// attempt against a server that is down costs a refused connection.
+pub(crate) const RECONNECT_BACKOFF_CAP: Duration = Duration::from_millis(250);
+
+/// Builds the pool (no connection is opened here; the caller probes
+/// first). Its own `connection_timeout` only bounds the reconnect backoff
+/// ([`RECONNECT_BACKOFF_CAP`]): checkouts wait `pool_wait_ms` through
+/// [`checkout`].
 pub(crate) fn build_pool(
     manager: Manager,
     pool_size: u32,
@@ -249,6 +262,40 @@ pub(crate) fn build_pool(
         .min_idle(Some(0))
         .test_on_check_out(false)
         .idle_timeout(Some(Duration::from_secs(60)))
-        .connection_timeout(Duration::from_millis(pool_wait_ms))
+        .connection_timeout(Duration::from_millis(pool_wait_ms).min(RECONNECT_BACKOFF_CAP * 2))
         .build_unchecked(manager))
+}
+
+/// A connection of `pool`, waiting up to `pool_wait_ms` for one; a timeout
+/// is `sync.storage.busy`.
+pub(crate) fn checkout(pool: &Pool<Manager>, pool_wait_ms: u64) -> Result<Pooled> {
+    pool.get_timeout(Duration::from_millis(pool_wait_ms))
+        .map_err(crate::errors::pool_timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MariadbUrl;
+    use crate::session::LockWaits;
+
+    #[test]
+    fn the_reconnect_backoff_is_bounded_whatever_the_checkout_wait() {
+        let url = MariadbUrl::parse("mysql://root@127.0.0.1:3306/test").expect("url");
+        let waits = LockWaits {
+            row_seconds: 1,
+            metadata_seconds: 1,
+        };
+        for (wait_ms, timeout) in [
+            (30_000, RECONNECT_BACKOFF_CAP * 2),
+            (2_000, RECONNECT_BACKOFF_CAP * 2),
+            (100, Duration::from_millis(100)),
+        ] {
+            let manager = Manager::new(url.connection_opts(), waits);
+            let pool = build_pool(manager, 1, wait_ms).expect("a pool");
+            // r2d2 waits at most half its connection timeout between attempts.
+            assert_eq!(pool.connection_timeout(), timeout, "pool_wait_ms {wait_ms}");
+            assert!(pool.connection_timeout() / 2 <= RECONNECT_BACKOFF_CAP);
+        }
+    }
 }

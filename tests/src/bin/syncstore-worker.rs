@@ -5,35 +5,48 @@
 //! `SIGKILL` it without sleeping:
 //!
 //! ```text
-//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) push-loop FIRST COUNT
+//! syncstore-worker DB push-loop FIRST COUNT
 //!     committed <commit_seq> <commit_id>     after each acknowledged push
-//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) push-threads THREADS FIRST COUNT
+//! syncstore-worker DB push-threads THREADS FIRST COUNT
 //!     committed <commit_seq> <commit_id>     the same, THREADS threads
 //!     pushing at once (SQLite: with group commit on, so the pushes queued
 //!     behind one another share a COMMIT; a line is printed only after its
 //!     push's `commit` returned)
-//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) migrate PUSHES
-//!     committed …  (PUSHES pushes), then `migrating`, then `migrated`
-//! syncstore-worker (--sqlite PATH | --postgres SCHEMA) backfill BATCH [hold]
+//! syncstore-worker DB migrate PUSHES [hold K]
+//!     committed …  (PUSHES pushes), then `migrating`, then
+//!     `rewriting <table> <rows done> <rows total>` at the start of each
+//!     rewritten table and after each page of rows, then `migrated`
+//! syncstore-worker DB start VERSION
+//!     `started <version>`: a process configured at VERSION
+//!     starting on the database (declaring the migration's checkpoint at
+//!     2), without ensuring the stored version first
+//! syncstore-worker DB backfill BATCH [hold]
 //!     batch <n> watermark <w> epoch <e>    after each committed batch
 //!     outcome <activated|…>
+//!
+//! DB: --sqlite PATH | --postgres SCHEMA | --mariadb DATABASE
 //! ```
 //!
 //! With `hold`, the backfill stops after the first line whose watermark is
-//! above 0 (its full pass is stored) and waits for its standard input to
-//! close — the parent kills it there, between two transactions.
+//! above 0 (its full pass is stored), and the migration after its `K`-th
+//! `rewriting` line (inside the rewrite: on SQLite and Postgres inside the
+//! migration transaction, on MariaDB with the journal open), and waits for
+//! its standard input to close — the parent kills it there.
 //!
-//! Postgres is reached at `SYNCSTORE_PG_URL` (or the local default). Every
-//! loop is bounded; a worker whose parent went away stops at its next line.
+//! Postgres is reached at `SYNCSTORE_PG_URL`, MariaDB at
+//! `SYNCSTORE_MARIADB_URL` (or the local defaults). Every loop is bounded;
+//! a worker whose parent went away stops at its next line.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use sync_backfill::{Progress, ProgressObserver};
-use sync_core::{CheckpointDeclaration, EnsureOptions, ServerStorage};
+use sync_core::{
+    CheckpointDeclaration, EnsureOptions, RewriteObserver, RewriteProgress, ServerStorage,
+};
 use syncstore_tests::scenario::{self, Change, PushOptions, PARTITION, T0};
-use syncstore_tests::{fixture, pg_url};
+use syncstore_tests::{fixture, mariadb_url, pg_url};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -48,27 +61,44 @@ fn main() -> ExitCode {
 
 fn run(args: &[String]) -> Result<(), String> {
     let [backend, location, command, rest @ ..] = args else {
-        return Err("usage: (--sqlite PATH | --postgres SCHEMA) COMMAND ARGS".into());
+        return Err(
+            "usage: (--sqlite PATH | --postgres SCHEMA | --mariadb DATABASE) COMMAND ARGS".into(),
+        );
     };
     let storage = open(backend, location, command == "push-threads")?;
-    scenario::ensure_stored(storage.as_ref()).map_err(|e| format!("ensure: {e:?}"))?;
     let number = |i: usize| -> Result<i64, String> {
         rest.get(i)
             .and_then(|a| a.parse().ok())
             .ok_or_else(|| format!("{command}: argument {} must be a number", i + 1))
     };
+    if command == "start" {
+        // An open migration refuses every process below its version: this
+        // one starts at its own.
+        let version = i32::try_from(number(0)?).map_err(|e| format!("start: {e}"))?;
+        storage
+            .ensure_schema(&scenario::schema(version), &migration_options(version))
+            .map_err(|e| format!("start at {version}: {e:?}"))?;
+        return say(&format!("started {version}"));
+    }
+    scenario::ensure_stored(storage.as_ref()).map_err(|e| format!("ensure: {e:?}"))?;
     match command.as_str() {
         "push-loop" => push_loop(storage.as_ref(), number(0)?, number(1)?),
         "push-threads" => push_threads(storage.as_ref(), number(0)?, number(1)?, number(2)?),
         "migrate" => {
+            let hold_at = match rest.get(1).map(String::as_str) {
+                Some("hold") => Some(number(2)?),
+                _ => None,
+            };
             push_loop(storage.as_ref(), 1, number(0)?)?;
             say("migrating")?;
-            let declaration =
-                CheckpointDeclaration::new(PARTITION, scenario::MIGRATION_CHECKPOINT, 2);
+            let printer = Arc::new(RewritePrinter {
+                hold_at: hold_at.and_then(|k| u64::try_from(k).ok()),
+                ..RewritePrinter::default()
+            });
             storage
                 .ensure_schema(
                     &scenario::schema(2),
-                    &EnsureOptions::with_declarations(vec![declaration]),
+                    &migration_options(2).with_rewrite_progress(printer),
                 )
                 .map_err(|e| format!("migrate: {e:?}"))?;
             say("migrated")
@@ -112,8 +142,37 @@ fn open(backend: &str, location: &str, grouped: bool) -> Result<Box<dyn ServerSt
                 .map(|s| Box::new(s) as Box<dyn ServerStorage>)
                 .map_err(|e| format!("connect: {e:?}"))
         }
+        "--mariadb" => {
+            let url = sync_mariadb::MariadbUrl::parse(&mariadb_url())
+                .map_err(|e| format!("SYNCSTORE_MARIADB_URL: {e:?}"))?
+                .with_database(location);
+            let config = sync_mariadb::MariadbConfig {
+                // Pushing threads wait for the partition lock inside the
+                // server, not for a pooled connection.
+                pool_size: if grouped { 8 } else { 2 },
+                ..sync_mariadb::MariadbConfig::default()
+            };
+            sync_mariadb::MariadbStorage::connect_to(url, config)
+                .map(|s| Box::new(s) as Box<dyn ServerStorage>)
+                .map_err(|e| format!("connect: {e:?}"))
+        }
         other => Err(format!("unknown backend {other}")),
     }
+}
+
+/// The `ensure_schema` options of a process configured at `version`: at 2
+/// it declares the migration's checkpoint.
+fn migration_options(version: i32) -> EnsureOptions {
+    let declarations = if version >= 2 {
+        vec![CheckpointDeclaration::new(
+            PARTITION,
+            scenario::MIGRATION_CHECKPOINT,
+            version,
+        )]
+    } else {
+        Vec::new()
+    };
+    EnsureOptions::with_declarations(declarations)
 }
 
 /// One line on stdout, flushed; an error (the parent is gone) ends the worker.
@@ -206,6 +265,38 @@ impl ProgressObserver for BatchPrinter {
                 let _ = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut sink);
                 std::process::exit(3);
             }
+        }
+    }
+}
+
+/// Prints a line at each report of the migration's row rewrites; with
+/// `hold_at = Some(k)`, stops at the `k`-th until standard input closes,
+/// then exits.
+#[derive(Debug, Default)]
+struct RewritePrinter {
+    reports: std::sync::Mutex<u64>,
+    hold_at: Option<u64>,
+}
+
+impl RewriteObserver for RewritePrinter {
+    fn on_rewrite(&self, progress: &RewriteProgress) {
+        let mut reports = self
+            .reports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *reports += 1;
+        if say(&format!(
+            "rewriting {} {} {}",
+            progress.table, progress.rows_done, progress.rows_total
+        ))
+        .is_err()
+        {
+            std::process::exit(3);
+        }
+        if self.hold_at == Some(*reports) {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut sink);
+            std::process::exit(3);
         }
     }
 }
