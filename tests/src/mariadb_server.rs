@@ -63,11 +63,18 @@ impl ThrowawayServer {
             .tempdir()
             .map_err(|e| format!("temporary directory: {e}"))?;
         let data = dir.path().join("data");
+        // A server of its own temporary directory: at start (and when
+        // installing) a MariaDB server deletes every `#sql*` file of its
+        // temporary directory, which in the default `/tmp` are the live
+        // internal temporary tables of any other server on the machine.
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).map_err(|e| format!("temporary directory: {e}"))?;
         run(
             &install.to_string_lossy(),
             &[
                 "--no-defaults",
                 &format!("--datadir={}", data.display()),
+                &format!("--tmpdir={}", tmp.display()),
                 &format!("--user={user}"),
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
@@ -111,6 +118,7 @@ impl ThrowawayServer {
             .args([
                 "--no-defaults".to_owned(),
                 format!("--datadir={}", data.display()),
+                format!("--tmpdir={}", self.dir.path().join("tmp").display()),
                 format!("--port={}", self.port),
                 format!("--socket={}", self.dir.path().join("sock").display()),
                 format!("--pid-file={}", self.dir.path().join("pid").display()),
