@@ -8,7 +8,8 @@
 //!
 //! - the operation returned a coded error — never a panic, never `Ok` with
 //!   partial effects (`Ok` is accepted only when the state is exactly the
-//!   fault-free after state, as when the runner retried a `busy`);
+//!   fault-free after state, as when the runner retried a `busy`), and
+//!   `connection_lost` (nothing was changed) only with nothing changed;
 //! - the full observable snapshot (storage API + raw row counts, columns,
 //!   indexes, triggers) equals the before state or the after state — for
 //!   the multi-transaction backfill run, the state at the last transaction
@@ -21,11 +22,12 @@
 //! after the fence transaction committed leaves the migration open instead
 //! of undone, and the sweep asserts that behaviour for MariaDB alone
 //! (`roll_forward`): only an operation that migrates leaves one, towards
-//! its own version, with an error; a new process at the stored version is
-//! refused (`schema_newer_than_code`); a new process at the target version
-//! rolls it forward, after which the database is exactly in the after
-//! state. Every migrating operation must have left at least one open
-//! migration on MariaDB, so the branch is proven to run.
+//! its own version, with an error other than `connection_lost`; a new
+//! process at the stored version is refused (`schema_newer_than_code`); a
+//! new process at the target version rolls it forward, after which the
+//! database is exactly in the after state. Every migrating operation must
+//! have left at least one open migration on MariaDB, so the branch is
+//! proven to run.
 //!
 //! Budget: `SYNCSTORE_FAULT_ROUNDS` (default 1) full sweeps of every kind at
 //! every position; the figures are printed per operation and dialect.
@@ -920,6 +922,12 @@ fn sweep_single(dialect: &str, op: &Operation) -> Tally {
             match &outcome {
                 Err(error) => {
                     assert_coded(error, &what);
+                    assert!(
+                        error.code() != ErrorCode::ConnectionLost || state == prepared.before,
+                        "{what}: `connection_lost` says nothing was changed, but the state is \
+                         not the before state:\n{}",
+                        snapshot::diff(&prepared.before, &state)
+                    );
                     *tally
                         .codes
                         .entry(error.code().as_str().to_owned())
@@ -989,10 +997,14 @@ fn roll_forward(
         (Some(target), target),
         "{what}: {open:?}"
     );
-    assert!(
-        outcome.is_err(),
-        "{what}: Ok with the migration left open: {open:?}"
-    );
+    match outcome {
+        Ok(()) => panic!("{what}: Ok with the migration left open: {open:?}"),
+        // `connection_lost` says nothing was changed.
+        Err(error) => assert!(
+            error.code() != ErrorCode::ConnectionLost,
+            "{what}: `connection_lost` with the migration left open: {open:?}"
+        ),
+    }
     let newcomer = db.process();
     if open.schema_version > 0 {
         match scenario::ensure_stored(newcomer.as_ref()) {
@@ -1166,6 +1178,12 @@ fn fault_multi(
             assert!(
                 *before_k == state || (kind.after_statement() && *after_k == state),
                 "{what}: not the committed state before the statement:\n{}",
+                snapshot::diff(before_k, &state)
+            );
+            assert!(
+                error.code() != ErrorCode::ConnectionLost || *before_k == state,
+                "{what}: `connection_lost` says nothing was changed, but the statement's \
+                 effect is stored:\n{}",
                 snapshot::diff(before_k, &state)
             );
             if state == prepared.before {
