@@ -1,7 +1,8 @@
 //! A full observable snapshot of a database, for "is it exactly in its
 //! before or its after state?": everything the storage API shows about the
 //! named partitions, tables and push keys, plus raw facts read around the
-//! API (row counts, columns, indexes and triggers of every table).
+//! API (row counts, columns, indexes and triggers of every table; on
+//! MariaDB also a migration left open, which no API call shows).
 //!
 //! Values are kept as their `Debug` text under a stable key, so two
 //! snapshots compare with `==` and [`diff`] names what differs. The one
@@ -237,6 +238,84 @@ pub fn postgres_raw(url: &str, schema: &str) -> Snapshot {
         snap.insert(
             format!("raw/trigger {}", row.get::<_, String>(0)),
             row.get(1),
+        );
+    }
+    snap
+}
+
+/// Raw facts of a MariaDB database, read on `conn` (a plain connection of
+/// its own whose current database it is): every table's row count and
+/// columns, every index and trigger, and the migration a migrator left
+/// open (the meta row's `migrating_to` and any journal entry not `done`,
+/// which no API call shows). The database's own name is replaced by
+/// `<database>`, so two databases in the same state read alike.
+pub fn mariadb_raw(conn: &mut mysql::Conn) -> Snapshot {
+    use mysql::prelude::Queryable;
+    let database: String = conn
+        .query_first("SELECT DATABASE()")
+        .unwrap_or_else(|e| panic!("raw snapshot: current database: {e}"))
+        .flatten()
+        .unwrap_or_else(|| panic!("raw snapshot: the connection has no current database"));
+    let anonymous = |text: String| text.replace(&database, "<database>");
+    let mut snap = Snapshot::new();
+    let tables: Vec<(String, String)> = conn
+        .exec(
+            "SELECT CAST(`TABLE_NAME` AS CHAR), CAST(GROUP_CONCAT(CONCAT(`COLUMN_NAME`, ' ', \
+             `COLUMN_TYPE`, IF(`IS_NULLABLE` = 'NO', ' not null', ''), \
+             IF(`IS_GENERATED` = 'NEVER', '', CONCAT(' as ', `GENERATION_EXPRESSION`))) \
+             ORDER BY `ORDINAL_POSITION` SEPARATOR ', ') AS CHAR) \
+             FROM `information_schema`.`COLUMNS` WHERE `TABLE_SCHEMA` = ? \
+             GROUP BY `TABLE_NAME` ORDER BY 1",
+            (&database,),
+        )
+        .unwrap_or_else(|e| panic!("raw snapshot: tables: {e}"));
+    let mut counts = Vec::new();
+    for (table, columns) in tables {
+        counts.push(format!(
+            "SELECT '{table}', COUNT(*) FROM `{}`",
+            table.replace('`', "``")
+        ));
+        snap.insert(format!("raw/table {table}"), anonymous(columns));
+    }
+    if !counts.is_empty() {
+        let rows: Vec<(String, i64)> = conn
+            .query(counts.join(" UNION ALL "))
+            .unwrap_or_else(|e| panic!("raw snapshot: counts: {e}"));
+        for (table, count) in rows {
+            snap.insert(format!("raw/table {table}/count"), count.to_string());
+        }
+    }
+    // Index names are per table on MariaDB (every table has a `PRIMARY`).
+    let indexes: Vec<(String, String, String)> = conn
+        .exec(
+            "SELECT CAST(`TABLE_NAME` AS CHAR), CAST(`INDEX_NAME` AS CHAR), \
+             CAST(CONCAT(IF(MIN(`NON_UNIQUE`) = 0, 'unique ', ''), '(', \
+             GROUP_CONCAT(CONCAT(`COLUMN_NAME`, COALESCE(CONCAT('(', `SUB_PART`, ')'), '')) \
+             ORDER BY `SEQ_IN_INDEX` SEPARATOR ', '), ')') AS CHAR) \
+             FROM `information_schema`.`STATISTICS` WHERE `TABLE_SCHEMA` = ? \
+             GROUP BY `TABLE_NAME`, `INDEX_NAME`",
+            (&database,),
+        )
+        .unwrap_or_else(|e| panic!("raw snapshot: indexes: {e}"));
+    for (table, index, definition) in indexes {
+        snap.insert(format!("raw/index {table}.{index}"), definition);
+    }
+    let triggers: Vec<(String, String)> = conn
+        .exec(
+            "SELECT CAST(`TRIGGER_NAME` AS CHAR), CAST(CONCAT(`ACTION_TIMING`, ' ', \
+             `EVENT_MANIPULATION`, ' ON ', `EVENT_OBJECT_TABLE`, ': ', `ACTION_STATEMENT`) AS CHAR) \
+             FROM `information_schema`.`TRIGGERS` WHERE `TRIGGER_SCHEMA` = ?",
+            (&database,),
+        )
+        .unwrap_or_else(|e| panic!("raw snapshot: triggers: {e}"));
+    for (trigger, definition) in triggers {
+        snap.insert(format!("raw/trigger {trigger}"), anonymous(definition));
+    }
+    if snap.contains_key("raw/table sync_schema_meta") {
+        let state = crate::mariadb::migration_state(conn);
+        snap.insert(
+            "raw/migration open".to_owned(),
+            format!("{:?} {:?}", state.migrating_to, state.open_journal),
         );
     }
     snap

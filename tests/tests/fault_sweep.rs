@@ -8,12 +8,26 @@
 //!
 //! - the operation returned a coded error — never a panic, never `Ok` with
 //!   partial effects (`Ok` is accepted only when the state is exactly the
-//!   fault-free after state, as when the runner retried a `busy`);
+//!   fault-free after state, as when the runner retried a `busy`), and
+//!   `connection_lost` (nothing was changed) only with nothing changed;
 //! - the full observable snapshot (storage API + raw row counts, columns,
 //!   indexes, triggers) equals the before state or the after state — for
 //!   the multi-transaction backfill run, the state at the last transaction
 //!   boundary before the fault;
 //! - every invariant of the checker holds.
+//!
+//! Dialects: SQLite, Postgres and MariaDB. MariaDB has no transactional
+//! DDL: its migration commits a fence transaction, then each DDL statement
+//! with the journal's next step, then a finishing transaction. A fault
+//! after the fence transaction committed leaves the migration open instead
+//! of undone, and the sweep asserts that behaviour for MariaDB alone
+//! (`roll_forward`): only an operation that migrates leaves one, towards
+//! its own version, with an error other than `connection_lost`; a new
+//! process at the stored version is refused (`schema_newer_than_code`); a
+//! new process at the target version rolls it forward, after which the
+//! database is exactly in the after state. Every migrating operation must
+//! have left at least one open migration on MariaDB, so the branch is
+//! proven to run.
 //!
 //! Budget: `SYNCSTORE_FAULT_ROUNDS` (default 1) full sweeps of every kind at
 //! every position; the figures are printed per operation and dialect.
@@ -28,9 +42,13 @@ use sync_core::{
 };
 use sync_sqlite::{SqliteConfig, SqliteStorage};
 use syncstore_tests::invariants::InvariantChecker;
+use syncstore_tests::mariadb::MigrationState;
 use syncstore_tests::scenario::{self, PushOptions, PARTITION, T0};
 use syncstore_tests::snapshot::{self, Observed, Snapshot};
 use syncstore_tests::{fixture, pg_url};
+
+#[path = "fault_sweep/mariadb_db.rs"]
+mod mariadb_db;
 
 // ---- databases -----------------------------------------------------------
 
@@ -39,9 +57,19 @@ trait FaultDb {
     fn storage(&self) -> &dyn ServerStorage;
     /// Another process on the same database (no fault plan of its own).
     fn second(&self) -> Arc<dyn ServerStorage>;
+    /// A new process on the same database, with nothing ensured yet.
+    fn process(&self) -> Arc<dyn ServerStorage>;
     fn install(&self, plan: Option<Arc<FaultPlan>>);
     /// Reads the raw facts on a connection of its own.
     fn raw(&self) -> RawReader;
+    /// Where the migration stands, read around the API once no migrator
+    /// holds the migration lock, on a dialect whose migration is not one
+    /// transaction (MariaDB: its DDL commits statement by statement); `None`
+    /// where a migration is one transaction, and a fault inside it leaves
+    /// nothing of it.
+    fn migration_state(&self) -> Option<MigrationState> {
+        None
+    }
 }
 
 type RawReader = Arc<dyn Fn() -> Snapshot + Send + Sync>;
@@ -75,6 +103,10 @@ impl FaultDb for SqliteDb {
             SqliteStorage::open(&self.path, SqliteConfig::default())
                 .unwrap_or_else(|e| panic!("open {}: {e:?}", self.path.display())),
         )
+    }
+
+    fn process(&self) -> Arc<dyn ServerStorage> {
+        self.second()
     }
 
     fn install(&self, plan: Option<Arc<FaultPlan>>) {
@@ -115,6 +147,10 @@ impl FaultDb for PgDb {
         Arc::clone(&self.observer)
     }
 
+    fn process(&self) -> Arc<dyn ServerStorage> {
+        Arc::new(pg_storage(&self.schema, 2))
+    }
+
     fn install(&self, plan: Option<Arc<FaultPlan>>) {
         self.storage.set_fault_plan(plan);
     }
@@ -147,6 +183,7 @@ fn unique_name(prefix: &str) -> String {
 /// file, copied. Postgres: the schema, whose rows are restored from a
 /// backup schema (one transaction, triggers off); when the faulted
 /// operation changed the schema's structure (a migration), it is rebuilt.
+/// MariaDB: a fresh database, set up again ([`mariadb_db`]).
 /// Only one copy is in use at a time.
 enum Template {
     Sqlite {
@@ -162,6 +199,7 @@ enum Template {
         /// Columns, indexes and triggers of the set-up schema.
         structure: String,
     },
+    Mariadb(mariadb_db::MariadbTemplate),
 }
 
 /// Columns, indexes and triggers of a schema, as one text.
@@ -214,8 +252,18 @@ impl Template {
                 };
                 (template, acks)
             }
+            "mariadb" => {
+                let (template, acks) = mariadb_db::MariadbTemplate::new(setup);
+                (Template::Mariadb(template), acks)
+            }
             other => panic!("unknown dialect {other}"),
         }
+    }
+
+    /// Whether the dialect's migrations are journaled steps rather than one
+    /// transaction (MariaDB: no transactional DDL).
+    fn journals_migrations(&self) -> bool {
+        matches!(self, Template::Mariadb(_))
     }
 
     /// The set-up state, opened by a new storage instance.
@@ -245,6 +293,7 @@ impl Template {
                     observer: Arc::clone(observer),
                 })
             }
+            Template::Mariadb(template) => template.copy(),
         }
     }
 }
@@ -343,6 +392,9 @@ struct Operation {
     /// Several transactions (the backfill run): states are checked against
     /// transaction boundaries, and a new runner must finish the job.
     multi: bool,
+    /// The schema version the operation migrates to (`ensure_schema` that
+    /// bumps), if it does.
+    migrates_to: Option<i32>,
 }
 
 const T1: i64 = T0 + 60_000;
@@ -513,84 +565,98 @@ const OPERATIONS: &[Operation] = &[
         setup: base_v1,
         run: op_push,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "push_rejected",
         setup: base_v1,
         run: op_push_rejected,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "push_constraint",
         setup: base_v1,
         run: op_push_constraint,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "push_prelude",
         setup: base_v1,
         run: op_push_prelude,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "push_constraint_prelude",
         setup: base_v1,
         run: op_push_constraint_prelude,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "ensure_first",
         setup: empty,
         run: op_ensure_first,
         multi: false,
+        migrates_to: Some(1),
     },
     Operation {
         name: "migrate",
         setup: base_v1,
         run: op_migrate,
         multi: false,
+        migrates_to: Some(2),
     },
     Operation {
         name: "declare",
         setup: base_v2,
         run: op_declare,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "claim",
         setup: declared,
         run: op_claim,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "advance",
         setup: claimed,
         run: op_advance,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "activate",
         setup: advanced,
         run: op_activate,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "prune",
         setup: more_commits,
         run: op_prune,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "rotate",
         setup: base_v1,
         run: op_rotate,
         multi: false,
+        migrates_to: None,
     },
     Operation {
         name: "backfill",
         setup: base_v2,
         run: op_backfill,
         multi: true,
+        migrates_to: None,
     },
 ];
 
@@ -742,6 +808,9 @@ struct Tally {
     /// Backfill faults after a stored watermark, followed by source writes
     /// before the takeover.
     writes_before_takeover: u64,
+    /// Migrations a fault left open (no transactional DDL), rolled forward
+    /// by a new process.
+    rolled_forward: u64,
     codes: std::collections::BTreeMap<String, u64>,
 }
 
@@ -753,6 +822,7 @@ impl Tally {
         self.after_states += other.after_states;
         self.absorbed += other.absorbed;
         self.writes_before_takeover += other.writes_before_takeover;
+        self.rolled_forward += other.rolled_forward;
         for (code, n) in &other.codes {
             *self.codes.entry(code.clone()).or_default() += n;
         }
@@ -843,10 +913,21 @@ fn sweep_single(dialect: &str, op: &Operation) -> Tally {
             let outcome = run_with(prepared.db.as_ref(), op, Arc::clone(&plan), &what);
             assert!(plan.fired(), "{what}: the statement was not reached");
             tally.faults += 1;
+            let migration = prepared.db.migration_state();
+            if let Some(open) = migration.filter(MigrationState::is_open) {
+                roll_forward(prepared.db.as_ref(), op, &open, &outcome, &what);
+                tally.rolled_forward += 1;
+            }
             let state = prepared.snap();
             match &outcome {
                 Err(error) => {
                     assert_coded(error, &what);
+                    assert!(
+                        error.code() != ErrorCode::ConnectionLost || state == prepared.before,
+                        "{what}: `connection_lost` says nothing was changed, but the state is \
+                         not the before state:\n{}",
+                        snapshot::diff(&prepared.before, &state)
+                    );
                     *tally
                         .codes
                         .entry(error.code().as_str().to_owned())
@@ -877,7 +958,82 @@ fn sweep_single(dialect: &str, op: &Operation) -> Tally {
             }
         }
     }
+    if template.journals_migrations() && op.migrates_to.is_some() {
+        assert!(
+            tally.rolled_forward > 0,
+            "{dialect}/{}: no fault left the migration open to roll forward",
+            op.name
+        );
+    }
     tally
+}
+
+/// A fault inside a migration on a dialect without transactional DDL
+/// (MariaDB) leaves the migration open — the meta row's `migrating_to` and
+/// a journal entry not `done` — instead of undoing it. What that must mean:
+/// only an operation that migrates leaves one, towards its own version, and
+/// it did not return `Ok`; while it is open a new process at the stored
+/// version is refused (`schema_newer_than_code`), and a database never
+/// ensured before still reads as such (no marker); a new process at the
+/// migration's version rolls it forward (runs the operation again, fault
+/// free), after which no migration is open and the stored version is the
+/// target's. The caller then finds the fault-free after state.
+fn roll_forward(
+    db: &dyn FaultDb,
+    op: &Operation,
+    open: &MigrationState,
+    outcome: &sync_core::Result<()>,
+    what: &str,
+) {
+    let journal = open
+        .open_journal
+        .as_ref()
+        .unwrap_or_else(|| panic!("{what}: migrating_to without an open journal: {open:?}"));
+    let target = op
+        .migrates_to
+        .unwrap_or_else(|| panic!("{what}: an operation that does not migrate left {open:?}"));
+    assert_eq!(
+        (open.migrating_to, journal.target_version),
+        (Some(target), target),
+        "{what}: {open:?}"
+    );
+    match outcome {
+        Ok(()) => panic!("{what}: Ok with the migration left open: {open:?}"),
+        // `connection_lost` says nothing was changed.
+        Err(error) => assert!(
+            error.code() != ErrorCode::ConnectionLost,
+            "{what}: `connection_lost` with the migration left open: {open:?}"
+        ),
+    }
+    let newcomer = db.process();
+    if open.schema_version > 0 {
+        match scenario::ensure_stored(newcomer.as_ref()) {
+            Err(refused) => assert_eq!(
+                refused.code(),
+                ErrorCode::SchemaNewerThanCode,
+                "{what}: {refused:?}"
+            ),
+            Ok(version) => panic!(
+                "{what}: a process at the stored version {version} was let in while {open:?}"
+            ),
+        }
+    } else {
+        let marker = newcomer.read_schema_marker();
+        assert!(
+            matches!(marker, Ok(None)),
+            "{what}: a first migration left open shows a marker: {marker:?}"
+        );
+    }
+    drop(newcomer);
+    (op.run)(db.process().as_ref())
+        .unwrap_or_else(|e| panic!("{what}: rolling the open migration forward failed: {e:?}"));
+    let closed = db
+        .migration_state()
+        .unwrap_or_else(|| panic!("{what}: no migration state"));
+    assert!(
+        !closed.is_open() && closed.schema_version == i64::from(target),
+        "{what}: rolled forward: {closed:?}"
+    );
 }
 
 /// The backfill run (several transactions): a fresh database per fault.
@@ -1024,6 +1180,12 @@ fn fault_multi(
                 "{what}: not the committed state before the statement:\n{}",
                 snapshot::diff(before_k, &state)
             );
+            assert!(
+                error.code() != ErrorCode::ConnectionLost || *before_k == state,
+                "{what}: `connection_lost` says nothing was changed, but the statement's \
+                 effect is stored:\n{}",
+                snapshot::diff(before_k, &state)
+            );
             if state == prepared.before {
                 tally.before_states += 1;
             } else if state == **after {
@@ -1121,6 +1283,12 @@ fn sweep_op(dialect: &str, op: &Operation) -> (String, Tally) {
             tally.writes_before_takeover
         ));
     }
+    if tally.rolled_forward > 0 {
+        line.push_str(&format!(
+            "  left open and rolled forward {}",
+            tally.rolled_forward
+        ));
+    }
     (line, tally)
 }
 
@@ -1161,13 +1329,18 @@ fn sweep_dialect(dialect: &str) {
             }
             total.faults += tally.faults;
             total.statements += tally.statements;
+            total.rolled_forward += tally.rolled_forward;
         }
     }
     for line in &lines {
         println!("{line}");
     }
+    let rolled_forward = match total.rolled_forward {
+        0 => String::new(),
+        n => format!(" ({n} migrations left open, rolled forward to after)"),
+    };
     println!(
-        "fault-sweep {dialect} total: {} operations, {} statement boundaries, {} faults injected ({} round(s)), all coded, all before/after, invariants held",
+        "fault-sweep {dialect} total: {} operations, {} statement boundaries, {} faults injected ({} round(s)), all coded, all before/after{rolled_forward}, invariants held",
         lines.len(),
         total.statements / rounds(),
         total.faults,
@@ -1183,4 +1356,9 @@ fn fault_sweep_sqlite() {
 #[test]
 fn fault_sweep_postgres() {
     sweep_dialect("postgres");
+}
+
+#[test]
+fn fault_sweep_mariadb() {
+    sweep_dialect("mariadb");
 }

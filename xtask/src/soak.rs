@@ -25,8 +25,8 @@
 //! (`--mariadb-url`, `SYNCSTORE_MARIADB_URL`).
 //!
 //! The fault sweep (`fault-sweep` figures, `SYNCSTORE_FAULT_*` budgets)
-//! runs on SQLite and Postgres; a MariaDB sweep in `tests/fault_sweep.rs`
-//! is picked up by the same prefix and budgets, with nothing to add here.
+//! runs on SQLite, Postgres and MariaDB (`fault_sweep_mariadb`, on the
+//! MariaDB server passed on), all under the same prefix and budgets.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

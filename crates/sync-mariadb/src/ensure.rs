@@ -29,7 +29,7 @@ use crate::instance::MariadbStorage;
 use crate::introspect::observe_schema;
 use crate::pool::Conn;
 use crate::rewrite;
-use crate::session::LockWaits;
+use crate::session::{lost_at_commit, LockWaits};
 use crate::shape_probe;
 use crate::values::corrupt;
 use crate::DIALECT;
@@ -275,8 +275,9 @@ fn bump_locked(
         if target > version {
             return Err(newer(i64::from(target), version));
         }
-        // A crashed migration: finish it first, then look again.
-        roll_forward(conn, target, schema, storage, opts)?;
+        // A crashed migration: finish it first, then look again. It is
+        // open already: a lost connection never leaves it as it was.
+        roll_forward(conn, target, schema, storage, opts).map_err(lost_at_commit)?;
         return Ok(Bump::RolledForward);
     }
     let stored_version = marker.as_ref().map_or(0, |m| m.version);
@@ -362,7 +363,7 @@ fn bump_locked(
         Ok(true)
     })();
     match fenced {
-        Ok(true) => conn.run("COMMIT")?,
+        Ok(true) => conn.run("COMMIT").map_err(lost_at_commit)?,
         Ok(false) => {
             conn.rollback();
             return Ok(Bump::Raced);
@@ -373,9 +374,14 @@ fn bump_locked(
         }
     }
 
-    run_ddl(conn, version, &statements, 0, storage)?;
-    run_rewrites(conn, schema, version, &rewrites, None, storage, opts)?;
-    finish(conn, version, &layouts, storage)?;
+    // From here on the migration is stored as open: a connection lost now
+    // leaves it open (or done), never as it was — `outcome_unknown`, not
+    // `connection_lost` (which says nothing changed); the next bump rolls
+    // it forward.
+    run_ddl(conn, version, &statements, 0, storage)
+        .and_then(|()| run_rewrites(conn, schema, version, &rewrites, None, storage, opts))
+        .and_then(|()| finish(conn, version, &layouts, storage))
+        .map_err(lost_at_commit)?;
     Ok(Bump::Done)
 }
 
