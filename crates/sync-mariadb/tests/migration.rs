@@ -16,6 +16,24 @@ fn scratch() -> ScratchDatabase {
         .unwrap_or_else(|e| panic!("cannot reach MariaDB at {} ({e:?})", url_from_env()))
 }
 
+/// Pushes task row `t1` of `schema` to partition `p1` as one commit.
+fn push_task(
+    storage: &dyn ServerStorage,
+    schema: &sync_core::CompiledSchema,
+) -> sync_core::Result<PushOutcome> {
+    let t1 = fixtures::task(schema, "t1", "proj-1", "first").expect("t1");
+    fixtures::push(
+        storage,
+        "p1",
+        "c1",
+        "cc1",
+        &[Op::Upsert {
+            table: "tasks".into(),
+            row: t1,
+        }],
+    )
+}
+
 fn open(db: &ScratchDatabase) -> Arc<dyn ServerStorage> {
     Arc::new(
         MariadbStorage::connect_to(db.url().clone(), MariadbConfig::default()).expect("connect"),
@@ -87,18 +105,7 @@ fn a_crashed_migration_is_rolled_forward_and_gates_refuse_meanwhile() {
         "target code: schema_behind"
     );
     // A writer at version 1 is refused by the trigger.
-    let t1 = fixtures::task(&v1, "t1", "proj-1", "first").expect("t1");
-    let err = fixtures::push(
-        storage.as_ref(),
-        "p1",
-        "c1",
-        "cc1",
-        &[Op::Upsert {
-            table: "tasks".into(),
-            row: t1,
-        }],
-    )
-    .expect_err("fenced");
+    let err = push_task(storage.as_ref(), &v1).expect_err("fenced");
     assert!(
         err.code() == ErrorCode::SchemaNotReady && err.get_detail("reason") == Some("schema_ahead"),
         "{err:?}"
@@ -126,18 +133,7 @@ fn a_crashed_migration_is_rolled_forward_and_gates_refuse_meanwhile() {
     assert_eq!(state.as_deref(), Some("done"));
 
     // Code at 2 now pushes.
-    let t1 = fixtures::task(&v2, "t1", "proj-1", "first").expect("t1");
-    let pushed = fixtures::push(
-        next.as_ref(),
-        "p1",
-        "c1",
-        "cc1",
-        &[Op::Upsert {
-            table: "tasks".into(),
-            row: t1,
-        }],
-    )
-    .expect("push");
+    let pushed = push_task(next.as_ref(), &v2).expect("push");
     assert!(matches!(pushed, PushOutcome::Applied(1)), "{pushed:?}");
 }
 
@@ -250,18 +246,7 @@ fn a_table_innodb_cannot_build_is_refused_before_the_fence() {
         .expect("journal")
         .unwrap_or(-1);
     assert_eq!(journal, 0);
-    let t1 = fixtures::task(&v1, "t1", "proj-1", "first").expect("t1");
-    fixtures::push(
-        storage.as_ref(),
-        "p1",
-        "c1",
-        "cc1",
-        &[Op::Upsert {
-            table: "tasks".into(),
-            row: t1,
-        }],
-    )
-    .expect("the version-1 writer still pushes");
+    push_task(storage.as_ref(), &v1).expect("the version-1 writer still pushes");
 
     // A shape InnoDB accepts migrates.
     storage
