@@ -69,3 +69,25 @@ pub trait RawClient: Send {
     /// operator or a maintenance job eventually does after a bulk load.
     fn analyze(&mut self) -> Result<()>;
 }
+
+/// The keyset paging of a raw scan: `next(after)` reads one page after the
+/// row id `after` (the empty string first) and answers its row count and
+/// last row id; pages are read until one comes back short or `max_pages`
+/// were read. Returns the rows read.
+pub fn scan_pages(
+    page: i64,
+    max_pages: u64,
+    mut next: impl FnMut(&str) -> Result<(u64, Option<String>)>,
+) -> Result<u64> {
+    let mut after = String::new();
+    let mut total = 0u64;
+    for _ in 0..max_pages {
+        let (got, last) = next(&after)?;
+        total += got;
+        match last {
+            Some(id) if got as i64 == page => after = id,
+            _ => return Ok(total),
+        }
+    }
+    Ok(total)
+}

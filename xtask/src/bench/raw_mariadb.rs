@@ -30,7 +30,7 @@ use sync_core::CompiledTable;
 
 use super::fixture::{self, BenchCommit, BenchRow, TABLE, VERSION};
 use super::mariadb_server;
-use super::raw::{RawClient, RawCommit};
+use super::raw::{scan_pages, RawClient, RawCommit};
 
 const SESSION: [&str; 3] = [
     "SET NAMES utf8mb4 COLLATE utf8mb4_nopad_bin",
@@ -473,17 +473,9 @@ impl RawClient for RawMariadb {
         page: i64,
         max_pages: u64,
     ) -> Result<u64> {
-        let mut after = String::new();
-        let mut total = 0u64;
-        for _ in 0..max_pages {
-            let (got, last) = self.scan_page(partition, lists, &after, page)?;
-            total += got;
-            match last {
-                Some(id) if got as i64 == page => after = id,
-                _ => return Ok(total),
-            }
-        }
-        Ok(total)
+        scan_pages(page, max_pages, |after| {
+            self.scan_page(partition, lists, after, page)
+        })
     }
 
     fn window(

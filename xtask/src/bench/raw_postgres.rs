@@ -12,7 +12,7 @@ use postgres::{Client, NoTls, Statement};
 use sync_core::{codec, CompiledTable, RowValue};
 
 use super::fixture::{self, BenchCommit, BenchRow, CHECKPOINT, EPOCH_MS, TABLE, VERSION};
-use super::raw::{RawClient, RawCommit, RAW_BACKFILL_CLIENT};
+use super::raw::{scan_pages, RawClient, RawCommit, RAW_BACKFILL_CLIENT};
 
 const LOCK_INSERT: &str =
     "INSERT INTO sync_partitions (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING";
@@ -510,17 +510,9 @@ impl RawClient for RawPostgres {
         page: i64,
         max_pages: u64,
     ) -> Result<u64> {
-        let mut after = String::new();
-        let mut total = 0u64;
-        for _ in 0..max_pages {
-            let (got, last) = self.scan_page(partition, lists, &after, page)?;
-            total += got;
-            match last {
-                Some(id) if got as i64 == page => after = id,
-                _ => return Ok(total),
-            }
-        }
-        Ok(total)
+        scan_pages(page, max_pages, |after| {
+            self.scan_page(partition, lists, after, page)
+        })
     }
 
     fn window(
