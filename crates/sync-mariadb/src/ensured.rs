@@ -65,6 +65,9 @@ pub struct TableSql {
     pub(crate) delete_row: String,
     /// Keyset page of one partition: partition, after, limit.
     pub(crate) partition_scan: String,
+    /// How many scope variables the table declares: the entries of one row
+    /// in `sync_row_scopes` (sizes a scan's walk).
+    pub(crate) scope_variables: usize,
 }
 
 impl TableSql {
@@ -105,6 +108,7 @@ impl TableSql {
                  ORDER BY `_sync_row_id` LIMIT ?"
             ),
             materialized: table.materialize,
+            scope_variables: table.declared_variables.len(),
             name: table.name.clone(),
             quoted,
         }

@@ -47,11 +47,9 @@ fn statement(path: HotPath) -> (String, Vec<Value>) {
                 Value::Int(0),
                 Value::Int(1 << 40),
                 Value::Int(64),
-                p(),
-                p(),
                 "tasks".into(),
             ]);
-            (crate::reads::window_page_sql(n), params)
+            (crate::windows::window_page_sql(n), params)
         }
         HotPath::ScanCandidates
         | HotPath::ScanPage
@@ -77,20 +75,18 @@ fn statement(path: HotPath) -> (String, Vec<Value>) {
                 })
                 .collect();
             let sql = if n == 1 {
-                crate::reads::single_value_page_sql(&tasks)
+                crate::scans::single_value_page_sql(&tasks)
             } else {
-                crate::reads::multi_value_candidates_sql(n)
+                crate::scans::multi_value_candidates_sql(n)
             };
             (sql, params)
         }
-        HotPath::ScanWalk => (
-            format!(
-                "SELECT `_sync_row_id`, `_sync_server_version`, `_sync_scopes`, `_sync_payload` \
-                 FROM {tasks} WHERE `_sync_partition` = ? AND `_sync_row_id` > ? \
-                 ORDER BY `_sync_row_id` LIMIT ?"
-            ),
-            vec![p(), "".into(), Value::Int(64)],
-        ),
+        HotPath::ScanWalk => {
+            let mut params = vec![p(), "tasks".into(), "".into(), "project_id".into()];
+            params.extend(three);
+            params.extend([Value::Int(64), Value::Int(crate::scans::walk_budget(64, 1))]);
+            (crate::scans::walk_sql(&tasks, 3), params)
+        }
         HotPath::IndexLookup => (
             crate::lookups::index_lookup_sql(
                 &tasks,

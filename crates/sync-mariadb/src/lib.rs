@@ -89,6 +89,7 @@ mod reads;
 mod records;
 mod rewrite;
 mod rows;
+mod scans;
 pub mod scratch;
 mod segments;
 mod session;
@@ -96,9 +97,12 @@ mod shape_probe;
 mod storage;
 mod transaction;
 mod values;
+mod windows;
 
 #[cfg(test)]
 mod live_tests;
+#[cfg(test)]
+mod walk_plans;
 
 pub use bootstrap::{FENCE_TRIGGER_BODY, FENCE_TRIGGER_NAME};
 pub use config::{

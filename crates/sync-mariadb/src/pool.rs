@@ -129,6 +129,26 @@ impl Conn {
         .collect()
     }
 
+    /// Every row of a prepared query and whether the server raised a
+    /// warning with it: a walk bounded by `LIMIT … ROWS EXAMINED` that
+    /// stopped before its `LIMIT` raises 1931 and returns the rows found so
+    /// far.
+    pub(crate) fn rows_warned<T: FromRow>(
+        &mut self,
+        sql: &str,
+        params: impl Into<Params>,
+    ) -> Result<(Vec<T>, bool)> {
+        let (rows, warnings) = self.send(sql, Site::General, |inner| {
+            let rows = inner.exec_opt::<T, _, _>(sql, params)?;
+            Ok((rows, inner.warnings()))
+        })?;
+        let rows = rows
+            .into_iter()
+            .map(|row| row.map_err(|e| Error::backend(mysql::Error::from(e))))
+            .collect::<Result<Vec<T>>>()?;
+        Ok((rows, warnings > 0))
+    }
+
     /// Every row of a prepared query with the result's column metadata
     /// (known even when no row came back).
     pub(crate) fn rows_with_columns(

@@ -19,7 +19,7 @@ use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::Conn;
 use crate::transaction::{self, MariadbTransaction};
-use crate::{checkpoints, commit_log, ensure, reads, records, rows};
+use crate::{checkpoints, commit_log, ensure, reads, records, rows, scans, windows};
 
 /// The partition write lock of a pool write (meta row shared, partition
 /// row created if absent and locked), as `lock_partition_for_push` takes it.
@@ -182,7 +182,7 @@ impl StorageBackend for MariadbStorage {
         _t: Table<'_, Handle<Self>>,
         query: Request<'_, CommitWindowQuery>,
     ) -> Result<Vec<StoredCommit>> {
-        self.with_conn(|c| reads::commit_window(c, p.as_str(), query.get()))
+        self.with_conn(|c| windows::commit_window(c, p.as_str(), query.get()))
     }
 
     fn latest_scoped_change_seq(
@@ -200,7 +200,13 @@ impl StorageBackend for MariadbStorage {
         t: Table<'_, Handle<Self>>,
         query: Request<'_, RowScanQuery>,
     ) -> Result<Vec<StoredRow>> {
-        self.with_conn(|c| reads::scan_rows(c, t.handle(), p.as_str(), query.get()))
+        let scan =
+            |c: &mut Conn, max| scans::scan_rows(c, t.handle(), p.as_str(), query.get(), max);
+        if let Some(rows) = self.with_conn(|c| scan(c, Some(1)))? {
+            return Ok(rows);
+        }
+        self.with_read(|c| scan(c, None))
+            .map(Option::unwrap_or_default)
     }
 
     fn scan_partition_rows(

@@ -20,7 +20,7 @@ use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::{Conn, Pooled};
 use crate::session::lost_at_commit;
-use crate::{checkpoints, commit_log, reads, records, rows};
+use crate::{checkpoints, commit_log, reads, records, rows, scans};
 
 const SAVEPOINT: &str = "SAVEPOINT sync_push_candidate";
 const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT sync_push_candidate";
@@ -161,7 +161,8 @@ impl TransactionBackend for MariadbTransaction<'_> {
         t: Table<'_, TxHandle<Self>>,
         query: Request<'_, RowScanQuery>,
     ) -> Result<Vec<StoredRow>> {
-        self.run(|conn, p| reads::scan_rows(conn, t.handle(), p, query.get()))
+        self.run(|conn, p| scans::scan_rows(conn, t.handle(), p, query.get(), None))
+            .map(Option::unwrap_or_default)
     }
 
     fn scan_rows_by_index(
