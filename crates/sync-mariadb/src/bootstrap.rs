@@ -16,7 +16,7 @@ use sync_core::{Error, ErrorCode, Result};
 use crate::barrier_guards::{Guard, GUARDS};
 use crate::config::ms_to_seconds;
 use crate::pool::Conn;
-use crate::session::{LockWaits, SessionRefused};
+use crate::session::{lost_at_commit, LockWaits, SessionRefused};
 
 /// The internal tables (`docs/design/mariadb.md` §5), each `(name, CREATE TABLE IF NOT EXISTS …)`.
 pub(crate) const BASE_TABLES: &[(&str, &str)] = &[
@@ -485,11 +485,17 @@ fn read_triggers(conn: &mut Conn) -> Result<BTreeMap<String, TriggerFacts>> {
 /// database (its catalog read decides whether anything is needed); the
 /// DDL runs on a connection of its own, opened with `opts`, holding the
 /// bootstrap lock, and closed afterwards. Returns whether any DDL ran.
+///
+/// A DDL statement commits by itself, so a connection lost at one of them
+/// may have left it done: `outcome_unknown`, never `connection_lost`
+/// (which says nothing changed). `hook` prepares the DDL connection as the
+/// storage prepares its pooled ones (the fault plan, in tests).
 pub(crate) fn bootstrap(
     conn: &mut Conn,
     opts: &Opts,
     waits: LockWaits,
     lock_timeout_ms: u64,
+    hook: impl FnOnce(&mut Conn),
 ) -> Result<bool> {
     if Catalog::read(conn)?.missing().is_empty() {
         return Ok(false);
@@ -501,10 +507,11 @@ pub(crate) fn bootstrap(
             ..waits
         },
     )?;
+    hook(&mut own);
     take_named_lock(&mut own, "sync.bootstrap.", lock_timeout_ms)?;
     // The lock is released when `own` is dropped (the session ends).
     for statement in Catalog::read(&mut own)?.missing() {
-        own.run(&statement)?;
+        own.run(&statement).map_err(lost_at_commit)?;
     }
     Ok(true)
 }

@@ -166,17 +166,20 @@ fn legacy_upgrade(storage: &MariadbStorage, schema: &CompiledSchema) -> Result<O
     let mut conn = migration_session(storage)?;
     let observed = observe_schema(&mut conn, schema)?;
     let plan = plan_legacy_upgrade(schema, &observed, DIALECT);
+    // Each statement commits by itself: once one was sent, a lost
+    // connection may have left it done (`outcome_unknown`).
     for statement in plan.statements() {
         if statement.params.is_empty() {
-            conn.run(&statement.sql)?;
+            conn.run(&statement.sql).map_err(lost_at_commit)?;
         } else {
-            conn.exec(&statement.sql, statement.params.clone())?;
+            conn.exec(&statement.sql, statement.params.clone())
+                .map_err(lost_at_commit)?;
         }
     }
     let after = if plan.is_empty() {
         observed
     } else {
-        observe_schema(&mut conn, schema)?
+        observe_schema(&mut conn, schema).map_err(lost_at_commit)?
     };
     // Dropping the connection ends the session and with it the lock.
     drop(conn);

@@ -141,6 +141,7 @@ impl MariadbStorage {
             &self.url.connection_opts(),
             self.waits,
             self.config.migration_lock_timeout_ms,
+            |own| self.hook(own),
         )
     }
 

@@ -137,9 +137,10 @@ fn refused(reason: &str) -> Error {
 }
 
 /// `sync.storage.outcome_unknown` for a `connection_lost` error at
-/// `COMMIT` (the commit may have happened), or anywhere after a
-/// migration's fence transaction committed (the migration is stored as
-/// open: something changed, whatever the statement that lost it).
+/// `COMMIT` or at a DDL statement (either may have happened), or anywhere
+/// after a migration's fence transaction committed (the migration is
+/// stored as open: something changed, whatever the statement that lost
+/// it).
 pub(crate) fn lost_at_commit(err: Error) -> Error {
     if err.is(ErrorCode::ConnectionLost) {
         err.with_code(ErrorCode::OutcomeUnknown)

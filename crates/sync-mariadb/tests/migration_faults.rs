@@ -6,7 +6,8 @@
 //! lost at its `COMMIT` or after it leaves the migration open (or done):
 //! the error is then `outcome_unknown`, never `connection_lost`, which
 //! says that nothing changed; and the next `ensure_schema` rolls the open
-//! migration forward.
+//! migration forward. A bootstrap's DDL statement commits by itself: a
+//! connection lost at one is `outcome_unknown` as well.
 
 use std::sync::Arc;
 
@@ -126,4 +127,54 @@ fn a_connection_lost_while_rolling_forward_is_outcome_unknown() {
 
     ensure(&open(&db)).expect("a third process rolls it forward");
     assert_eq!(migrating_to(&db), None, "rolled forward");
+}
+
+/// `ensure_base_tables` under `plan` on a database that lost a table and a
+/// trigger after its first bootstrap (at connect).
+fn bootstrap_under(plan: &Arc<FaultPlan>) -> (ScratchDatabase, sync_core::Result<bool>) {
+    let db = scratch();
+    let storage = open(&db);
+    let mut raw = db.raw().expect("raw");
+    raw.query_drop("DROP TABLE `sync_tombstones`")
+        .expect("drop a table");
+    let trigger: String = raw
+        .query_first(
+            "SELECT `TRIGGER_NAME` FROM `information_schema`.`TRIGGERS` \
+             WHERE `TRIGGER_SCHEMA` = DATABASE() ORDER BY `TRIGGER_NAME` LIMIT 1",
+        )
+        .expect("catalog")
+        .expect("a trigger");
+    raw.query_drop(format!("DROP TRIGGER `{trigger}`"))
+        .expect("drop a trigger");
+    storage.set_fault_plan(Some(Arc::clone(plan)));
+    let outcome = storage.ensure_base_tables();
+    storage.set_fault_plan(None);
+    (db, outcome)
+}
+
+#[test]
+fn a_connection_lost_at_a_bootstrap_statement_is_outcome_unknown() {
+    let counter = FaultPlan::count_only();
+    let (_, outcome) = bootstrap_under(&counter);
+    assert!(outcome.expect("the fault-free bootstrap"), "it ran DDL");
+    let log = counter.statement_log();
+    let first = position(&log, 1, "CREATE TABLE");
+    let trigger = position(&log, first, "CREATE OR REPLACE TRIGGER");
+    for at in [first, trigger] {
+        // The statement runs, then its connection is lost: it is done,
+        // which `connection_lost` would deny.
+        let (db, outcome) = bootstrap_under(&FaultPlan::at(at as u64, FaultKind::ReplyLost));
+        let error = outcome.expect_err("the fault fails the bootstrap");
+        assert_eq!(
+            error.code(),
+            ErrorCode::OutcomeUnknown,
+            "statement {at}: {error:?}"
+        );
+        // The next instance's bootstrap (at connect) creates the rest.
+        let again = open(&db);
+        assert!(
+            !again.ensure_base_tables().expect("complete"),
+            "nothing is missing after the next bootstrap"
+        );
+    }
 }
