@@ -82,7 +82,13 @@ pub struct ConformanceArgs {
 /// Exit codes: 0 all passed, 1 a check failed (or was skipped without
 /// `--allow-skip`), 2 setup error.
 pub fn run(args: &ConformanceArgs) -> Result<i32> {
-    if args.dialect == CITUS && !args.list {
+    if args.dialect == CITUS {
+        if args.list {
+            for line in citus_listing(args) {
+                println!("{line}");
+            }
+            return Ok(0);
+        }
         return run_citus(args);
     }
     let entries = match selected_dialects(&args.dialect) {
@@ -166,6 +172,44 @@ fn exit_code(reports: &[SuiteReport], allow_skip: bool) -> i32 {
     0
 }
 
+/// The layouts `--citus-layout` selects.
+fn citus_layouts(args: &ConformanceArgs) -> Vec<CitusLayout> {
+    let rows = CitusLayout::Rows {
+        shard_count: args.citus_shards,
+    };
+    match args.citus_layout {
+        CitusLayoutChoice::Schemas => vec![CitusLayout::Schemas],
+        CitusLayoutChoice::Rows => vec![rows],
+        CitusLayoutChoice::Both => vec![CitusLayout::Schemas, rows],
+    }
+}
+
+/// `--dialect citus --list`: the checks each selected layout runs, one
+/// line each. Selecting checks needs only the harness's declared
+/// properties, so no coordinator is asked.
+fn citus_listing(args: &ConformanceArgs) -> Vec<String> {
+    let url = args
+        .citus_url
+        .clone()
+        .or_else(sync_postgres::harness::citus_url_from_env)
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    for layout in citus_layouts(args) {
+        let harness = PostgresHarness::citus(url.clone(), layout);
+        let properties = (&harness as &dyn Harness).properties();
+        for check in selected_checks(&properties, args.filter.as_deref()) {
+            lines.push(format!(
+                "{} postgres+citus-{} {} — {}",
+                check.id,
+                layout.name(),
+                check.group,
+                check.title
+            ));
+        }
+    }
+    lines
+}
+
 /// `--dialect citus`: the Postgres harness on the coordinator, per layout.
 fn run_citus(args: &ConformanceArgs) -> Result<i32> {
     let url = args
@@ -184,18 +228,7 @@ fn run_citus(args: &ConformanceArgs) -> Result<i32> {
         eprintln!("error: {error:#}");
         return Ok(2);
     }
-    let layouts = match args.citus_layout {
-        CitusLayoutChoice::Schemas => vec![CitusLayout::Schemas],
-        CitusLayoutChoice::Rows => vec![CitusLayout::Rows {
-            shard_count: args.citus_shards,
-        }],
-        CitusLayoutChoice::Both => vec![
-            CitusLayout::Schemas,
-            CitusLayout::Rows {
-                shard_count: args.citus_shards,
-            },
-        ],
-    };
+    let layouts = citus_layouts(args);
     let options = run_options(args);
     let mut reports = Vec::new();
     for layout in layouts {
@@ -297,6 +330,51 @@ mod tests {
             Err(sync_schema::RegistryError::UnknownDialect { .. })
         ));
         assert_eq!(selected_dialects("all").map(|e| e.len()), Ok(4));
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::ConformanceArgs,
+    }
+
+    fn args(line: &[&str]) -> super::ConformanceArgs {
+        use clap::Parser;
+        Cli::parse_from(std::iter::once("conformance").chain(line.iter().copied())).args
+    }
+
+    #[test]
+    fn citus_lists_the_postgres_checks_per_layout_without_a_coordinator() {
+        use sync_conformance::Harness;
+        let postgres = sync_postgres::harness::PostgresHarness::with_url(String::new());
+        let expected =
+            sync_conformance::selected_checks(&(&postgres as &dyn Harness).properties(), None)
+                .len();
+        assert!(
+            expected > 400,
+            "the Postgres dialect runs {expected} checks"
+        );
+        let both = super::citus_listing(&args(&["--dialect", "citus", "--list"]));
+        assert_eq!(both.len(), 2 * expected);
+        assert!(both[0].contains(" postgres+citus-schemas "), "{}", both[0]);
+        assert!(
+            both[expected].contains(" postgres+citus-rows "),
+            "{}",
+            both[expected]
+        );
+        let rows = super::citus_listing(&args(&[
+            "--dialect",
+            "citus",
+            "--citus-layout",
+            "rows",
+            "--list",
+            "--filter",
+            "C-3",
+        ]));
+        assert!(!rows.is_empty() && rows.len() < expected);
+        assert!(rows
+            .iter()
+            .all(|line| line.starts_with("C-3") && line.contains(" postgres+citus-rows ")));
     }
 
     #[test]
