@@ -582,7 +582,6 @@ struct MariadbOldWriter {
 impl MariadbOldWriter {
     fn begin(url: &MariadbUrl, partition: &str) -> Result<Self> {
         let (mut conn, _) = Conn::open(&url.connection_opts(), waits())?;
-        conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
         conn.run("START TRANSACTION")?;
         Ok(Self {
             conn,

@@ -8,10 +8,11 @@
 //! - [`MariadbUrl`] (`mariadb://` or `mysql://` URLs) and [`MariadbConfig`];
 //! - [`MariadbStorage::connect`]: an r2d2 pool of synchronous `mysql`
 //!   connections with `CLIENT_FOUND_ROWS`, whose every connection sets
-//!   `utf8mb4_nopad_bin`, the whole `sql_mode` ([`SQL_MODE`]), UTC and its
-//!   lock waits, and is refused (`sync.storage.backend`) unless the server is
-//!   MariaDB ≥ 10.6 and the session reads back `NO_BACKSLASH_ESCAPES`,
-//!   `ANSI_QUOTES` and `utf8mb4`;
+//!   `utf8mb4_nopad_bin`, the whole `sql_mode` ([`SQL_MODE`]), UTC, its
+//!   lock waits and `READ COMMITTED` (once per session, not per
+//!   transaction), and is refused (`sync.storage.backend`) unless the server
+//!   is MariaDB ≥ 10.6 and the session reads back `NO_BACKSLASH_ESCAPES`,
+//!   `ANSI_QUOTES`, `utf8mb4` and `READ-COMMITTED`;
 //! - [`MariadbSql`] / [`DIALECT`]: type mapping, backtick quoting, `?`
 //!   placeholders, `COLUMN_TYPE` comparison, InnoDB table options, declared
 //!   indexes as prefix lookup indexes plus full-value uniqueness indexes;

@@ -44,17 +44,15 @@ pub struct MariadbTransaction<'s> {
     storage: PhantomData<&'s MariadbStorage>,
 }
 
-/// Opens a `READ COMMITTED` transaction on a pooled connection.
+/// Opens a transaction on a pooled connection, at the session's `READ
+/// COMMITTED` (set once per connection, `session::ISOLATION`).
 pub(crate) fn begin<'s>(
     storage: &'s MariadbStorage,
     partition: &str,
     writer_version: i32,
 ) -> Result<MariadbTransaction<'s>> {
     let mut conn = storage.conn()?;
-    if let Err(error) = conn
-        .run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        .and_then(|()| conn.run("START TRANSACTION"))
-    {
+    if let Err(error) = conn.run("START TRANSACTION") {
         conn.rollback();
         return Err(error);
     }
