@@ -84,6 +84,7 @@ mod instance;
 mod introspect;
 mod lookups;
 mod pool;
+mod push_lock;
 mod query;
 mod reactions;
 mod reads;

@@ -17,28 +17,9 @@ use sync_core::{
 
 use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
-use crate::pool::Conn;
+use crate::push_lock::lock_partition;
 use crate::transaction::{self, MariadbTransaction};
 use crate::{checkpoints, commit_log, ensure, reads, records, rows};
-
-/// The partition write lock of a pool write (meta row shared, partition
-/// row created if absent and locked), as `lock_partition_for_push` takes it.
-fn lock_partition(conn: &mut Conn, partition: &str) -> Result<()> {
-    conn.rows::<(i64,)>(
-        "SELECT `schema_version` FROM `sync_schema_meta` WHERE `id` = 1 LOCK IN SHARE MODE",
-        (),
-    )?;
-    conn.exec(
-        "INSERT INTO `sync_partitions` (`partition`) VALUES (?) \
-         ON DUPLICATE KEY UPDATE `partition` = `partition`",
-        (partition,),
-    )?;
-    conn.rows::<(i64,)>(
-        "SELECT `max_commit_seq` FROM `sync_partitions` WHERE `partition` = ? FOR UPDATE",
-        (partition,),
-    )?;
-    Ok(())
-}
 
 impl StorageBackend for MariadbStorage {
     type Schema = Ensured;

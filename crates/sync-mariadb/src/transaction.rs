@@ -20,7 +20,7 @@ use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::{Conn, Pooled};
 use crate::session::lost_at_commit;
-use crate::{checkpoints, commit_log, reads, records, rows};
+use crate::{checkpoints, commit_log, push_lock, reads, records, rows};
 
 const SAVEPOINT: &str = "SAVEPOINT sync_push_candidate";
 const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT sync_push_candidate";
@@ -191,27 +191,15 @@ impl TransactionBackend for MariadbTransaction<'_> {
         self.run(|conn, p| crate::query::run(conn, p, &prepared))
     }
 
-    /// The meta row in share mode (a migration's fence transaction holds it
-    /// exclusively), the partition row created if absent and locked, then
-    /// the rejection savepoint.
+    /// The partition write lock (`push_lock`: the meta row in share mode,
+    /// the partition row created if absent and locked, one statement),
+    /// then the rejection savepoint.
     fn lock_partition_for_push(&mut self) -> Result<()> {
         if self.push_locked {
             return Ok(());
         }
         self.run(|conn, p| {
-            conn.rows::<(i64,)>(
-                "SELECT `schema_version` FROM `sync_schema_meta` WHERE `id` = 1 LOCK IN SHARE MODE",
-                (),
-            )?;
-            conn.exec(
-                "INSERT INTO `sync_partitions` (`partition`) VALUES (?) \
-                 ON DUPLICATE KEY UPDATE `partition` = `partition`",
-                (p,),
-            )?;
-            conn.rows::<(i64,)>(
-                "SELECT `max_commit_seq` FROM `sync_partitions` WHERE `partition` = ? FOR UPDATE",
-                (p,),
-            )?;
+            push_lock::lock_partition(conn, p)?;
             conn.run(SAVEPOINT)
         })?;
         self.push_locked = true;
