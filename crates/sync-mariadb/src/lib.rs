@@ -58,8 +58,11 @@
 //! `sync_schema::ObserveTables`: `syncstore --db mariadb://…` (or
 //! `mysql://…`) runs every command on this dialect, `demo` included.
 //!
+//! The round entry (`enter_round`) is one statement (plus the registry
+//! touch when the entry is missing or stale).
+//!
 //! Not yet: key-length validation (`key_too_long`), plan explanations
-//! (`explain`) and the round entry and push prelude batches.
+//! (`explain`) and the push prelude batch.
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -78,6 +81,7 @@ mod errors;
 mod explain;
 #[cfg(feature = "fault-injection")]
 mod faults;
+mod gate;
 #[cfg(feature = "conformance")]
 pub mod harness;
 mod instance;
@@ -90,6 +94,7 @@ mod reactions;
 mod reads;
 mod records;
 mod rewrite;
+mod round_entry;
 mod rows;
 pub mod scratch;
 mod segments;

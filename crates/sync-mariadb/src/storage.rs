@@ -11,15 +11,16 @@ use sync_core::front::{
 use sync_core::{
     ActivationOutcome, CheckpointKey, ClientCursorInfo, ClientRecord, CommitPruneQuery,
     CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome,
-    PartitionRegistryEntry, Result, RowScanQuery, SchemaMarker, ScopeFilter, ServeGate,
-    SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult, StoredRow,
+    PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest, RowScanQuery, SchemaMarker,
+    ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult,
+    StoredRow,
 };
 
 use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::push_lock::lock_partition;
 use crate::transaction::{self, MariadbTransaction};
-use crate::{checkpoints, commit_log, ensure, reads, records, rows};
+use crate::{checkpoints, commit_log, ensure, reads, records, round_entry, rows};
 
 impl StorageBackend for MariadbStorage {
     type Schema = Ensured;
@@ -63,6 +64,12 @@ impl StorageBackend for MariadbStorage {
         epoch: LogEpoch<'_>,
     ) -> Result<PartitionRegistryEntry> {
         self.with_conn(|c| records::touch(c, p.as_str(), at_ms, epoch.as_str()))
+    }
+
+    /// One statement (`round_entry`), plus the touch when the registry
+    /// entry is missing or stale.
+    fn enter_round(&self, request: Request<'_, RoundEntryRequest>) -> Result<RoundEntry> {
+        self.with_conn(|c| round_entry::enter(c, request.get()))
     }
 
     fn rotate_partition_log_epoch(
