@@ -59,10 +59,11 @@
 //! `mysql://…`) runs every command on this dialect, `demo` included.
 //!
 //! The round entry (`enter_round`) is one statement (plus the registry
-//! touch when the entry is missing or stale).
+//! touch when the entry is missing or stale), and the push prelude
+//! (`begin_push`) the lock, the savepoint and one read.
 //!
-//! Not yet: key-length validation (`key_too_long`), plan explanations
-//! (`explain`) and the push prelude batch.
+//! Not yet: key-length validation (`key_too_long`) and plan explanations
+//! (`explain`).
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -88,6 +89,7 @@ mod instance;
 mod introspect;
 mod lookups;
 mod pool;
+mod prelude;
 mod push_lock;
 mod query;
 mod reactions;

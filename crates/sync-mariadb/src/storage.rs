@@ -105,8 +105,7 @@ impl StorageBackend for MariadbStorage {
         p: Partition<'_>,
         ensured: Option<Arc<Ensured>>,
     ) -> Result<MariadbTransaction<'_>> {
-        let writer_version = ensured.map_or(0, |e| e.version());
-        transaction::begin(self, p.as_str(), writer_version)
+        transaction::begin(self, p.as_str(), ensured)
     }
 
     fn get_max_commit_seq(&self, p: Partition<'_>) -> Result<i64> {

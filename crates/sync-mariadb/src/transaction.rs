@@ -6,21 +6,23 @@
 //! after `constraint_violation`, `commit_rejected_push_result`) is accepted.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use sync_core::front::{
     Checked, CheckedRow, CheckpointName, Request, RowId, Table, Tables, TransactionBackend,
     TxHandle,
 };
 use sync_core::{
-    ActivationOutcome, ClientRecord, Coverage, Error, ErrorCode, NewCommit, Result, RowScanQuery,
-    ServeGate, SourceChange, StoredCheckpoint, StoredPushResult, StoredRow, StoredScopes,
+    ActivationOutcome, ClientRecord, Coverage, Error, ErrorCode, NewCommit, PushPrelude,
+    PushPreludeRequest, Result, RowScanQuery, ServeGate, SourceChange, StoredCheckpoint,
+    StoredPushResult, StoredRow, StoredScopes,
 };
 
 use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::{Conn, Pooled};
 use crate::session::lost_at_commit;
-use crate::{checkpoints, commit_log, push_lock, reads, records, rows};
+use crate::{checkpoints, commit_log, prelude, push_lock, reads, records, rows};
 
 const SAVEPOINT: &str = "SAVEPOINT sync_push_candidate";
 const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT sync_push_candidate";
@@ -38,6 +40,9 @@ pub struct MariadbTransaction<'s> {
     /// `None` once the transaction ended.
     conn: Option<Pooled>,
     partition: String,
+    /// The schema the transaction was begun with (the push prelude's
+    /// tables).
+    ensured: Option<Arc<Ensured>>,
     writer_version: i32,
     state: State,
     push_locked: bool,
@@ -49,8 +54,9 @@ pub struct MariadbTransaction<'s> {
 pub(crate) fn begin<'s>(
     storage: &'s MariadbStorage,
     partition: &str,
-    writer_version: i32,
+    ensured: Option<Arc<Ensured>>,
 ) -> Result<MariadbTransaction<'s>> {
+    let writer_version = ensured.as_ref().map_or(0, |e| e.version());
     let mut conn = storage.conn()?;
     if let Err(error) = conn.run("START TRANSACTION") {
         conn.rollback();
@@ -59,6 +65,7 @@ pub(crate) fn begin<'s>(
     Ok(MariadbTransaction {
         conn: Some(conn),
         partition: partition.to_owned(),
+        ensured,
         writer_version,
         state: State::Open,
         push_locked: false,
@@ -204,6 +211,26 @@ impl TransactionBackend for MariadbTransaction<'_> {
         })?;
         self.push_locked = true;
         Ok(())
+    }
+
+    /// The lock and the savepoint, then the gate, the push result and the
+    /// candidate rows in one statement (`prelude`); `None` when a
+    /// requested table is not in the ensured schema (the single calls then
+    /// report it).
+    fn begin_push(
+        &mut self,
+        request: &PushPreludeRequest,
+        running: Checked<i32>,
+    ) -> Result<Option<PushPrelude>> {
+        let running = running.get();
+        let Some(plan) = prelude::plan(self.ensured.as_ref(), &self.partition, request, running)
+        else {
+            return Ok(None);
+        };
+        self.lock_partition_for_push()?;
+        let (prelude, _scopes) =
+            self.run(|conn, p| prelude::read(conn, plan, p, request, running))?;
+        Ok(Some(prelude))
     }
 
     fn commit_rejected_push_result(
