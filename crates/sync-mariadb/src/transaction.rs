@@ -21,6 +21,7 @@ use sync_core::{
 use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::{Conn, Pooled};
+use crate::prelude::KnownScopes;
 use crate::session::lost_at_commit;
 use crate::{checkpoints, commit_log, prelude, push_lock, reads, records, rows};
 
@@ -46,6 +47,9 @@ pub struct MariadbTransaction<'s> {
     writer_version: i32,
     state: State,
     push_locked: bool,
+    /// The stored scopes of the rows the prelude read, until this
+    /// transaction writes them (`prelude::KnownScopes`).
+    known_scopes: KnownScopes,
     storage: PhantomData<&'s MariadbStorage>,
 }
 
@@ -69,11 +73,22 @@ pub(crate) fn begin<'s>(
         writer_version,
         state: State::Open,
         push_locked: false,
+        known_scopes: KnownScopes::new(),
         storage: PhantomData,
     })
 }
 
 impl MariadbTransaction<'_> {
+    /// What the prelude read of a row's scopes, taken out: once the row is
+    /// written, what the prelude read no longer holds.
+    fn forget_scopes(&mut self, table: &str, row_id: &str) -> Option<Option<String>> {
+        if self.known_scopes.is_empty() {
+            return None;
+        }
+        self.known_scopes
+            .remove(&(table.to_owned(), row_id.to_owned()))
+    }
+
     /// Runs statements; any failure poisons the transaction.
     fn run<T>(&mut self, f: impl FnOnce(&mut Conn, &str) -> Result<T>) -> Result<T> {
         let Some(conn) = self.conn.as_mut() else {
@@ -228,8 +243,9 @@ impl TransactionBackend for MariadbTransaction<'_> {
             return Ok(None);
         };
         self.lock_partition_for_push()?;
-        let (prelude, _scopes) =
+        let (prelude, scopes) =
             self.run(|conn, p| prelude::read(conn, plan, p, request, running))?;
+        self.known_scopes = scopes;
         Ok(Some(prelude))
     }
 
@@ -269,16 +285,29 @@ impl TransactionBackend for MariadbTransaction<'_> {
         }
     }
 
+    /// The row write; a row the prelude read needs no scopes read first.
     fn upsert_row(
         &mut self,
         t: Table<'_, TxHandle<Self>>,
         row: CheckedRow<'_>,
         op_index: Option<u32>,
     ) -> Result<()> {
-        self.run(|conn, p| rows::upsert(conn, t.handle(), p, row.row(), row.projection(), op_index))
+        let known = self.forget_scopes(t.name(), &row.row().row_id);
+        self.run(|conn, p| {
+            rows::upsert(
+                conn,
+                t.handle(),
+                p,
+                row.row(),
+                row.projection(),
+                op_index,
+                known,
+            )
+        })
     }
 
     fn delete_row(&mut self, t: Table<'_, TxHandle<Self>>, row_id: RowId<'_>) -> Result<()> {
+        self.forget_scopes(t.name(), row_id.as_str());
         self.run(|conn, p| rows::delete(conn, t.handle(), p, row_id.as_str()))
     }
 

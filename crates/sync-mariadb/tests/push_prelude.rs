@@ -14,7 +14,8 @@ use mysql::prelude::Queryable;
 use sync_conformance::fixtures::{self, Op, PushOutcome};
 use sync_core::{
     EnsureOptions, ErrorCode, NewChange, NewCommit, PushCommitOutcome, PushOperationResult,
-    PushPreludeRequest, PushStatus, ServeGate, ServerStorage, StoredPushResult, StoredRow,
+    PushPreludeRequest, PushStatus, RowScanQuery, ServeGate, ServerStorage, StoredPushResult,
+    StoredRow,
 };
 use sync_mariadb::scratch::{url_from_env, ScratchDatabase};
 use sync_mariadb::{MariadbConfig, MariadbStorage};
@@ -330,6 +331,84 @@ fn a_push_goes_on_after_the_prelude() {
         Some(rejected)
     );
     assert_eq!(s.get_max_commit_seq("acme").expect("seq"), 2);
+}
+
+/// The ids of the `tasks` rows in project `project`, through the scope
+/// index.
+fn in_project(s: &MariadbStorage, project: &str) -> Vec<String> {
+    let query = RowScanQuery {
+        table: "tasks".into(),
+        scope_filter: [("project_id".to_owned(), vec![project.to_owned()])].into(),
+        after_row_id: None,
+        limit: 100,
+    };
+    let rows = s.scan_rows("acme", &query).expect("scan");
+    rows.into_iter().map(|r| r.row_id).collect()
+}
+
+fn task_in(project: &str, id: &str, title: &str) -> StoredRow {
+    let schema = fixtures::fix1().expect("fix1");
+    fixtures::task(&schema, id, project, title).expect("task")
+}
+
+#[test]
+fn row_writes_after_the_prelude_keep_the_scope_index() {
+    let w = world();
+    seed(&w);
+    let s = &w.storage;
+    let mut tx = s.begin("acme").expect("begin");
+    tx.begin_push(&request("k2", &[("tasks", &["t1", "t5", "t-versioned"])]))
+        .expect("prelude");
+    // A read row whose scopes change, twice.
+    tx.upsert_row("tasks", &task_in("p2", "t1", "first"), Some(0))
+        .expect("t1 to p2");
+    tx.upsert_row("tasks", &task_in("p3", "t1", "first"), Some(1))
+        .expect("t1 to p3");
+    // A row the prelude found absent, inserted, then written again.
+    tx.upsert_row("tasks", &task_in("p2", "t5", "fifth"), Some(2))
+        .expect("t5 inserted");
+    tx.upsert_row("tasks", &task_in("p3", "t5", "fifth"), Some(3))
+        .expect("t5 updated");
+    // A read row deleted, then written again.
+    tx.delete_row("tasks", "t-versioned").expect("delete");
+    tx.upsert_row("tasks", &task_in("p2", "t-versioned", "again"), Some(4))
+        .expect("t-versioned again");
+    tx.commit().expect("commit");
+    assert_eq!(in_project(s, "p1"), ["é\"\\"]);
+    assert_eq!(in_project(s, "p2"), ["t-versioned"]);
+    assert_eq!(in_project(s, "p3"), ["t1", "t5"]);
+    assert_eq!(
+        s.get_row("acme", "tasks", "t5").expect("row"),
+        Some(task_in("p3", "t5", "fifth"))
+    );
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_row_the_prelude_read_is_written_without_reading_it_again() {
+    use std::sync::Arc;
+    use sync_core::fault::FaultPlan;
+
+    let w = world();
+    seed(&w);
+    let plan = FaultPlan::count_only();
+    w.storage.set_fault_plan(Some(Arc::clone(&plan)));
+    let mut tx = w.storage.begin("acme").expect("begin");
+    tx.begin_push(&request("k2", &[("tasks", &["t1", "t5"])]))
+        .expect("prelude");
+    let before = plan.statements();
+    tx.upsert_row("tasks", &task_in("p2", "t1", "first"), Some(0))
+        .expect("t1");
+    tx.upsert_row("tasks", &task_in("p2", "t5", "fifth"), Some(1))
+        .expect("t5");
+    let log = plan.statement_log();
+    tx.rollback().expect("rollback");
+    w.storage.set_fault_plan(None);
+    let writes = &log[usize::try_from(before).expect("count")..];
+    assert!(
+        writes.iter().all(|sql| !sql.starts_with("SELECT")),
+        "{writes:#?}"
+    );
 }
 
 #[cfg(feature = "fault-injection")]
