@@ -321,7 +321,6 @@ fn bump_locked(
     let now = storage.config().clock.now_ms();
 
     // The fence transaction.
-    conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
     conn.run("START TRANSACTION")?;
     let fenced = (|| -> Result<bool> {
         let locked = read_marker_for_update(conn)?;
@@ -431,7 +430,6 @@ fn run_ddl(
 /// The finishing transaction: marker and layouts, journal done.
 fn finish(conn: &mut Conn, version: i32, layouts: &str, storage: &MariadbStorage) -> Result<()> {
     let now = storage.config().clock.now_ms();
-    conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
     conn.run("START TRANSACTION")?;
     let done = (|| -> Result<()> {
         read_marker_for_update(conn)?;

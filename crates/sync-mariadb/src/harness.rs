@@ -582,7 +582,6 @@ struct MariadbOldWriter {
 impl MariadbOldWriter {
     fn begin(url: &MariadbUrl, partition: &str) -> Result<Self> {
         let (mut conn, _) = Conn::open(&url.connection_opts(), waits())?;
-        conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
         conn.run("START TRANSACTION")?;
         Ok(Self {
             conn,
@@ -599,21 +598,7 @@ impl Drop for MariadbOldWriter {
 
 impl OldWriter for MariadbOldWriter {
     fn lock(&mut self) -> Result<()> {
-        self.conn.rows::<(i64,)>(
-            "SELECT `schema_version` FROM `sync_schema_meta` WHERE `id` = 1 LOCK IN SHARE MODE",
-            (),
-        )?;
-        self.conn.exec(
-            "INSERT INTO `sync_partitions` (`partition`) VALUES (?) \
-             ON DUPLICATE KEY UPDATE `partition` = `partition`",
-            (&self.partition,),
-        )?;
-        self.conn
-            .rows::<(i64,)>(
-                "SELECT `max_commit_seq` FROM `sync_partitions` WHERE `partition` = ? FOR UPDATE",
-                (&self.partition,),
-            )
-            .map(drop)
+        crate::push_lock::lock_partition(&mut self.conn, &self.partition)
     }
 
     fn upsert_row(

@@ -189,14 +189,14 @@ impl MariadbStorage {
         f(&mut conn)
     }
 
-    /// Runs `f` in a `READ COMMITTED` transaction on a pooled connection:
-    /// committed when it succeeds, rolled back otherwise.
+    /// Runs `f` in a transaction on a pooled connection (`READ COMMITTED`,
+    /// the session's level): committed when it succeeds, rolled back
+    /// otherwise.
     pub(crate) fn with_write<T>(
         &self,
         f: impl FnOnce(&mut crate::pool::Conn) -> Result<T>,
     ) -> Result<T> {
         let mut conn = self.conn()?;
-        conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
         conn.run("START TRANSACTION")?;
         match f(&mut conn) {
             Ok(value) => match conn.run("COMMIT") {
@@ -214,14 +214,20 @@ impl MariadbStorage {
     }
 
     /// Runs `f` in one `REPEATABLE READ` read-only snapshot on a pooled
-    /// connection (multi-statement pool reads).
+    /// connection (multi-statement pool reads). The level is asked for this
+    /// one transaction; should the transaction then fail to start, the
+    /// request would still be pending for the connection's next one, so
+    /// the connection is discarded instead of returned to the pool.
     pub(crate) fn with_read<T>(
         &self,
         f: impl FnOnce(&mut crate::pool::Conn) -> Result<T>,
     ) -> Result<T> {
         let mut conn = self.conn()?;
         conn.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")?;
-        conn.run("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")?;
+        if let Err(error) = conn.run("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY") {
+            conn.discard();
+            return Err(error);
+        }
         let result = f(&mut conn);
         match result {
             Ok(value) => conn.run("COMMIT").map(|()| value),

@@ -8,10 +8,11 @@
 //! - [`MariadbUrl`] (`mariadb://` or `mysql://` URLs) and [`MariadbConfig`];
 //! - [`MariadbStorage::connect`]: an r2d2 pool of synchronous `mysql`
 //!   connections with `CLIENT_FOUND_ROWS`, whose every connection sets
-//!   `utf8mb4_nopad_bin`, the whole `sql_mode` ([`SQL_MODE`]), UTC and its
-//!   lock waits, and is refused (`sync.storage.backend`) unless the server is
-//!   MariaDB ≥ 10.6 and the session reads back `NO_BACKSLASH_ESCAPES`,
-//!   `ANSI_QUOTES` and `utf8mb4`;
+//!   `utf8mb4_nopad_bin`, the whole `sql_mode` ([`SQL_MODE`]), UTC, its
+//!   lock waits and `READ COMMITTED` (once per session, not per
+//!   transaction), and is refused (`sync.storage.backend`) unless the server
+//!   is MariaDB ≥ 10.6 and the session reads back `NO_BACKSLASH_ESCAPES`,
+//!   `ANSI_QUOTES`, `utf8mb4` and `READ-COMMITTED`;
 //! - [`MariadbSql`] / [`DIALECT`]: type mapping, backtick quoting, `?`
 //!   placeholders, `COLUMN_TYPE` comparison, InnoDB table options, declared
 //!   indexes as prefix lookup indexes plus full-value uniqueness indexes;
@@ -57,8 +58,12 @@
 //! `sync_schema::ObserveTables`: `syncstore --db mariadb://…` (or
 //! `mysql://…`) runs every command on this dialect, `demo` included.
 //!
-//! Not yet: key-length validation (`key_too_long`), plan explanations
-//! (`explain`) and the round entry and push prelude batches.
+//! The round entry (`enter_round`) is one statement (plus the registry
+//! touch when the entry is missing or stale), and the push prelude
+//! (`begin_push`) the lock, the savepoint and one read.
+//!
+//! Not yet: key-length validation (`key_too_long`) and plan explanations
+//! (`explain`).
 #![deny(rust_2018_idioms)]
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -77,17 +82,21 @@ mod errors;
 mod explain;
 #[cfg(feature = "fault-injection")]
 mod faults;
+mod gate;
 #[cfg(feature = "conformance")]
 pub mod harness;
 mod instance;
 mod introspect;
 mod lookups;
 mod pool;
+mod prelude;
+mod push_lock;
 mod query;
 mod reactions;
 mod reads;
 mod records;
 mod rewrite;
+mod round_entry;
 mod rows;
 mod scans;
 pub mod scratch;

@@ -185,6 +185,13 @@ impl Conn {
         }
     }
 
+    /// Marks the connection broken: the pool discards it instead of
+    /// handing it out again (a session left in a state the next user must
+    /// not inherit).
+    pub(crate) fn discard(&mut self) {
+        self.broken = true;
+    }
+
     /// Rolls back whatever is open. A failed rollback marks the connection
     /// broken instead of returning an error: it is never reused.
     pub(crate) fn rollback(&mut self) {

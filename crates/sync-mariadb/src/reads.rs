@@ -5,8 +5,8 @@
 use mysql::Value;
 use sync_core::{candidate_variable, Result, ScopeFilter, ServeGate};
 
+use crate::gate::GateColumns;
 use crate::pool::Conn;
-use crate::values::corrupt;
 
 /// The gate token: marker version (with an open migration's rule), the
 /// partition's epoch and its pending checkpoint names at `running`.
@@ -21,28 +21,13 @@ pub(crate) fn serve_gate(conn: &mut Conn, partition: &str, running: i32) -> Resu
         (partition, partition, running),
     )?;
     let (stored, migrating_to, log_epoch, pending) = raw.unwrap_or_default();
-    let mut pending: Vec<String> = match pending {
-        Some(text) => serde_json::from_str(&text).map_err(|_| corrupt("pending_unreadable"))?,
-        None => Vec::new(),
-    };
-    pending.sort();
-    Ok(ServeGate {
-        partition: partition.to_owned(),
-        stored_schema_version: gate_version(stored.unwrap_or(0), migrating_to, running),
+    let columns = GateColumns {
+        stored,
+        migrating_to,
         log_epoch,
         pending,
-    })
-}
-
-/// While a migration to `M` is open, a caller running below `M` sees `M`
-/// (another process migrated the database: `schema_ahead`), one running at
-/// or above it sees 0 (no complete schema yet: `schema_behind`).
-fn gate_version(stored: i64, migrating_to: Option<i64>, running: i32) -> i64 {
-    match migrating_to {
-        Some(target) if i64::from(running) < target => target,
-        Some(_) => 0,
-        None => stored,
-    }
+    };
+    crate::gate::decode(partition, columns, running)
 }
 
 fn candidate(filter: &ScopeFilter) -> Option<(&str, &[String])> {
@@ -95,20 +80,4 @@ pub(crate) fn latest_scoped_seq(
         latest = latest.max(seq.flatten().unwrap_or(0));
     }
     Ok(latest)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::gate_version;
-
-    #[test]
-    fn an_open_migration_refuses_every_caller() {
-        assert_eq!(gate_version(1, None, 1), 1);
-        assert_eq!(gate_version(1, Some(2), 1), 2, "older code sees the target");
-        assert_eq!(
-            gate_version(1, Some(2), 2),
-            0,
-            "the target's code sees no schema"
-        );
-    }
 }

@@ -46,9 +46,12 @@ pub(crate) fn put_push_result(
 const CLIENT_COLUMNS: &str =
     "`client_id`, `actor_id`, `wire_version`, `cursor`, `updated_at_ms`, `subscriptions`";
 
-type RawClient = (String, String, i64, i64, i64, String);
+/// A client record's columns: id, actor, wire version, cursor, update
+/// time, subscriptions.
+pub(crate) type RawClient = (String, String, i64, i64, i64, String);
 
-fn client(raw: RawClient) -> Result<ClientRecord> {
+/// The record of a [`RawClient`] (unreadable subscriptions fail).
+pub(crate) fn client(raw: RawClient) -> Result<ClientRecord> {
     let (client_id, actor_id, wire_version, cursor, updated_at_ms, subscriptions) = raw;
     Ok(ClientRecord {
         client_id,
@@ -175,9 +178,11 @@ pub(crate) fn active_floor(
 const REGISTRY_COLUMNS: &str =
     "`partition`, `log_epoch`, `epoch_required`, `last_authenticated_at_ms`";
 
-type RawEntry = (String, String, i64, i64);
+/// A registry entry's columns: partition, epoch, epoch required, time.
+pub(crate) type RawEntry = (String, String, i64, i64);
 
-fn entry(raw: RawEntry) -> PartitionRegistryEntry {
+/// The entry of a [`RawEntry`].
+pub(crate) fn entry(raw: RawEntry) -> PartitionRegistryEntry {
     let (partition, log_epoch, epoch_required, last_authenticated_at_ms) = raw;
     PartitionRegistryEntry {
         partition,

@@ -121,7 +121,6 @@ pub(crate) fn rewrite_table(
     loop {
         let page = read_page(conn, &plan.table, after.as_ref())?;
         let short = page.len() < REWRITE_PAGE_SIZE;
-        conn.run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")?;
         conn.run("START TRANSACTION")?;
         let written = (|| -> Result<()> {
             for (partition, row_id, payload) in &page {

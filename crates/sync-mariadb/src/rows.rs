@@ -54,7 +54,9 @@ pub(crate) fn build_row(raw: (String, i64, String, Vec<u8>)) -> Result<StoredRow
 /// never `ON DUPLICATE KEY UPDATE`, which would update another row that
 /// collides on a unique index. The scope index is replaced only when the
 /// scope map changed. A constraint error of either statement is
-/// `constraint_violation` with `op_index`.
+/// `constraint_violation` with `op_index`. `known_scopes` is the stored
+/// scopes text as this transaction already read it under the partition
+/// lock (`Some(None)`: no row), which spares the statement reading it.
 pub(crate) fn upsert(
     conn: &mut Conn,
     table: &TableSql,
@@ -62,9 +64,13 @@ pub(crate) fn upsert(
     row: &StoredRow,
     values: Option<&[RowValue]>,
     op_index: Option<u32>,
+    known_scopes: Option<Option<String>>,
 ) -> Result<()> {
     let new_scopes = scopes_json(&row.scopes);
-    let old_scopes: Option<String> = conn.first(&table.select_scopes, (partition, &row.row_id))?;
+    let old_scopes: Option<String> = match known_scopes {
+        Some(known) => known,
+        None => conn.first(&table.select_scopes, (partition, &row.row_id))?,
+    };
     let unchanged = old_scopes.as_deref().is_some_and(|old| {
         old == new_scopes || parse_scopes(old).is_ok_and(|parsed| parsed == row.scopes)
     });

@@ -14,6 +14,13 @@ use crate::errors::connect_error;
 /// and the other dialects read them.
 pub const SQL_MODE: &str = "STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION,NO_BACKSLASH_ESCAPES,ANSI_QUOTES,PIPES_AS_CONCAT";
 
+/// The isolation level of every transaction a session begins, set once by
+/// the session set-up (`SET SESSION TRANSACTION ISOLATION LEVEL READ
+/// COMMITTED`) and read back: pushes and pool writes begin with a bare
+/// `START TRANSACTION`. A multi-statement pool read asks for `REPEATABLE
+/// READ` for its one transaction only.
+pub(crate) const ISOLATION: &str = "READ-COMMITTED";
+
 /// The oldest server the dialect runs on (`INSERT … RETURNING`, `SKIP
 /// LOCKED`, atomic DDL, long unique keys).
 pub(crate) const MINIMUM_VERSION: (u16, u16) = (10, 6);
@@ -40,6 +47,10 @@ pub struct SessionFacts {
     pub version: String,
     /// `@@lower_case_table_names`.
     pub lower_case_table_names: i64,
+    /// The session's isolation level (`tx_isolation`, named
+    /// `transaction_isolation` from 11.1 on): `READ-COMMITTED` once the
+    /// set-up ran.
+    pub isolation: String,
 }
 
 /// Why a session was refused (kept as the source of the coded error).
@@ -56,8 +67,9 @@ impl std::error::Error for SessionRefused {}
 
 /// Sets up a fresh connection and checks what it reports. A server that
 /// is not MariaDB ≥ 10.6, a session without `NO_BACKSLASH_ESCAPES` and
-/// `ANSI_QUOTES`, a connection character set other than `utf8mb4` or a
-/// server folding identifier case is refused with `sync.storage.backend`.
+/// `ANSI_QUOTES`, a connection character set other than `utf8mb4`, a
+/// server folding identifier case or a session whose isolation level did
+/// not become `READ COMMITTED` is refused with `sync.storage.backend`.
 pub(crate) fn setup(conn: &mut mysql::Conn, waits: LockWaits) -> Result<SessionFacts> {
     conn.query_drop("SET NAMES utf8mb4 COLLATE utf8mb4_nopad_bin")
         .map_err(connect_error)?;
@@ -67,6 +79,8 @@ pub(crate) fn setup(conn: &mut mysql::Conn, waits: LockWaits) -> Result<SessionF
         waits.row_seconds, waits.metadata_seconds
     ))
     .map_err(connect_error)?;
+    conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .map_err(connect_error)?;
     let facts = read_facts(conn)?;
     check(&facts)?;
     Ok(facts)
@@ -74,14 +88,18 @@ pub(crate) fn setup(conn: &mut mysql::Conn, waits: LockWaits) -> Result<SessionF
 
 /// Reads the session facts [`check`] judges.
 pub(crate) fn read_facts(conn: &mut mysql::Conn) -> Result<SessionFacts> {
-    type Facts = (String, String, String, String, i64);
+    type Facts = (String, String, String, String, i64, Option<String>);
+    // The isolation variable is `tx_isolation` up to 11.0 and
+    // `transaction_isolation` from 11.1 on: read whichever the server has.
     let row: Option<Facts> = conn
         .query_first(
             "SELECT @@SESSION.sql_mode, @@SESSION.character_set_connection, \
-             @@SESSION.collation_connection, @@version, @@lower_case_table_names",
+             @@SESSION.collation_connection, @@version, @@lower_case_table_names, \
+             (SELECT `VARIABLE_VALUE` FROM information_schema.SESSION_VARIABLES \
+              WHERE `VARIABLE_NAME` IN ('TX_ISOLATION', 'TRANSACTION_ISOLATION') LIMIT 1)",
         )
         .map_err(connect_error)?;
-    let (sql_mode, charset, collation, version, lower_case_table_names) =
+    let (sql_mode, charset, collation, version, lower_case_table_names, isolation) =
         row.ok_or_else(|| refused("the session read returned no row"))?;
     Ok(SessionFacts {
         sql_mode,
@@ -89,6 +107,7 @@ pub(crate) fn read_facts(conn: &mut mysql::Conn) -> Result<SessionFacts> {
         collation,
         version,
         lower_case_table_names,
+        isolation: isolation.unwrap_or_default(),
     })
 }
 
@@ -120,6 +139,12 @@ pub(crate) fn check(facts: &SessionFacts) -> Result<()> {
     }
     if facts.lower_case_table_names != 0 {
         return Err(refused("lower_case_table_names is not 0"));
+    }
+    if facts.isolation != ISOLATION {
+        return Err(refused(&format!(
+            "the session's isolation level is {}, not {ISOLATION}",
+            facts.isolation
+        )));
     }
     Ok(())
 }
@@ -160,6 +185,7 @@ mod tests {
             collation: "utf8mb4_nopad_bin".to_owned(),
             version: "10.11.19-MariaDB-0+deb12u1".to_owned(),
             lower_case_table_names: 0,
+            isolation: ISOLATION.to_owned(),
         }
     }
 
@@ -173,13 +199,15 @@ mod tests {
     #[test]
     fn a_good_session_passes_and_each_defect_is_refused() {
         check(&facts()).expect("a good session");
-        let defects: [fn(&mut SessionFacts); 6] = [
+        let defects: [fn(&mut SessionFacts); 8] = [
             (|f| f.version = "8.0.36".to_owned()),
             (|f| f.version = "10.5.2-MariaDB".to_owned()),
             (|f| f.sql_mode = "STRICT_ALL_TABLES,ANSI_QUOTES".to_owned()),
             (|f| f.sql_mode = "NO_BACKSLASH_ESCAPES".to_owned()),
             (|f| f.charset = "latin1".to_owned()),
             (|f| f.lower_case_table_names = 1),
+            (|f| f.isolation = "REPEATABLE-READ".to_owned()),
+            (|f| f.isolation = "SERIALIZABLE".to_owned()),
         ];
         for defect in defects {
             let mut bad = facts();

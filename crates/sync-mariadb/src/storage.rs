@@ -11,34 +11,17 @@ use sync_core::front::{
 use sync_core::{
     ActivationOutcome, CheckpointKey, ClientCursorInfo, ClientRecord, CommitPruneQuery,
     CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome,
-    PartitionRegistryEntry, Result, RowScanQuery, SchemaMarker, ScopeFilter, ServeGate,
-    SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult, StoredRow,
+    PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest, RowScanQuery, SchemaMarker,
+    ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult,
+    StoredRow,
 };
 
 use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::Conn;
+use crate::push_lock::lock_partition;
 use crate::transaction::{self, MariadbTransaction};
-use crate::{checkpoints, commit_log, ensure, reads, records, rows, scans, windows};
-
-/// The partition write lock of a pool write (meta row shared, partition
-/// row created if absent and locked), as `lock_partition_for_push` takes it.
-fn lock_partition(conn: &mut Conn, partition: &str) -> Result<()> {
-    conn.rows::<(i64,)>(
-        "SELECT `schema_version` FROM `sync_schema_meta` WHERE `id` = 1 LOCK IN SHARE MODE",
-        (),
-    )?;
-    conn.exec(
-        "INSERT INTO `sync_partitions` (`partition`) VALUES (?) \
-         ON DUPLICATE KEY UPDATE `partition` = `partition`",
-        (partition,),
-    )?;
-    conn.rows::<(i64,)>(
-        "SELECT `max_commit_seq` FROM `sync_partitions` WHERE `partition` = ? FOR UPDATE",
-        (partition,),
-    )?;
-    Ok(())
-}
+use crate::{checkpoints, commit_log, ensure, reads, records, round_entry, rows, scans, windows};
 
 impl StorageBackend for MariadbStorage {
     type Schema = Ensured;
@@ -84,6 +67,12 @@ impl StorageBackend for MariadbStorage {
         self.with_conn(|c| records::touch(c, p.as_str(), at_ms, epoch.as_str()))
     }
 
+    /// One statement (`round_entry`), plus the touch when the registry
+    /// entry is missing or stale.
+    fn enter_round(&self, request: Request<'_, RoundEntryRequest>) -> Result<RoundEntry> {
+        self.with_conn(|c| round_entry::enter(c, request.get()))
+    }
+
     fn rotate_partition_log_epoch(
         &self,
         p: Partition<'_>,
@@ -117,8 +106,7 @@ impl StorageBackend for MariadbStorage {
         p: Partition<'_>,
         ensured: Option<Arc<Ensured>>,
     ) -> Result<MariadbTransaction<'_>> {
-        let writer_version = ensured.map_or(0, |e| e.version());
-        transaction::begin(self, p.as_str(), writer_version)
+        transaction::begin(self, p.as_str(), ensured)
     }
 
     fn get_max_commit_seq(&self, p: Partition<'_>) -> Result<i64> {

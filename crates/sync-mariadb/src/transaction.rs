@@ -6,21 +6,24 @@
 //! after `constraint_violation`, `commit_rejected_push_result`) is accepted.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use sync_core::front::{
     Checked, CheckedRow, CheckpointName, Request, RowId, Table, Tables, TransactionBackend,
     TxHandle,
 };
 use sync_core::{
-    ActivationOutcome, ClientRecord, Coverage, Error, ErrorCode, NewCommit, Result, RowScanQuery,
-    ServeGate, SourceChange, StoredCheckpoint, StoredPushResult, StoredRow, StoredScopes,
+    ActivationOutcome, ClientRecord, Coverage, Error, ErrorCode, NewCommit, PushPrelude,
+    PushPreludeRequest, Result, RowScanQuery, ServeGate, SourceChange, StoredCheckpoint,
+    StoredPushResult, StoredRow, StoredScopes,
 };
 
 use crate::ensured::Ensured;
 use crate::instance::MariadbStorage;
 use crate::pool::{Conn, Pooled};
+use crate::prelude::KnownScopes;
 use crate::session::lost_at_commit;
-use crate::{checkpoints, commit_log, reads, records, rows, scans};
+use crate::{checkpoints, commit_log, prelude, push_lock, reads, records, rows, scans};
 
 const SAVEPOINT: &str = "SAVEPOINT sync_push_candidate";
 const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT sync_push_candidate";
@@ -38,37 +41,54 @@ pub struct MariadbTransaction<'s> {
     /// `None` once the transaction ended.
     conn: Option<Pooled>,
     partition: String,
+    /// The schema the transaction was begun with (the push prelude's
+    /// tables).
+    ensured: Option<Arc<Ensured>>,
     writer_version: i32,
     state: State,
     push_locked: bool,
+    /// The stored scopes of the rows the prelude read, until this
+    /// transaction writes them (`prelude::KnownScopes`).
+    known_scopes: KnownScopes,
     storage: PhantomData<&'s MariadbStorage>,
 }
 
-/// Opens a `READ COMMITTED` transaction on a pooled connection.
+/// Opens a transaction on a pooled connection, at the session's `READ
+/// COMMITTED` (set once per connection, `session::ISOLATION`).
 pub(crate) fn begin<'s>(
     storage: &'s MariadbStorage,
     partition: &str,
-    writer_version: i32,
+    ensured: Option<Arc<Ensured>>,
 ) -> Result<MariadbTransaction<'s>> {
+    let writer_version = ensured.as_ref().map_or(0, |e| e.version());
     let mut conn = storage.conn()?;
-    if let Err(error) = conn
-        .run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        .and_then(|()| conn.run("START TRANSACTION"))
-    {
+    if let Err(error) = conn.run("START TRANSACTION") {
         conn.rollback();
         return Err(error);
     }
     Ok(MariadbTransaction {
         conn: Some(conn),
         partition: partition.to_owned(),
+        ensured,
         writer_version,
         state: State::Open,
         push_locked: false,
+        known_scopes: KnownScopes::new(),
         storage: PhantomData,
     })
 }
 
 impl MariadbTransaction<'_> {
+    /// What the prelude read of a row's scopes, taken out: once the row is
+    /// written, what the prelude read no longer holds.
+    fn forget_scopes(&mut self, table: &str, row_id: &str) -> Option<Option<String>> {
+        if self.known_scopes.is_empty() {
+            return None;
+        }
+        self.known_scopes
+            .remove(&(table.to_owned(), row_id.to_owned()))
+    }
+
     /// Runs statements; any failure poisons the transaction.
     fn run<T>(&mut self, f: impl FnOnce(&mut Conn, &str) -> Result<T>) -> Result<T> {
         let Some(conn) = self.conn.as_mut() else {
@@ -194,31 +214,40 @@ impl TransactionBackend for MariadbTransaction<'_> {
         self.run(|conn, p| crate::query::run(conn, p, &prepared))
     }
 
-    /// The meta row in share mode (a migration's fence transaction holds it
-    /// exclusively), the partition row created if absent and locked, then
-    /// the rejection savepoint.
+    /// The partition write lock (`push_lock`: the meta row in share mode,
+    /// the partition row created if absent and locked, one statement),
+    /// then the rejection savepoint.
     fn lock_partition_for_push(&mut self) -> Result<()> {
         if self.push_locked {
             return Ok(());
         }
         self.run(|conn, p| {
-            conn.rows::<(i64,)>(
-                "SELECT `schema_version` FROM `sync_schema_meta` WHERE `id` = 1 LOCK IN SHARE MODE",
-                (),
-            )?;
-            conn.exec(
-                "INSERT INTO `sync_partitions` (`partition`) VALUES (?) \
-                 ON DUPLICATE KEY UPDATE `partition` = `partition`",
-                (p,),
-            )?;
-            conn.rows::<(i64,)>(
-                "SELECT `max_commit_seq` FROM `sync_partitions` WHERE `partition` = ? FOR UPDATE",
-                (p,),
-            )?;
+            push_lock::lock_partition(conn, p)?;
             conn.run(SAVEPOINT)
         })?;
         self.push_locked = true;
         Ok(())
+    }
+
+    /// The lock and the savepoint, then the gate, the push result and the
+    /// candidate rows in one statement (`prelude`); `None` when a
+    /// requested table is not in the ensured schema (the single calls then
+    /// report it).
+    fn begin_push(
+        &mut self,
+        request: &PushPreludeRequest,
+        running: Checked<i32>,
+    ) -> Result<Option<PushPrelude>> {
+        let running = running.get();
+        let Some(plan) = prelude::plan(self.ensured.as_ref(), &self.partition, request, running)
+        else {
+            return Ok(None);
+        };
+        self.lock_partition_for_push()?;
+        let (prelude, scopes) =
+            self.run(|conn, p| prelude::read(conn, plan, p, request, running))?;
+        self.known_scopes = scopes;
+        Ok(Some(prelude))
     }
 
     fn commit_rejected_push_result(
@@ -257,16 +286,29 @@ impl TransactionBackend for MariadbTransaction<'_> {
         }
     }
 
+    /// The row write; a row the prelude read needs no scopes read first.
     fn upsert_row(
         &mut self,
         t: Table<'_, TxHandle<Self>>,
         row: CheckedRow<'_>,
         op_index: Option<u32>,
     ) -> Result<()> {
-        self.run(|conn, p| rows::upsert(conn, t.handle(), p, row.row(), row.projection(), op_index))
+        let known = self.forget_scopes(t.name(), &row.row().row_id);
+        self.run(|conn, p| {
+            rows::upsert(
+                conn,
+                t.handle(),
+                p,
+                row.row(),
+                row.projection(),
+                op_index,
+                known,
+            )
+        })
     }
 
     fn delete_row(&mut self, t: Table<'_, TxHandle<Self>>, row_id: RowId<'_>) -> Result<()> {
+        self.forget_scopes(t.name(), row_id.as_str());
         self.run(|conn, p| rows::delete(conn, t.handle(), p, row_id.as_str()))
     }
 

@@ -287,6 +287,20 @@ impl Db {
         Ok(storage)
     }
 
+    /// The MariaDB storage of a MariaDB database, the benchmark schema
+    /// ensured (the concrete type: its fault plan counts statements).
+    pub fn mariadb_storage(&self) -> Result<Arc<MariadbStorage>> {
+        let Location::Mariadb { url, database } = &self.location else {
+            anyhow::bail!("not a MariaDB database");
+        };
+        let storage = MariadbStorage::connect_to(
+            Location::mariadb_url(url, database)?,
+            MariadbConfig::default(),
+        )?;
+        storage.ensure_schema(&fixture::schema(false)?, &EnsureOptions::default())?;
+        Ok(Arc::new(storage))
+    }
+
     /// A raw client on this database (the schema must have been ensured).
     pub fn raw(&self) -> Result<Box<dyn RawClient>> {
         Ok(match &self.location {

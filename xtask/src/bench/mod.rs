@@ -15,6 +15,7 @@ mod engine;
 mod fixture;
 mod machine;
 mod mariadb_server;
+mod mariadb_statements;
 mod proxy;
 mod pushes;
 mod raw;
@@ -341,6 +342,9 @@ fn run_dialect(env: &Env, scale: &Scale, only: &Selection) -> Result<Vec<Measure
     if ["W1", "W2", "W3", "W4"].iter().any(|w| only.has(w)) {
         let (pushes, fixture) = w1_push::run(env, scale)?;
         out.extend(pushes);
+        if env.dialect == Dialect::Mariadb && only.has("W1") {
+            out.extend(mariadb_statements::run(env, scale)?);
+        }
         let fixture =
             if (scale.w1_commits, scale.w2_commits) == (scale.fixture_w1, scale.fixture_w2) {
                 fixture

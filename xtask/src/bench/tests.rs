@@ -218,6 +218,28 @@ fn w1_to_w4_run_at_tiny_scale_on_mariadb() {
     assert!(analyzed.iter().all(|m| m.variant.ends_with(" analyzed")));
 }
 
+/// Statements per push on MariaDB: the single calls, the prelude and the
+/// engine round are counted, each a push's worth.
+#[test]
+fn mariadb_statements_per_push_are_counted() {
+    let env = mariadb_env();
+    let d = Dialect::Mariadb;
+    let results = mariadb_statements::run(&env, &tiny().for_dialect(d)).unwrap();
+    let variants: Vec<&str> = results.iter().map(|m| m.variant.as_str()).collect();
+    assert_eq!(
+        variants,
+        [
+            "statements",
+            "statements,sequence=prelude",
+            "statements,sequence=engine"
+        ]
+    );
+    for m in &results {
+        assert!((5.0..=30.0).contains(&m.ours), "{m:?}");
+        assert_eq!(m.raw, None);
+    }
+}
+
 /// The raw MariaDB client's reads of several values (walks in key order)
 /// return what the storage's per-value shapes return, dense or sparse.
 #[test]
