@@ -410,6 +410,7 @@ fn e048_reader_busy(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
     let storage: Arc<dyn sync_core::ServerStorage> = Arc::new(super::engine_busy::BusyScans {
         inner: env.storage.clone(),
+        push_results: super::engine_busy::BusyPushResults::Never,
     });
     let swallowed = Arc::new(Mutex::new(None::<String>));
     let log = swallowed.clone();
