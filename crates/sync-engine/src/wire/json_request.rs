@@ -302,6 +302,27 @@ mod tests {
     }
 
     #[test]
+    fn a_pull_header_keeps_its_limits_and_accept_bits() {
+        let text = format!(
+            "{HEADER}\n{}",
+            r#"{"type":"PULL_HEADER","limitCommits":7,"limitSnapshotRows":30,"maxSnapshotPages":2,"accept":3}"#
+        );
+        let request = SyncRequest::from_json_lines(&text).expect("parses");
+        let expected = PullHeader {
+            limit_commits: 7,
+            limit_snapshot_rows: 30,
+            max_snapshot_pages: 2,
+            accept: 3,
+        };
+        assert_eq!(request.pull, Some(expected));
+        let rendered = request.to_json_lines();
+        assert_eq!(
+            SyncRequest::from_json_lines(&rendered).expect("parses back"),
+            request
+        );
+    }
+
+    #[test]
     fn errors_name_the_one_based_line_of_their_frame() {
         assert_eq!(error_at("\n\n").0, 0, "no frame at all");
         assert_eq!(
