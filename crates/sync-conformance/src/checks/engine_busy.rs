@@ -3,7 +3,8 @@
 //! `sync.storage.busy` (a reader call that poisons the push transaction),
 //! and the batch methods `enter_round`, `begin_push` and
 //! `stage_client_record` keep their default bodies (the path of a dialect
-//! that does not batch or stage).
+//! that does not batch or stage). For E-038 it can also fail the reads of
+//! stored push results with `busy`.
 
 use std::sync::Arc;
 
@@ -23,10 +24,28 @@ use sync_core::{
 pub(crate) struct BusyScans {
     /// The wrapped storage.
     pub inner: Arc<dyn ServerStorage>,
+    /// Which reads of a stored push result fail with `busy` too.
+    pub push_results: BusyPushResults,
+}
+
+/// Which reads of a stored push result a [`BusyScans`] fails with `busy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BusyPushResults {
+    /// None: every read delegates.
+    Never,
+    /// The storage's own read (the round entry's, step P1).
+    AtEntry,
+    /// A transaction's read (the push prelude's, step P6).
+    InTransaction,
 }
 
 struct BusyTx<'a> {
     inner: Box<dyn StorageTransaction + 'a>,
+    push_results: BusyPushResults,
+}
+
+fn busy() -> Error {
+    Error::new(ErrorCode::Busy)
 }
 
 impl ServerStorage for BusyScans {
@@ -85,6 +104,7 @@ impl ServerStorage for BusyScans {
     fn begin(&self, partition: &str) -> Result<Box<dyn StorageTransaction + '_>> {
         Ok(Box::new(BusyTx {
             inner: self.inner.begin(partition)?,
+            push_results: self.push_results,
         }))
     }
     fn get_max_commit_seq(&self, partition: &str) -> Result<i64> {
@@ -116,6 +136,9 @@ impl ServerStorage for BusyScans {
         client_id: &str,
         client_commit_id: &str,
     ) -> Result<Option<StoredPushResult>> {
+        if self.push_results == BusyPushResults::AtEntry {
+            return Err(busy());
+        }
         self.inner
             .get_push_result(partition, client_id, client_commit_id)
     }
@@ -434,11 +457,14 @@ impl StorageTransaction for BusyTx<'_> {
         client_id: &str,
         client_commit_id: &str,
     ) -> Result<Option<StoredPushResult>> {
+        if self.push_results == BusyPushResults::InTransaction {
+            return Err(busy());
+        }
         self.inner.get_push_result(client_id, client_commit_id)
     }
     fn scan_rows(&mut self, query: &RowScanQuery) -> Result<Vec<StoredRow>> {
         let _ = query;
-        Err(Error::new(ErrorCode::Busy))
+        Err(busy())
     }
     fn scan_rows_by_index(&mut self, query: &IndexRowScanQuery) -> Result<Vec<StoredRow>> {
         self.inner.scan_rows_by_index(query)

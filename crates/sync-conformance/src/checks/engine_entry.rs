@@ -76,7 +76,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-010",
-        "501 operations over three commits is too_many_operations",
+        "501 operations over three commits is too_many_operations; 500 are served",
         e010_operation_cap,
     ),
     check(
@@ -361,8 +361,19 @@ fn e010_operation_cap(ctx: &mut Ctx<'_>) -> CheckResult {
         }
         commits.push(commit(&format!("c{c}"), ops));
     }
-    run(&engine, "alice", push_req("dev-a", commits)).expect_error("sync.too_many_operations")?;
+    run(&engine, "alice", push_req("dev-a", commits.clone()))
+        .expect_error("sync.too_many_operations")?;
     check_eq!(env.max_seq()?, 0, "max_commit_seq");
+    // Exactly the cap is served.
+    if let Some(last) = commits.last_mut() {
+        last.operations.pop();
+    }
+    let round = run(&engine, "alice", push_req("dev-a", commits));
+    round.ok()?;
+    for (i, count) in [200, 200, 100].into_iter().enumerate() {
+        expect_applied(round.result(i)?, PushResultStatus::Applied, count)?;
+    }
+    check_eq!(env.max_seq()?, 3, "max_commit_seq after 500 operations");
     Ok(())
 }
 

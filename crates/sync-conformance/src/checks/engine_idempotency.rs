@@ -1,15 +1,17 @@
 //! `engine.md` §4.12 idempotency and replay, and the push races of §4.1 /
 //! §4.12 with real threads: E-036…E-041.
 
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 
-use sync_core::{CommitWindowQuery, PushOperationResult, PushStatus};
+use sync_core::{CommitWindowQuery, PushOperationResult, PushStatus, ServerStorage};
 use sync_engine::{PushResult, PushResultStatus};
 
-use super::engine_doubles::{plan, CommitCheck, Planner, RowCheck, TickingClock};
+use super::engine_busy::{BusyPushResults, BusyScans};
+use super::engine_doubles::{plan, CommitCheck, HookLog, Planner, RowCheck, TickingClock};
 use super::engine_fixture::{note_payload, seed_task, P};
 use super::engine_round::{
-    commit, concurrently, env, expect_applied, expect_conflict, push_req, run, scopes, up,
+    build, commit, concurrently, env, expect_applied, expect_conflict, push_req, run, scopes, up,
+    Env,
 };
 use crate::check::{CheckDef, CheckResult, Failure};
 use crate::context::{Ctx, NOW};
@@ -36,7 +38,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-038",
-        "an unreadable stored result replays as a retryable cache miss",
+        "an unreadable stored result replays as a retryable cache miss; another read error fails the round",
         e038_cache_miss,
     ),
     check(
@@ -157,11 +159,77 @@ fn e038_cache_miss(ctx: &mut Ctx<'_>) -> CheckResult {
         .and("client_commit_id", "c1");
     let before = raw.read_text("sync_push_results", "result", key.clone())?;
     let replay = run(&engine, "alice", push_req("dev-a", vec![pushed]));
-    let result = replay.result(0)?;
+    expect_cache_miss(replay.result(0)?, "the replay of an unreadable result")?;
+    check_eq!(
+        raw.read_text("sync_push_results", "result", key)?,
+        before,
+        "stored text"
+    );
+    check_eq!(env.max_seq()?, 1, "max_commit_seq");
+    unreadable_under_the_lock(ctx, &env)?;
+    other_read_errors_fail_the_round(&env)
+}
+
+/// A result stored unreadable between P1 (which found none) and P6 is read
+/// under the lock as the same cache miss.
+fn unreadable_under_the_lock(ctx: &mut Ctx<'_>, env: &Env) -> CheckResult {
+    let raw = Mutex::new(ctx.raw()?);
+    let log = HookLog::default();
+    let hook_log = log.clone();
+    let engine = env.engine_with(|c| {
+        c.test_hooks.after_p1 = Some(Arc::new(move |_: &str| {
+            let written = raw.lock().map_err(|e| e.to_string()).and_then(|raw| {
+                raw.set_push_result_text(P, "dev-a", "c2", r#"{"status":"maybe"}"#)
+                    .map_err(|e| format!("{e:?}"))
+            });
+            if let Err(e) = written {
+                hook_log.note(format!("storing the unreadable result failed: {e}"));
+            }
+        }));
+    })?;
+    let pushed = commit("c2", vec![up("tasks", "t2", None, env.task("t2", "p1")?)]);
+    let round = run(&engine, "alice", push_req("dev-a", vec![pushed]));
+    log.check_empty()?;
+    round.ok()?;
+    expect_cache_miss(round.result(0)?, "a result stored unreadable after P1")?;
+    check!(
+        env.storage.get_row(P, "tasks", "t2")?.is_none(),
+        "t2 stored"
+    );
+    check_eq!(env.max_seq()?, 1, "max_commit_seq after the race");
+    Ok(())
+}
+
+/// Only an unreadable result is a cache miss: a read that fails otherwise
+/// (`busy` at round entry, P1, or under the lock, P6) fails the round.
+fn other_read_errors_fail_the_round(env: &Env) -> CheckResult {
+    for (at, id) in [
+        (BusyPushResults::AtEntry, "t3"),
+        (BusyPushResults::InTransaction, "t4"),
+    ] {
+        let storage: Arc<dyn ServerStorage> = Arc::new(BusyScans {
+            inner: env.storage.clone(),
+            push_results: at,
+        });
+        let engine = build(storage, env.schema.clone(), env.config())?;
+        let pushed = commit(id, vec![up("tasks", id, None, env.task(id, "p1")?)]);
+        run(&engine, "alice", push_req("dev-a", vec![pushed]))
+            .expect_error("sync.storage.busy")
+            .map_err(|f| Failure::new(format!("a busy push-result read {at:?}: {f}")))?;
+        check!(
+            env.storage.get_row(P, "tasks", id)?.is_none(),
+            "{id} stored after a busy push-result read {at:?}"
+        );
+    }
+    check_eq!(env.max_seq()?, 1, "max_commit_seq after busy reads");
+    Ok(())
+}
+
+fn expect_cache_miss(result: &PushResult, what: &str) -> CheckResult {
     check_eq!(
         (result.status, result.commit_seq),
         (PushResultStatus::Rejected, None),
-        "status"
+        "status of {what}"
     );
     match result.results.as_slice() {
         [PushOperationResult::Error {
@@ -169,20 +237,11 @@ fn e038_cache_miss(ctx: &mut Ctx<'_>) -> CheckResult {
             code,
             retryable: true,
             ..
-        }] if code == "sync.idempotency_cache_miss" => {}
-        other => {
-            return Err(Failure::new(format!(
-                "expected one retryable cache-miss record, got {other:?}"
-            )))
-        }
+        }] if code == "sync.idempotency_cache_miss" => Ok(()),
+        other => Err(Failure::new(format!(
+            "{what}: expected one retryable cache-miss record, got {other:?}"
+        ))),
     }
-    check_eq!(
-        raw.read_text("sync_push_results", "result", key)?,
-        before,
-        "stored text"
-    );
-    check_eq!(env.max_seq()?, 1, "max_commit_seq");
-    Ok(())
 }
 
 fn e039_concurrent_delivery(ctx: &mut Ctx<'_>) -> CheckResult {

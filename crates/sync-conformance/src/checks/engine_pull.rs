@@ -44,7 +44,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-067",
-        "a commit larger than the limit is delivered whole and alone",
+        "a commit larger than the limit is delivered whole and alone; one past it waits",
         e067_commit_never_split,
     ),
     check(
@@ -336,7 +336,43 @@ fn e067_commit_never_split(ctx: &mut Ctx<'_>) -> CheckResult {
         vec![(1, expected)],
         "delivered commits"
     );
-    expect_end(&section, 1, None)
+    expect_end(&section, 1, None)?;
+    // After a delivered commit, one that would take the window past the
+    // limit waits whole for the next window: seq 2 (one change), then seq
+    // 3 (five changes), a window of 5 delivers seq 2 only.
+    let five: Vec<Op> = (0..5)
+        .map(|i| {
+            Ok(Op::upsert(
+                "tasks",
+                task_row(&env.schema, &format!("f{i}"), "p1", 1)?,
+            ))
+        })
+        .collect::<CheckResult<_>>()?;
+    seed(env.storage.as_ref(), P, "five", &five)?;
+    let window = |cursor| {
+        run(
+            &engine,
+            "alice",
+            pull_with(limits(5, 0, 0), vec![sub_p1("s", cursor)]),
+        )
+    };
+    let round = window(1);
+    let section = round.section()?;
+    check_eq!(
+        section.commit_rows(),
+        vec![(2, vec!["r0000".to_owned()])],
+        "window before a commit past the limit"
+    );
+    expect_end(&section, 2, None)?;
+    let round = window(2);
+    let section = round.section()?;
+    let expected: Vec<String> = (0..5).map(|i| format!("f{i}")).collect();
+    check_eq!(
+        section.commit_rows(),
+        vec![(3, expected)],
+        "the next window"
+    );
+    expect_end(&section, 3, None)
 }
 
 fn e068_quiet_subscription(ctx: &mut Ctx<'_>) -> CheckResult {

@@ -1,7 +1,7 @@
 //! `engine.md` §8 item 7: a stored push result is answered only to the
 //! actor that pushed it (E-093).
 
-use sync_core::{PushOperationResult, ServerStorage};
+use sync_core::{PushOperationResult, ServerStorage, StoredPushResult};
 use sync_engine::{
     Engine, PullHeader, PushResultStatus, RequestContext, ResponseItem, Sink, SinkError,
 };
@@ -18,7 +18,7 @@ use crate::{check, check_eq};
 pub(crate) const CHECKS: &[CheckDef] = &[check(
     GROUP,
     "E-093",
-    "a stored result is answered only to the actor that pushed it",
+    "a stored result is answered only to the actor that pushed it; one without its actor only on a client id bound to the round's actor",
     e093_replay_by_another_actor,
 )];
 
@@ -53,10 +53,14 @@ fn alice_disconnects(engine: &Engine, req: &sync_engine::SyncRequest) -> CheckRe
 }
 
 fn no_record(storage: &dyn ServerStorage, when: &str) -> CheckResult {
-    let record = storage.get_client_record(P, "dev-a")?;
+    no_record_of(storage, "dev-a", when)
+}
+
+fn no_record_of(storage: &dyn ServerStorage, client: &str, when: &str) -> CheckResult {
+    let record = storage.get_client_record(P, client)?;
     check!(
         record.is_none(),
-        "client record of dev-a {when}: {record:?}"
+        "client record of {client} {when}: {record:?}"
     );
     Ok(())
 }
@@ -114,5 +118,53 @@ fn e093_replay_by_another_actor(ctx: &mut Ctx<'_>) -> CheckResult {
         .get_client_record(P, "dev-a")?
         .ok_or_else(|| Failure::new("alice's round wrote no client record"))?;
     check_eq!(record.actor_id, "alice", "dev-a bound to");
+    legacy_results(
+        &engine,
+        env.storage.as_ref(),
+        &env.task("t3", "p1")?,
+        max_seq,
+    )
+}
+
+/// A stored result without its actor (written before results carried one)
+/// is answered only where the client id is already bound to the round's
+/// actor: `dev-a` is bound to alice by now, `dev-b` to nobody.
+fn legacy_results(
+    engine: &Engine,
+    storage: &dyn ServerStorage,
+    payload: &[u8],
+    seq: i64,
+) -> CheckResult {
+    let mut tx = storage.begin(P)?;
+    for client in ["dev-a", "dev-b"] {
+        tx.put_push_result(client, "old", &StoredPushResult::applied(seq))?;
+    }
+    tx.commit()?;
+    let replay = |client: &str| {
+        let old = commit("old", vec![up("tasks", "t3", None, payload.to_vec())]);
+        run(engine, "alice", push_req(client, vec![old]))
+    };
+    let bound = replay("dev-a");
+    bound.ok()?;
+    let r = bound.result(0)?;
+    check_eq!(
+        (r.status, r.commit_seq),
+        (PushResultStatus::Cached, Some(seq)),
+        "alice's replay of an actor-less result on dev-a, bound to her"
+    );
+    let unbound = replay("dev-b");
+    unbound.ok()?;
+    let r = unbound.result(0)?;
+    check!(
+        r.status == PushResultStatus::Rejected
+            && r.commit_seq.is_none()
+            && matches!(&r.results[..], [PushOperationResult::Error { code, .. }] if code == "sync.invalid_client_id"),
+        "alice's replay of an actor-less result on dev-b, bound to nobody: {r:?}"
+    );
+    no_record_of(storage, "dev-b", "after the replay on an unbound client id")?;
+    check!(
+        storage.get_row(P, "tasks", "t3")?.is_none(),
+        "a replay applied its commit"
+    );
     Ok(())
 }

@@ -50,6 +50,7 @@ fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
     let long_id = format!("r{}", "x".repeat(MAX_ROW_ID_BYTES));
     let widest_id = "y".repeat(MAX_ROW_ID_BYTES);
     let long_project = "p".repeat(MAX_SCOPE_VALUE_BYTES + 1);
+    let widest_project = "q".repeat(MAX_SCOPE_VALUE_BYTES);
     let nul_json = r#"{"a":"\u0000"}"#;
     let long_blob = "b".repeat(MAX_BLOB_ID_BYTES + 1);
     let widest_blob = "c".repeat(MAX_BLOB_ID_BYTES);
@@ -121,6 +122,15 @@ fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
                 task(&env, "b-widest", "p1", |v| v[8] = blob_ref(&widest_blob))?,
             )],
         ),
+        commit(
+            "widest-scope",
+            vec![up(
+                "tasks",
+                "t5",
+                None,
+                task(&env, "t5", &widest_project, |_| {})?,
+            )],
+        ),
     ];
     let json_payload = match &commits[5].operations[0].payload {
         Some(p) => p.clone(),
@@ -140,6 +150,8 @@ fn e097_unstorable_values(ctx: &mut Ctx<'_>) -> CheckResult {
     let (retryable, _) = expect_rejected(round.result(6)?, 0, "sync.invalid_request")?;
     check!(!retryable, "the long blob id's rejection is retryable");
     expect_applied(round.result(7)?, PushResultStatus::Applied, 1)?;
+    expect_applied(round.result(8)?, PushResultStatus::Applied, 1)
+        .map_err(|f| Failure::new(format!("the widest scope value: {f}")))?;
     check_eq!(
         env.storage
             .list_rows_referencing_blob(P, &widest_blob)?

@@ -213,4 +213,101 @@ mod tests {
             Some("base_version_out_of_range")
         );
     }
+
+    fn reason(req: &SyncRequest) -> Option<String> {
+        code(req).and_then(|(_, reason)| reason)
+    }
+
+    /// A pull-only request with one valid subscription.
+    fn pull_request() -> SyncRequest {
+        let mut r = request();
+        r.pushes.clear();
+        r.pull = Some(PullHeader::default());
+        r.subscriptions
+            .push(Subscription::new("s", "tasks", Default::default(), -1));
+        r
+    }
+
+    #[test]
+    fn header_invariants_have_their_reasons() {
+        let mut r = request();
+        r.wire_version = 1;
+        r.header.log_epoch = None;
+        assert_eq!(code(&r), None, "wire 1 without an epoch");
+        r.header.log_epoch = Some(String::new());
+        assert_eq!(reason(&r).as_deref(), Some("log_epoch_on_wire_1"));
+
+        let mut r = request();
+        r.header.log_epoch = Some(String::new());
+        assert_eq!(reason(&r).as_deref(), Some("log_epoch_empty"));
+        r.header.log_epoch = None;
+        assert_eq!(code(&r), None, "wire 2 without an epoch");
+
+        let mut r = request();
+        r.header.client_id.clear();
+        assert_eq!(reason(&r).as_deref(), Some("client_id_empty"));
+
+        for (version, expected) in [
+            (0, Some("schema_version")),
+            (-1, Some("schema_version")),
+            (2, None),
+        ] {
+            let mut r = request();
+            r.header.schema_version = version;
+            assert_eq!(reason(&r).as_deref(), expected, "schema version {version}");
+        }
+    }
+
+    #[test]
+    fn commit_ids_and_base_versions_have_their_reasons() {
+        let mut r = request();
+        r.pushes[0].client_commit_id.clear();
+        assert_eq!(reason(&r).as_deref(), Some("client_commit_id_empty"));
+        r.pushes[0].client_commit_id = "k".repeat(MAX_CLIENT_COMMIT_ID_BYTES + 1);
+        assert_eq!(reason(&r).as_deref(), Some("client_commit_id_unstorable"));
+        r.pushes[0].client_commit_id = "k".repeat(MAX_CLIENT_COMMIT_ID_BYTES);
+        assert_eq!(code(&r), None);
+
+        for (base, expected) in [
+            (MAX_SAFE_INTEGER, None),
+            (-MAX_SAFE_INTEGER, None),
+            (0, None),
+            (-MAX_SAFE_INTEGER - 1, Some("base_version_out_of_range")),
+        ] {
+            let mut r = request();
+            r.pushes[0].operations[0].base_version = Some(base);
+            assert_eq!(reason(&r).as_deref(), expected, "baseVersion {base}");
+        }
+    }
+
+    #[test]
+    fn subscription_invariants_have_their_reasons() {
+        assert_eq!(code(&pull_request()), None);
+
+        for (cursor, expected) in [
+            (MAX_SAFE_INTEGER, None),
+            (-MAX_SAFE_INTEGER, None),
+            (MAX_SAFE_INTEGER + 1, Some("cursor_out_of_range")),
+            (-MAX_SAFE_INTEGER - 1, Some("cursor_out_of_range")),
+        ] {
+            let mut r = pull_request();
+            r.subscriptions[0].cursor = cursor;
+            assert_eq!(reason(&r).as_deref(), expected, "cursor {cursor}");
+        }
+
+        // A NUL in each stored member alone: the id, the table, a scope
+        // variable, a scope value.
+        let mut r = pull_request();
+        r.subscriptions[0].id = "s\0".into();
+        assert_eq!(reason(&r).as_deref(), Some("subscription_nul"), "id");
+        let mut r = pull_request();
+        r.subscriptions[0].table = "tasks\0".into();
+        assert_eq!(reason(&r).as_deref(), Some("subscription_nul"), "table");
+        let mut r = pull_request();
+        r.subscriptions[0].scopes = [("project\0".to_owned(), vec!["p1".to_owned()])].into();
+        assert_eq!(reason(&r).as_deref(), Some("subscription_nul"), "variable");
+        let mut r = pull_request();
+        r.subscriptions[0].scopes = [("project_id".to_owned(), vec!["p1".to_owned()])].into();
+        assert_eq!(code(&r), None, "clean scopes");
+    }
 }

@@ -276,3 +276,74 @@ fn subscription_json(sub: &Subscription) -> Value {
     }
     Value::Object(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str =
+        r#"{"type":"REQ_HEADER","wireVersion":2,"clientId":"c","schemaVersion":1,"logEpoch":"e"}"#;
+    const PULL: &str = r#"{"type":"PULL_HEADER"}"#;
+
+    fn error_at(text: &str) -> (usize, String) {
+        let e = SyncRequest::from_json_lines(text).expect_err("a malformed request");
+        (e.line, e.reason)
+    }
+
+    #[test]
+    fn blank_lines_are_skipped_and_counted() {
+        let text = format!("\n{HEADER}\n\n  \n{PULL}\n\n");
+        let request = SyncRequest::from_json_lines(&text).expect("parses");
+        assert_eq!(
+            (request.wire_version, request.header.client_id.as_str()),
+            (2, "c")
+        );
+        assert!(request.pull.is_some());
+    }
+
+    #[test]
+    fn a_pull_header_keeps_its_limits_and_accept_bits() {
+        let text = format!(
+            "{HEADER}\n{}",
+            r#"{"type":"PULL_HEADER","limitCommits":7,"limitSnapshotRows":30,"maxSnapshotPages":2,"accept":3}"#
+        );
+        let request = SyncRequest::from_json_lines(&text).expect("parses");
+        let expected = PullHeader {
+            limit_commits: 7,
+            limit_snapshot_rows: 30,
+            max_snapshot_pages: 2,
+            accept: 3,
+        };
+        assert_eq!(request.pull, Some(expected));
+        let rendered = request.to_json_lines();
+        assert_eq!(
+            SyncRequest::from_json_lines(&rendered).expect("parses back"),
+            request
+        );
+    }
+
+    #[test]
+    fn errors_name_the_one_based_line_of_their_frame() {
+        assert_eq!(error_at("\n\n").0, 0, "no frame at all");
+        assert_eq!(
+            error_at("\n{not json"),
+            (2, "not a JSON value".to_owned()),
+            "an unparsable first frame"
+        );
+        assert_eq!(
+            error_at(&format!("\n\n{PULL}")),
+            (3, "the first frame must be REQ_HEADER".to_owned()),
+            "a first frame that is not the header"
+        );
+        assert_eq!(
+            error_at(&format!("{HEADER}\n\n[1")).0,
+            3,
+            "an unparsable frame"
+        );
+        assert_eq!(
+            error_at(&format!("{HEADER}\n{PULL}\n\n{PULL}")),
+            (4, "at most one PULL_HEADER".to_owned()),
+            "a frame the request refuses"
+        );
+    }
+}
