@@ -10,15 +10,16 @@
 //! replayed, or rejected at the savepoint. And the prelude is the lock, the
 //! savepoint and one read (counted by the fault-injection feature's plan).
 
+mod common;
+
 use mysql::prelude::Queryable;
 use sync_conformance::fixtures::{self, Op, PushOutcome};
 use sync_core::{
-    EnsureOptions, ErrorCode, NewChange, NewCommit, PushCommitOutcome, PushOperationResult,
-    PushPreludeRequest, PushStatus, RowScanQuery, ServeGate, ServerStorage, StoredPushResult,
-    StoredRow,
+    ErrorCode, NewChange, NewCommit, PushCommitOutcome, PushOperationResult, PushPreludeRequest,
+    PushStatus, RowScanQuery, ServeGate, ServerStorage, StoredPushResult, StoredRow,
 };
-use sync_mariadb::scratch::{url_from_env, ScratchDatabase};
-use sync_mariadb::{MariadbConfig, MariadbStorage};
+use sync_mariadb::scratch::ScratchDatabase;
+use sync_mariadb::MariadbStorage;
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -28,13 +29,7 @@ struct World {
 }
 
 fn world() -> World {
-    let db = ScratchDatabase::from_env()
-        .unwrap_or_else(|e| panic!("cannot reach MariaDB at {} ({e:?})", url_from_env()));
-    let storage =
-        MariadbStorage::connect_to(db.url().clone(), MariadbConfig::default()).expect("connect");
-    storage
-        .ensure_schema(&fixtures::fix1().expect("fix1"), &EnsureOptions::default())
-        .expect("ensure");
+    let (db, storage) = common::fix1_storage();
     World { db, storage }
 }
 

@@ -9,14 +9,16 @@
 //! entry is returned as stored and not written, a stale or missing one is
 //! touched.
 
+mod common;
+
 use mysql::prelude::Queryable;
 use sync_conformance::fixtures::{self, Op, PushOutcome};
 use sync_core::{
-    ClientRecord, ClientSubscription, EnsureOptions, ErrorCode, LogBounds, PartitionRegistryEntry,
+    ClientRecord, ClientSubscription, ErrorCode, LogBounds, PartitionRegistryEntry,
     RoundEntryRequest, ServeGate, ServerStorage, StoredPushResult,
 };
-use sync_mariadb::scratch::{url_from_env, ScratchDatabase};
-use sync_mariadb::{MariadbConfig, MariadbStorage};
+use sync_mariadb::scratch::ScratchDatabase;
+use sync_mariadb::MariadbStorage;
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -26,13 +28,7 @@ struct World {
 }
 
 fn world() -> World {
-    let db = ScratchDatabase::from_env()
-        .unwrap_or_else(|e| panic!("cannot reach MariaDB at {} ({e:?})", url_from_env()));
-    let storage =
-        MariadbStorage::connect_to(db.url().clone(), MariadbConfig::default()).expect("connect");
-    storage
-        .ensure_schema(&fixtures::fix1().expect("fix1"), &EnsureOptions::default())
-        .expect("ensure");
+    let (db, storage) = common::fix1_storage();
     World { db, storage }
 }
 

@@ -4,20 +4,22 @@
 //! that a statement added to the hot paths fails here first. Counted after
 //! a warm-up (the partition, the registry entry and the client exist).
 
+mod common;
+
 use std::sync::Arc;
 
 use sync_conformance::fixtures;
 use sync_core::fault::FaultPlan;
 use sync_core::{
-    EnsureOptions, NewChange, NewCommit, PushCommitOutcome, PushPreludeRequest, RoundEntryRequest,
-    ServerStorage, StoredPushResult, StoredRow,
+    NewChange, NewCommit, PushCommitOutcome, PushPreludeRequest, RoundEntryRequest, ServerStorage,
+    StoredPushResult, StoredRow,
 };
 use sync_engine::{
     Engine, EngineConfig, Operation, PushCommit, PushResultStatus, ReqHeader, RequestContext,
     ResolveError, ResponseItem, ScopeMap, SyncRequest,
 };
-use sync_mariadb::scratch::{url_from_env, ScratchDatabase};
-use sync_mariadb::{MariadbConfig, MariadbStorage};
+use sync_mariadb::scratch::ScratchDatabase;
+use sync_mariadb::MariadbStorage;
 
 /// A single-row push through the prelude, as the engine pushes.
 const PRELUDE_PUSH: usize = 12;
@@ -30,13 +32,7 @@ const ENGINE_ROUND: usize = 14;
 const ROUND_ENTRY: usize = 1;
 
 fn open() -> (ScratchDatabase, Arc<MariadbStorage>) {
-    let db = ScratchDatabase::from_env()
-        .unwrap_or_else(|e| panic!("cannot reach MariaDB at {} ({e:?})", url_from_env()));
-    let storage =
-        MariadbStorage::connect_to(db.url().clone(), MariadbConfig::default()).expect("connect");
-    storage
-        .ensure_schema(&fixtures::fix1().expect("fix1"), &EnsureOptions::default())
-        .expect("ensure");
+    let (db, storage) = common::fix1_storage();
     (db, Arc::new(storage))
 }
 
