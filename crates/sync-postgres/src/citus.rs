@@ -133,6 +133,56 @@ pub(crate) enum Layout {
     Rows,
 }
 
+/// Where the storage's tables live on a Citus cluster, as `syncstore
+/// status` reports it ([`crate::PostgresStorage::citus_placement`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CitusPlacement {
+    /// Local tables on the coordinator: nothing is distributed, every
+    /// push and pull runs on the coordinator alone.
+    Coordinator,
+    /// A distributed schema (schema-based sharding): the whole schema
+    /// lives on one node.
+    DistributedSchema,
+    /// Hash-distributed by partition (`syncstore distribute`).
+    ByPartition,
+}
+
+impl CitusPlacement {
+    /// The stable name (`coordinator`, `distributed_schema`,
+    /// `by_partition`), as `--json` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Coordinator => "coordinator",
+            Self::DistributedSchema => "distributed_schema",
+            Self::ByPartition => "by_partition",
+        }
+    }
+}
+
+impl From<Layout> for CitusPlacement {
+    fn from(layout: Layout) -> Self {
+        match layout {
+            Layout::Local => Self::Coordinator,
+            Layout::Schema => Self::DistributedSchema,
+            Layout::Rows => Self::ByPartition,
+        }
+    }
+}
+
+/// Whether the `citus` extension is installed in the database.
+const CITUS_INSTALLED_SQL: &str =
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')";
+
+/// The placement of the current schema; `None` without the `citus`
+/// extension. Reads only the catalog.
+pub(crate) fn placement(conn: &mut Conn) -> Result<Option<CitusPlacement>> {
+    let row = conn.query_one(CITUS_INSTALLED_SQL, &[])?;
+    if !col::<bool>(&row, 0)? {
+        return Ok(None);
+    }
+    layout(conn).map(|layout| Some(layout.into()))
+}
+
 /// Reads the layout of the current schema.
 pub(crate) fn layout(conn: &mut Conn) -> Result<Layout> {
     let row = conn.query_one(LAYOUT_SQL, &[])?;

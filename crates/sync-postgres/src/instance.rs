@@ -13,7 +13,7 @@ use r2d2_postgres::PostgresConnectionManager;
 use sync_core::{Error, ErrorCode, Result};
 
 use crate::bootstrap;
-use crate::citus::{self, DistributeOptions, DistributeReport};
+use crate::citus::{self, CitusPlacement, DistributeOptions, DistributeReport};
 use crate::config::PostgresConfig;
 use crate::errors::connect_error;
 use crate::pool::{
@@ -362,6 +362,14 @@ impl PostgresStorage {
             citus::apply_ddl_settings(conn)?;
             citus::distribute_schema(conn, options).map(Finish::Commit)
         })
+    }
+
+    /// Where the storage's tables live when the database is a Citus
+    /// coordinator (`docs/scale-out.md`); `None` when the `citus` extension
+    /// is not installed. Reads only the catalog, so it works on a read-only
+    /// storage and before the first bootstrap.
+    pub fn citus_placement(&self) -> Result<Option<CitusPlacement>> {
+        self.with_conn(citus::placement)
     }
 
     /// Reads in autocommit on a pooled connection. A connection lost under

@@ -134,7 +134,7 @@ pub mod harness;
 
 pub mod reference_dump;
 
-pub use citus::{DistributeOptions, DistributeReport};
+pub use citus::{CitusPlacement, DistributeOptions, DistributeReport};
 pub use config::{PostgresConfig, DEFAULT_MIGRATION_LOCK_TIMEOUT_MS};
 pub use dialect::{PostgresSql, DIALECT, URL_SCHEMES};
 pub use instance::PostgresStorage;

@@ -250,7 +250,7 @@ impl DatabaseUrl {
                 Backend::Sqlite(Arc::new(open_sqlite(path, *synchronous)?))
             }
             Self::Postgres { url, schema } => {
-                Backend::Other(Arc::new(open_postgres(url, schema.as_deref())?))
+                Backend::Postgres(Arc::new(open_postgres(url, schema.as_deref())?))
             }
             Self::Registered { url, open, .. } => {
                 Backend::Other(open.0(url, false).map_err(opening)?)
@@ -277,7 +277,7 @@ impl DatabaseUrl {
                     schema: schema.clone(),
                     ..PostgresConfig::default()
                 };
-                Backend::Other(Arc::new(
+                Backend::Postgres(Arc::new(
                     PostgresStorage::connect_read_only(url, config).map_err(opening)?,
                 ))
             }
@@ -300,11 +300,13 @@ pub struct Database {
     backend: Backend,
 }
 
-/// The SQLite storage stays typed for its `synchronous` report; every
-/// other dialect is an [`OpenedStorage`].
+/// The built-in dialects stay typed for their own reports (SQLite's
+/// `synchronous`, Postgres's Citus placement); every registered dialect is
+/// an [`OpenedStorage`].
 #[derive(Debug, Clone)]
 enum Backend {
     Sqlite(Arc<SqliteStorage>),
+    Postgres(Arc<PostgresStorage>),
     Other(Arc<dyn OpenedStorage>),
 }
 
@@ -313,6 +315,7 @@ impl Database {
     pub fn storage(&self) -> &dyn ServerStorage {
         match &self.backend {
             Backend::Sqlite(storage) => storage.as_ref(),
+            Backend::Postgres(storage) => storage.as_ref(),
             Backend::Other(storage) => storage.as_storage(),
         }
     }
@@ -321,6 +324,7 @@ impl Database {
     pub fn shared_storage(&self) -> Arc<dyn ServerStorage> {
         match &self.backend {
             Backend::Sqlite(storage) => storage.clone(),
+            Backend::Postgres(storage) => storage.clone(),
             Backend::Other(storage) => storage.clone().into_shared(),
         }
     }
@@ -351,6 +355,16 @@ impl Database {
         }
     }
 
+    /// Where the storage's tables live on a Citus coordinator
+    /// ([`PostgresStorage::citus_placement`]); `None` on plain Postgres and
+    /// on every other dialect.
+    pub fn citus_placement(&self) -> sync_core::Result<Option<sync_postgres::CitusPlacement>> {
+        match &self.backend {
+            Backend::Postgres(storage) => storage.citus_placement(),
+            Backend::Sqlite(_) | Backend::Other(_) => Ok(None),
+        }
+    }
+
     /// Distributes the schema by partition on a Citus coordinator
     /// (`PostgresStorage::distribute`, through a Postgres storage opened
     /// from the same URL); any other dialect is
@@ -376,6 +390,7 @@ impl Database {
     pub fn count_table_rows(&self, table: &str) -> sync_core::Result<Option<u64>> {
         match &self.backend {
             Backend::Sqlite(storage) => storage.count_table_rows(table),
+            Backend::Postgres(storage) => storage.count_table_rows(table),
             Backend::Other(storage) => storage.count_table_rows(table),
         }
     }
@@ -385,6 +400,7 @@ impl Database {
     pub fn observe_tables(&self, tables: &[String]) -> sync_core::Result<ObservedTables> {
         match &self.backend {
             Backend::Sqlite(storage) => storage.observe_tables(tables),
+            Backend::Postgres(storage) => storage.observe_tables(tables),
             Backend::Other(storage) => storage.observe_tables(tables),
         }
     }

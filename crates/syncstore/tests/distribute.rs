@@ -41,6 +41,8 @@ fn distribute_refuses_plain_postgres_and_changes_nothing() {
     assert_eq!(details["reason"], "citus_missing", "{details:#}");
     let status = db.json(&["status"]);
     assert_eq!(status["schema_version"], 1);
+    assert!(status.get("citus").is_none(), "{status:#}");
+    assert!(!db.run(&["status"]).stdout.contains("citus"));
 }
 
 #[test]
@@ -115,6 +117,19 @@ fn method_of<'a>(layout: &'a [(String, String, i32)], table: &str) -> Option<&'a
 fn distribute_by_partition_is_colocated_idempotent_and_kept_by_migrations() {
     let db = citus_db("");
     let dir = migrated(&db);
+    let local = db.json(&["status"]);
+    assert_eq!(
+        local["citus"],
+        serde_json::json!({"placement": "coordinator", "distributed": false}),
+        "{local:#}"
+    );
+    let text = db.run(&["status"]);
+    assert!(
+        text.stdout
+            .contains("citus: warning: the storage's tables are local to the coordinator"),
+        "{}",
+        text.stdout
+    );
     let report = db.json(&["distribute", "--shard-count", "4"]);
     assert_eq!(report["already_distributed"], false, "{report:#}");
     let distributed: Vec<(String, String)> = report["distributed"]
@@ -176,6 +191,17 @@ fn distribute_by_partition_is_colocated_idempotent_and_kept_by_migrations() {
     assert_eq!((search.1.as_str(), search.2), ("h", anchor));
     let status = db.json(&["status"]);
     assert_eq!(status["schema_version"], 2);
+    assert_eq!(
+        status["citus"],
+        serde_json::json!({"placement": "by_partition", "distributed": true}),
+        "{status:#}"
+    );
+    let text = db.run(&["status"]);
+    assert!(
+        text.stdout.contains("citus: distributed by partition\n"),
+        "{}",
+        text.stdout
+    );
     let rows = db.json(&["rows", "--partition", "acme", "--table", "todos"]);
     assert_eq!(rows["rows"].as_array().map(Vec::len), Some(1), "{rows:#}");
 }
@@ -195,6 +221,12 @@ fn distribute_refuses_a_schema_with_data_and_a_distributed_schema() {
     let _dir = migrated(&sharded);
     let details = sharded.json_error(&["distribute"], "sync.storage.not_distributable");
     assert_eq!(details["reason"], "distributed_schema", "{details:#}");
+    let status = sharded.json(&["status"]);
+    assert_eq!(
+        status["citus"],
+        serde_json::json!({"placement": "distributed_schema", "distributed": true}),
+        "{status:#}"
+    );
 }
 
 fn demo_on(db: &Db, extra: &[&str]) -> Value {

@@ -14,6 +14,7 @@
 
 use serde_json::{json, Value};
 use sync_core::{serve_gate_refusal, FenceTriggerState, ServeContext, ServerStorage};
+use sync_postgres::CitusPlacement;
 
 use crate::cli::PartitionFilter;
 use crate::error::{CliCode, CliError, CliResult};
@@ -43,6 +44,10 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
     let mut text = format!("database: {}\n", safe(&db.url().describe()));
     if let Some(level) = synchronous {
         text.push_str(&format!("durability: synchronous={level}\n"));
+    }
+    let citus = db.citus_placement()?;
+    if let Some(placement) = citus {
+        text.push_str(citus_line(placement));
     }
     match &marker {
         Some(m) => text.push_str(&format!(
@@ -97,14 +102,41 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
         text.push_str("no partitions\n");
     }
 
-    let json = json!({
+    let mut json = json!({
         "schema_version": marker.as_ref().map(|m| m.schema_version),
         "required_writer_version": marker.as_ref().and_then(|m| m.required_writer_version),
         "tables": tables,
         "partitions": listed,
         "synchronous": synchronous,
     });
+    // Only on a Citus coordinator: everywhere else the document keeps its
+    // pinned shape.
+    if let (Some(placement), Some(object)) = (citus, json.as_object_mut()) {
+        object.insert(
+            "citus".to_owned(),
+            json!({
+                "placement": placement.as_str(),
+                "distributed": placement != CitusPlacement::Coordinator,
+            }),
+        );
+    }
     Ok(Report::new(json, text))
+}
+
+/// The text line of a storage on a Citus coordinator. Tables left local
+/// to the coordinator are worth a warning: a database without schema-based
+/// sharding keeps a schema-based setup there without a word
+/// (`docs/scale-out.md`).
+fn citus_line(placement: CitusPlacement) -> &'static str {
+    match placement {
+        CitusPlacement::ByPartition => "citus: distributed by partition\n",
+        CitusPlacement::DistributedSchema => "citus: distributed schema (one node holds it)\n",
+        CitusPlacement::Coordinator => {
+            "citus: warning: the storage's tables are local to the coordinator, nothing is \
+             distributed (run `syncstore distribute`, or create the schema with schema-based \
+             sharding on; docs/scale-out.md)\n"
+        }
+    }
 }
 
 /// Fails with `sync.cli.fence_not_enforced` unless the fence trigger
