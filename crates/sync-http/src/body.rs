@@ -17,6 +17,10 @@ use tokio::sync::mpsc;
 pub(crate) enum Piece {
     /// Response bytes.
     Data(Bytes),
+    /// The last response bytes: the response is complete after them. A
+    /// response that fits one chunk (most rounds) is this one piece, so the
+    /// task serving it is woken once.
+    Last(Bytes),
     /// The round was refused before any byte: answer with this instead.
     Failure(WireFailure),
     /// The response broke off; the body ends with an error so the client
@@ -102,9 +106,14 @@ impl ChannelWriter {
         let _ = self.tx.try_send(Piece::Abort);
     }
 
-    /// Marks the response as complete.
-    pub(crate) fn end(&self) -> io::Result<()> {
-        self.send(Piece::End)
+    /// Marks the response as complete, handing over what is still
+    /// buffered with the mark.
+    pub(crate) fn end(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return self.send(Piece::End);
+        }
+        let chunk = Bytes::from(std::mem::take(&mut self.buf));
+        self.send(Piece::Last(chunk))
     }
 }
 
@@ -117,8 +126,11 @@ impl io::Write for ChannelWriter {
         Ok(data.len())
     }
 
+    /// Keeps the bytes for the next full chunk or [`ChannelWriter::end`]:
+    /// the encoder flushes only once, as it writes `END`, just before the
+    /// round ends the response, and the two travel as one piece.
     fn flush(&mut self) -> io::Result<()> {
-        self.send_buffered()
+        Ok(())
     }
 }
 
@@ -170,6 +182,11 @@ impl http_body::Body for ResponseStream {
         match piece {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Piece::Data(bytes))) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+            Poll::Ready(Some(Piece::Last(bytes))) => {
+                self.ended = true;
+                self.rx.close();
+                Poll::Ready(Some(Ok(Frame::data(bytes))))
+            }
             Poll::Ready(Some(Piece::End)) => {
                 self.ended = true;
                 self.rx.close();

@@ -421,6 +421,14 @@ impl Session {
                     None => Ok(()),
                 }
             }
+            Some(Piece::Last(last)) => {
+                // As `Data` then `End`: the round is over before its last
+                // chunk leaves.
+                if let Some(earlier) = round.take().and_then(|r| r.held) {
+                    send(socket, tagged(TAG_ROUND, &earlier)).await?;
+                }
+                send(socket, tagged(TAG_ROUND, &last)).await
+            }
             Some(Piece::Failure(refusal)) => {
                 let (epoch, known) = self.connection.epoch_and_version();
                 let version = round.as_ref().map_or(known, |r| r.version);

@@ -100,35 +100,41 @@ pub(crate) async fn post_sync(State(state): State<SyncState>, request: Request) 
             }
         }
     });
-    match rx.recv().await {
-        Some(Piece::Data(first)) => {
-            // A response that fits one chunk (most rounds) goes out whole,
-            // with its length: one write, no chunked framing to wait for.
-            let body = match rx.recv().await {
-                Some(Piece::End) => Body::from(first),
-                Some(Piece::Data(second)) => {
-                    Body::new(ResponseStream::new(vec![first, second], rx, false))
-                }
-                Some(Piece::Failure(_) | Piece::Abort) | None => {
-                    Body::new(ResponseStream::new(vec![first], rx, true))
-                }
-            };
-            let mut response = Response::new(body);
-            let headers = response.headers_mut();
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(SYNC_CONTENT_TYPE),
-            );
-            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
-        }
-        Some(Piece::Failure(refusal)) => failure(&refusal),
+    let body = match rx.recv().await {
+        // A response that fits one chunk (most rounds) goes out whole, with
+        // its length: one write, no chunked framing to wait for.
+        Some(Piece::Last(whole)) => Body::from(whole),
+        Some(Piece::Data(first)) => match rx.recv().await {
+            Some(Piece::End) => Body::from(first),
+            // Two chunks in all: still one body with its length.
+            Some(Piece::Last(second)) => {
+                let mut whole = Vec::with_capacity(first.len() + second.len());
+                whole.extend_from_slice(&first);
+                whole.extend_from_slice(&second);
+                Body::from(whole)
+            }
+            Some(Piece::Data(second)) => {
+                Body::new(ResponseStream::new(vec![first, second], rx, false))
+            }
+            Some(Piece::Failure(_) | Piece::Abort) | None => {
+                Body::new(ResponseStream::new(vec![first], rx, true))
+            }
+        },
+        Some(Piece::Failure(refusal)) => return failure(&refusal),
         Some(Piece::Abort | Piece::End) | None => {
             let mut response = failure(&sync_wire::WireFailure::from_wire_error(
                 &sync_engine::WireError::new("sync.internal", "internal server error"),
             ));
             *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-            response
+            return response;
         }
-    }
+    };
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(SYNC_CONTENT_TYPE),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }

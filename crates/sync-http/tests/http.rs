@@ -486,3 +486,31 @@ async fn a_response_of_many_chunks_streams_without_a_length() {
     assert!(answer.body.len() > 4 * 64 * 1024);
     assert_eq!(inline_row_count(&answer.frames()), 4000);
 }
+
+/// A response of one chunk and one of two (the round's last bytes handed
+/// over with the end of the response) both go out whole, with their
+/// length; the two-chunk body is the chunks in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_of_one_and_two_chunks_go_out_whole_with_a_length() {
+    let config = HttpConfig {
+        chunk_bytes: 4096,
+        ..HttpConfig::default()
+    };
+    let server = start(config, 256 * 1024).await;
+    let pushed = round(&server, "alice", push(&server, "c1", "l1", 0..3, 2000)).await;
+    assert_eq!(pushed.status, 200);
+    let small = pushed.headers.get("content-length").expect("a length");
+    assert_eq!(small.to_str().unwrap(), pushed.body.len().to_string());
+    assert!(pushed.body.len() < 4096, "one chunk: {}", pushed.body.len());
+
+    let pulled = round(&server, "alice", pull("l1", 1)).await;
+    assert_eq!(pulled.status, 200);
+    assert!(
+        (4096..2 * 4096).contains(&pulled.body.len()),
+        "two chunks: {}",
+        pulled.body.len()
+    );
+    let length = pulled.headers.get("content-length").expect("a length");
+    assert_eq!(length.to_str().unwrap(), pulled.body.len().to_string());
+    assert_eq!(inline_row_count(&pulled.frames()), 3);
+}

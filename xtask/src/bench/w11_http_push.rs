@@ -102,10 +102,16 @@ fn http_round(env: &Env, commits: &Prepared, clients: usize) -> Result<PushRun> 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // The clients run on a runtime of their own, as they would in a
+    // process of their own: the server's worker threads serve the server.
+    let clients_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(clients.min(2))
+        .enable_all()
+        .build()?;
     // The storage outlives the runtime: the server's tasks are dropped on
     // its worker threads, where a Postgres client may not be dropped.
     let router = sync_http::router(state.clone());
-    let result = runtime.block_on(async move {
+    let (server, url) = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}/sync", listener.local_addr()?);
         // As `syncstore serve` does: TCP_NODELAY on both ends.
@@ -113,6 +119,9 @@ fn http_round(env: &Env, commits: &Prepared, clients: usize) -> Result<PushRun> 
             let _ = tcp.set_nodelay(true);
         });
         let server = tokio::spawn(async move { axum::serve(listener, router).await });
+        Ok::<_, anyhow::Error>((server, url))
+    })?;
+    let result = clients_runtime.block_on(async move {
         let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
@@ -145,7 +154,6 @@ fn http_round(env: &Env, commits: &Prepared, clients: usize) -> Result<PushRun> 
             latencies_us.extend(task.await.context("W11 client task")??);
         }
         let elapsed = start.elapsed();
-        server.abort();
         Ok::<_, anyhow::Error>(PushRun {
             elapsed,
             commits: latencies_us.len(),
@@ -153,6 +161,8 @@ fn http_round(env: &Env, commits: &Prepared, clients: usize) -> Result<PushRun> 
             latencies_us,
         })
     });
+    server.abort();
+    drop(clients_runtime);
     drop(runtime);
     drop(state);
     result
