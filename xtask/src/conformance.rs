@@ -58,7 +58,8 @@ pub struct ConformanceArgs {
     /// own environment variable, e.g. $SYNCSTORE_PG_URL, or local server).
     #[arg(long, alias = "pg-url")]
     server_url: Option<String>,
-    /// Run checks whose ID or group starts with this prefix.
+    /// Run checks whose ID or group starts with this prefix, or with one of
+    /// several comma-separated prefixes (`E-,C-350`).
     #[arg(long)]
     filter: Option<String>,
     /// Print IDs, groups and titles; run nothing.
@@ -278,17 +279,22 @@ fn selected_dialects(name: &str) -> Result<Vec<&'static HarnessEntry>, RegistryE
 }
 
 /// Fails when nothing was selected (a typo in `--filter` must not pass
-/// silently): no check of the registry matches the filter.
+/// silently): a prefix of the filter (`--filter E-,C-350` has two) that
+/// matches no check of the registry.
 pub fn ensure_selected(args: &ConformanceArgs) -> Result<()> {
     if let Some(filter) = &args.filter {
-        let matches = |id: &str, group: &str| {
-            id.starts_with(filter.as_str()) || group.starts_with(filter.as_str())
-        };
-        if !sync_conformance::registry()
-            .iter()
-            .any(|c| matches(c.id, c.group))
-        {
-            bail!("--filter {filter:?} selects no check");
+        let registry = sync_conformance::registry();
+        let mut prefixes = sync_conformance::filter_prefixes(filter).peekable();
+        if prefixes.peek().is_none() {
+            bail!("--filter {filter:?} names no prefix");
+        }
+        for prefix in prefixes {
+            if !registry
+                .iter()
+                .any(|c| sync_conformance::filter_matches(prefix, c.id, c.group))
+            {
+                bail!("--filter prefix {prefix:?} selects no check");
+            }
         }
     }
     Ok(())
@@ -341,6 +347,24 @@ mod tests {
     fn args(line: &[&str]) -> super::ConformanceArgs {
         use clap::Parser;
         Cli::parse_from(std::iter::once("conformance").chain(line.iter().copied())).args
+    }
+
+    #[test]
+    fn a_filter_of_several_prefixes_selects_each_and_refuses_a_typo_in_any() {
+        use sync_conformance::Harness;
+        let sqlite = sync_sqlite::harness::SqliteHarness;
+        let properties = (&sqlite as &dyn Harness).properties();
+        let engine = sync_conformance::selected_checks(&properties, Some("E-")).len();
+        let both = sync_conformance::selected_checks(&properties, Some("E-, C-350")).len();
+        assert!(engine > 100, "{engine} engine checks");
+        assert_eq!(both, engine + 1, "C-350 joins the engine checks");
+        assert!(super::ensure_selected(&args(&["--filter", "E-,C-350"])).is_ok());
+        for typo in ["E-,C-9999", "X-,E-", " , "] {
+            assert!(
+                super::ensure_selected(&args(&["--filter", typo])).is_err(),
+                "{typo:?} must be refused"
+            );
+        }
     }
 
     #[test]

@@ -54,8 +54,8 @@ pub struct MutantsArgs {
     re: Option<String>,
     /// Judge each mutant by the conformance checks whose ID or group starts
     /// with this prefix only (e.g. `E-` for `sync-engine`, whose code only
-    /// the engine checks run), plus the crate's own tests and those of
-    /// `--also-test`; default: every check.
+    /// the engine checks run; several comma-separated, `E-,C-350`), plus the
+    /// crate's own tests and those of `--also-test`; default: every check.
     #[arg(long, value_name = "PREFIX")]
     conformance_filter: Option<String>,
     /// More packages whose tests judge each mutant (repeatable), e.g.

@@ -34,6 +34,6 @@ pub use harness::{
 pub use properties::{BooleanValues, Planner, Properties, Requires, WriteLocking};
 pub use registry::registry;
 pub use runner::{
-    assert_suite_passes, run_check, run_suite, selected_checks, CheckOutcome, RunOptions, Status,
-    SuiteReport, FILTER_ENV,
+    assert_suite_passes, filter_matches, filter_prefixes, run_check, run_suite, selected_checks,
+    CheckOutcome, RunOptions, Status, SuiteReport, FILTER_ENV,
 };

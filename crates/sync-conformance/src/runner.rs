@@ -16,14 +16,17 @@ use crate::properties::Properties;
 use crate::registry::registry;
 
 /// Environment variable that narrows [`assert_suite_passes`] to the checks
-/// whose ID or group starts with its value (mutation testing judges a
-/// crate by the checks that exercise it; `cargo xtask test` clears it).
+/// whose ID or group starts with its value, or with one of its
+/// comma-separated prefixes (`E-,C-350`; see [`filter_matches`]): mutation
+/// testing judges a crate by the checks that exercise it; `cargo xtask
+/// test` clears it.
 pub const FILTER_ENV: &str = "SYNCSTORE_CONFORMANCE_FILTER";
 
 /// Options of a suite run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Run only checks whose ID or group starts with this prefix.
+    /// Run only checks whose ID or group starts with this prefix, or with
+    /// one of its comma-separated prefixes ([`filter_matches`]).
     pub filter: Option<String>,
     /// Checks run in parallel (default: available parallelism).
     pub threads: usize,
@@ -206,12 +209,33 @@ fn xml(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The prefixes of a filter: its comma-separated parts, trimmed, empty
+/// parts left out (`"E-, C-350"` → `["E-", "C-350"]`).
+pub fn filter_prefixes(filter: &str) -> impl Iterator<Item = &str> {
+    filter.split(',').map(str::trim).filter(|p| !p.is_empty())
+}
+
+/// Whether a check with this ID and group is selected by `filter`: its ID
+/// or its group starts with one of the filter's prefixes
+/// ([`filter_prefixes`]).
+///
+/// ```
+/// use sync_conformance::filter_matches;
+/// assert!(filter_matches("E-,C-350", "C-350", "client_records"));
+/// assert!(filter_matches("E-,C-350", "E-010", "engine_push"));
+/// assert!(!filter_matches("E-,C-350", "C-351", "client_records"));
+/// assert!(filter_matches("client", "C-351", "client_records"));
+/// ```
+pub fn filter_matches(filter: &str, id: &str, group: &str) -> bool {
+    filter_prefixes(filter).any(|p| id.starts_with(p) || group.starts_with(p))
+}
+
 /// The checks a harness with `properties` runs that match `filter`, ordered by ID.
 pub fn selected_checks(properties: &Properties, filter: Option<&str>) -> Vec<&'static CheckDef> {
     registry()
         .into_iter()
         .filter(|c| c.requires.met_by(properties))
-        .filter(|c| filter.is_none_or(|f| c.id.starts_with(f) || c.group.starts_with(f)))
+        .filter(|c| filter.is_none_or(|f| filter_matches(f, c.id, c.group)))
         .collect()
 }
 
@@ -356,7 +380,9 @@ pub fn assert_suite_passes(harness: &dyn Harness) {
     let filter = std::env::var(FILTER_ENV).ok().filter(|f| !f.is_empty());
     if let Some(prefix) = &filter {
         // Loud, so a stray variable cannot pass a run that checked less.
-        println!("{FILTER_ENV}={prefix}: only checks whose ID or group starts with it run");
+        println!(
+            "{FILTER_ENV}={prefix}: only checks whose ID or group starts with it (or one of its comma-separated prefixes) run"
+        );
     }
     let options = RunOptions {
         filter,
