@@ -103,6 +103,12 @@ pub struct PgTransaction<'s> {
     /// (at most one): a class-23 error of the message that carries them is
     /// that write's `constraint_violation`.
     deferred_upsert: Option<Option<u32>>,
+    /// Where, in `pending_writes`, the first deferred append begins, when
+    /// those writes are to be sent with the `COMMIT`: the rejection
+    /// savepoint is released there ([`PgTransaction::commit_writes`]).
+    /// Cleared when the writes go out with another statement, or a row
+    /// write is queued after the append.
+    release_before: Option<usize>,
 }
 
 impl<'s> PgTransaction<'s> {
@@ -131,6 +137,7 @@ impl<'s> PgTransaction<'s> {
             prefetched: None,
             defer_violations: false,
             deferred_upsert: None,
+            release_before: None,
         })
     }
 
@@ -181,6 +188,8 @@ impl<'s> PgTransaction<'s> {
             return Err(Error::new(ErrorCode::TransactionAborted));
         }
         let site = self.pending_site();
+        // More statements follow these writes: the savepoint stays.
+        self.release_before = None;
         let deferred: Vec<String> = self
             .pending_begin
             .take()
@@ -234,6 +243,12 @@ impl<'s> PgTransaction<'s> {
         let seq = self.known_seq?.checked_add(1)?;
         let args =
             commit_log::deferred_append_args(&self.partition, self.writer_version, commit, seq)?;
+        if self.release_before.is_none() {
+            self.release_before = Some(match &self.pending_writes {
+                Some(earlier) => earlier.len() + 2,
+                None => 0,
+            });
+        }
         self.defer(named::APPEND.execute_sql(&args));
         self.known_seq = Some(seq);
         Some(seq)
@@ -297,6 +312,7 @@ impl<'s> PgTransaction<'s> {
     fn finish_rollback(&mut self) {
         self.pending_writes = None;
         self.deferred_upsert = None;
+        self.release_before = None;
         let begun = self.pending_begin.take().is_none();
         if let Some(mut conn) = self.conn.take() {
             if begun {
@@ -319,6 +335,7 @@ impl<'s> PgTransaction<'s> {
         // (the rollback also undoes appends, so the counter is not known).
         self.pending_writes = None;
         self.deferred_upsert = None;
+        self.release_before = None;
         self.known_seq = None;
         conn.simple(&format!(
             "ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"
@@ -723,6 +740,7 @@ impl TransactionBackend for PgTransaction<'_> {
             // Nothing was ever sent: there is no transaction to commit.
             (Some(_), None) => Ok(()),
             (begin, Some(writes)) => {
+                let writes = self.commit_writes(writes);
                 let sql: Vec<String> = begin.into_iter().chain([writes]).collect();
                 let site = self.pending_site();
                 session::commit_after_at(&mut conn, &sql.join("; "), site)
@@ -745,6 +763,7 @@ impl TransactionBackend for PgTransaction<'_> {
             return Err(Error::new(ErrorCode::TransactionAborted));
         };
         self.deferred_upsert = None;
+        let writes = self.commit_writes(writes);
         // `BEGIN` went with the push lock: only the writes and `COMMIT`.
         match conn.simple_at(&format!("{writes}; COMMIT"), Site::UpsertRow(op_index)) {
             Ok(_) => Ok(PushCommitOutcome::Committed),
@@ -781,6 +800,26 @@ impl TransactionBackend for PgTransaction<'_> {
 }
 
 impl PgTransaction<'_> {
+    /// The pending writes as the `COMMIT` message sends them: with the
+    /// rejection savepoint released right before the first deferred append
+    /// when no row write follows it. Every row write of the push is then
+    /// behind, so the savepoint has done its job, and the append's update
+    /// of the counter row runs in the transaction that locked the row
+    /// rather than in a subtransaction of it — which would make the row's
+    /// `xmax` a MultiXact of the two: one MultiXact per push, with its WAL
+    /// record and its share of the MultiXact space. A violation of a row
+    /// write earlier in the same message stops the message before the
+    /// release, so the savepoint is still there to roll back to.
+    fn commit_writes(&mut self, writes: String) -> String {
+        match self.release_before.take() {
+            Some(at) if writes.is_char_boundary(at) => {
+                let (before, after) = writes.split_at(at);
+                format!("{before}RELEASE SAVEPOINT {SAVEPOINT}; {after}")
+            }
+            _ => writes,
+        }
+    }
+
     /// How the message that sends the pending writes classifies its errors
     /// (a deferred row write's class-23 error is its violation); the
     /// pending writes are about to be sent.
@@ -820,6 +859,9 @@ impl PgTransaction<'_> {
         if self.deferred_upsert.is_some() {
             self.run(|_| Ok(()))?;
         }
+        // A row write after the append may still be rejected: the
+        // savepoint must stay.
+        self.release_before = None;
         self.defer(format!("EXECUTE {}({})", sql.upsert_name, args.join(", ")));
         self.deferred_upsert = Some(op_index);
         Ok(true)

@@ -729,3 +729,57 @@ fn two_instances_pushing_deferred_writes_at_once_keep_every_outcome() {
         1 + applied
     );
 }
+
+/// Versions of `sync_partitions` rows whose `xmax` is a MultiXact
+/// (`HEAP_XMAX_IS_MULTI`), read from the table's first page with
+/// `pageinspect` (created in `public` under an advisory lock, since
+/// parallel tests share the database).
+fn multixact_counter_versions(db: &TestDb) -> i64 {
+    let mut raw = db.raw();
+    let mut tx = raw.transaction().expect("transaction");
+    tx.batch_execute(
+        "SELECT pg_advisory_xact_lock(hashtext('syncstore-tests-pageinspect')); \
+         CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public",
+    )
+    .expect("pageinspect");
+    tx.commit().expect("commit");
+    let table = format!("\"{}\".sync_partitions", db.schema);
+    raw.query_one(
+        "SELECT count(*) FROM public.heap_page_items(public.get_raw_page($1::text, 0)) \
+         WHERE (t_infomask & 4096) <> 0",
+        &[&table],
+    )
+    .expect("heap_page_items")
+    .get(0)
+}
+
+/// The append updates the counter row the push lock holds; the rejection
+/// savepoint is released before it, so the update runs in the transaction
+/// that locked the row and no push makes a MultiXact of the lock and the
+/// update (a MultiXact per push, with its WAL record and its share of the
+/// MultiXact space). The counter's old versions are still on the page, as
+/// nothing vacuumed it.
+#[test]
+fn a_push_through_the_prelude_makes_no_multixact_of_the_counter_row() {
+    for deferred in [false, true] {
+        let db = TestDb::new();
+        let storage = db.open();
+        let schema = fix1();
+        storage
+            .ensure_schema(&schema, &EnsureOptions::default())
+            .unwrap();
+        for i in 0..3 {
+            let row = task_row(&schema, &format!("m{i}"), "p1", &format!("title {i}"), 1);
+            assert_eq!(prelude_push(&storage, &row, deferred), i + 1);
+        }
+        assert_eq!(multixact_counter_versions(&db), 0, "deferred={deferred}");
+        let versions = db.count(&format!(
+            "SELECT count(*) FROM public.heap_page_items(public.get_raw_page('\"{}\".sync_partitions', 0))",
+            db.schema
+        ));
+        assert!(
+            versions >= 3,
+            "the old versions are on the page: {versions}"
+        );
+    }
+}
