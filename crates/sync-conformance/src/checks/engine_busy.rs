@@ -4,7 +4,8 @@
 //! and the batch methods `enter_round`, `begin_push` and
 //! `stage_client_record` keep their default bodies (the path of a dialect
 //! that does not batch or stage). For E-038 it can also fail the reads of
-//! stored push results with `busy`.
+//! stored push results with `busy`, and for E-049 a transaction's row
+//! writes (`upsert_row`).
 
 use std::sync::Arc;
 
@@ -26,6 +27,8 @@ pub(crate) struct BusyScans {
     pub inner: Arc<dyn ServerStorage>,
     /// Which reads of a stored push result fail with `busy` too.
     pub push_results: BusyPushResults,
+    /// Whether a transaction's `upsert_row` fails with `busy` too.
+    pub row_writes: bool,
 }
 
 /// Which reads of a stored push result a [`BusyScans`] fails with `busy`.
@@ -42,6 +45,7 @@ pub(crate) enum BusyPushResults {
 struct BusyTx<'a> {
     inner: Box<dyn StorageTransaction + 'a>,
     push_results: BusyPushResults,
+    row_writes: bool,
 }
 
 fn busy() -> Error {
@@ -105,6 +109,7 @@ impl ServerStorage for BusyScans {
         Ok(Box::new(BusyTx {
             inner: self.inner.begin(partition)?,
             push_results: self.push_results,
+            row_writes: self.row_writes,
         }))
     }
     fn get_max_commit_seq(&self, partition: &str) -> Result<i64> {
@@ -500,6 +505,9 @@ impl StorageTransaction for BusyTx<'_> {
             .commit_rejected_push_result(client_id, client_commit_id, result)
     }
     fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()> {
+        if self.row_writes {
+            return Err(busy());
+        }
         self.inner.upsert_row(table, row, op_index)
     }
     fn upsert_rows(&mut self, table: &str, rows: &[StoredRow]) -> Result<()> {

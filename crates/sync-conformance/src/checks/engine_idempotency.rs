@@ -210,6 +210,7 @@ fn other_read_errors_fail_the_round(env: &Env) -> CheckResult {
         let storage: Arc<dyn ServerStorage> = Arc::new(BusyScans {
             inner: env.storage.clone(),
             push_results: at,
+            row_writes: false,
         });
         let engine = build(storage, env.schema.clone(), env.config())?;
         let pushed = commit(id, vec![up("tasks", id, None, env.task(id, "p1")?)]);

@@ -393,6 +393,7 @@ fn c349_push_only_round_stores_the_record(ctx: &mut Ctx<'_>) -> CheckResult {
     let declining: Arc<dyn ServerStorage> = Arc::new(BusyScans {
         inner: env.storage.clone(),
         push_results: BusyPushResults::Never,
+        row_writes: false,
     });
     let paths = [
         ("dev-a", "t1", env.engine()?, "the dialect"),
