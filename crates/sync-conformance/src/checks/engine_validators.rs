@@ -413,11 +413,8 @@ fn e047_reader_error_failed(ctx: &mut Ctx<'_>) -> CheckResult {
 
 fn e048_reader_busy(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
-    let storage: Arc<dyn sync_core::ServerStorage> = Arc::new(super::engine_busy::BusyScans {
-        inner: env.storage.clone(),
-        push_results: super::engine_busy::BusyPushResults::Never,
-        row_writes: false,
-    });
+    let storage: Arc<dyn sync_core::ServerStorage> =
+        Arc::new(super::engine_busy::BusyScans::new(env.storage.clone()));
     let swallowed = Arc::new(Mutex::new(None::<String>));
     let log = swallowed.clone();
     let validator = CommitCheck::new(move |_, read| {
@@ -487,11 +484,8 @@ fn e049_unique_violation(ctx: &mut Ctx<'_>) -> CheckResult {
 /// `busy` fails the round, retryable, and stores nothing.
 fn busy_row_write_fails_the_round(env: &Env) -> CheckResult {
     let before = env.max_seq()?;
-    let storage: Arc<dyn sync_core::ServerStorage> = Arc::new(super::engine_busy::BusyScans {
-        inner: env.storage.clone(),
-        push_results: super::engine_busy::BusyPushResults::Never,
-        row_writes: true,
-    });
+    let storage: Arc<dyn sync_core::ServerStorage> =
+        Arc::new(super::engine_busy::BusyScans::new(env.storage.clone()).failing_row_writes());
     let engine = super::engine_round::build(storage, env.schema.clone(), env.config())?;
     let req = env.insert_req("dev-a", "c2", "b1", "p1")?;
     let round = run(&engine, "alice", req);
