@@ -4,8 +4,10 @@
 //! and the batch methods `enter_round`, `begin_push` and
 //! `stage_client_record` keep their default bodies (the path of a dialect
 //! that does not batch or stage). For E-038 it can also fail the reads of
-//! stored push results with `busy`.
+//! stored push results with `busy`, and for E-049 a transaction's row
+//! writes (`upsert_row`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use sync_core::{
@@ -22,26 +24,56 @@ use sync_core::{
 
 /// Delegates to `inner`; transactions fail `scan_rows` with `busy`.
 pub(crate) struct BusyScans {
-    /// The wrapped storage.
-    pub inner: Arc<dyn ServerStorage>,
-    /// Which reads of a stored push result fail with `busy` too.
-    pub push_results: BusyPushResults,
+    inner: Arc<dyn ServerStorage>,
+    push_results: BusyPushResults,
+    row_writes: bool,
+    /// Set once a transaction committed a rejected push result.
+    rejected: AtomicBool,
 }
 
-/// Which reads of a stored push result a [`BusyScans`] fails with `busy`.
+impl BusyScans {
+    /// Wraps `inner`: only a transaction's `scan_rows` fails.
+    pub(crate) fn new(inner: Arc<dyn ServerStorage>) -> Self {
+        Self {
+            inner,
+            push_results: BusyPushResults::Never,
+            row_writes: false,
+            rejected: AtomicBool::new(false),
+        }
+    }
+
+    /// Fails these reads of a stored push result too.
+    pub(crate) fn failing_push_results(mut self, which: BusyPushResults) -> Self {
+        self.push_results = which;
+        self
+    }
+
+    /// Fails a transaction's `upsert_row` with `busy` too.
+    pub(crate) fn failing_row_writes(mut self) -> Self {
+        self.row_writes = true;
+        self
+    }
+}
+
+/// Which reads of a stored push result a [`BusyScans`] fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BusyPushResults {
     /// None: every read delegates.
     Never,
-    /// The storage's own read (the round entry's, step P1).
+    /// The storage's own read (the round entry's, step P1), with `busy`.
     AtEntry,
-    /// A transaction's read (the push prelude's, step P6).
+    /// A transaction's read (the push prelude's, step P6), with `busy`.
     InTransaction,
+    /// The storage's own read once a transaction has committed a rejected
+    /// result (the canonical rejection's, step R3), with this code.
+    AfterRejection(ErrorCode),
 }
 
 struct BusyTx<'a> {
     inner: Box<dyn StorageTransaction + 'a>,
     push_results: BusyPushResults,
+    row_writes: bool,
+    rejected: &'a AtomicBool,
 }
 
 fn busy() -> Error {
@@ -105,6 +137,8 @@ impl ServerStorage for BusyScans {
         Ok(Box::new(BusyTx {
             inner: self.inner.begin(partition)?,
             push_results: self.push_results,
+            row_writes: self.row_writes,
+            rejected: &self.rejected,
         }))
     }
     fn get_max_commit_seq(&self, partition: &str) -> Result<i64> {
@@ -136,8 +170,12 @@ impl ServerStorage for BusyScans {
         client_id: &str,
         client_commit_id: &str,
     ) -> Result<Option<StoredPushResult>> {
-        if self.push_results == BusyPushResults::AtEntry {
-            return Err(busy());
+        match self.push_results {
+            BusyPushResults::AtEntry => return Err(busy()),
+            BusyPushResults::AfterRejection(code) if self.rejected.load(Ordering::SeqCst) => {
+                return Err(Error::new(code));
+            }
+            _ => {}
         }
         self.inner
             .get_push_result(partition, client_id, client_commit_id)
@@ -497,9 +535,14 @@ impl StorageTransaction for BusyTx<'_> {
     ) -> Result<()> {
         let this = *self;
         this.inner
-            .commit_rejected_push_result(client_id, client_commit_id, result)
+            .commit_rejected_push_result(client_id, client_commit_id, result)?;
+        this.rejected.store(true, Ordering::SeqCst);
+        Ok(())
     }
     fn upsert_row(&mut self, table: &str, row: &StoredRow, op_index: Option<u32>) -> Result<()> {
+        if self.row_writes {
+            return Err(busy());
+        }
         self.inner.upsert_row(table, row, op_index)
     }
     fn upsert_rows(&mut self, table: &str, rows: &[StoredRow]) -> Result<()> {

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Barrier, Mutex};
 
-use sync_core::{CommitWindowQuery, PushOperationResult, PushStatus, ServerStorage};
+use sync_core::{CommitWindowQuery, ErrorCode, PushOperationResult, PushStatus, ServerStorage};
 use sync_engine::{PushResult, PushResultStatus};
 
 use super::engine_busy::{BusyPushResults, BusyScans};
@@ -167,7 +167,8 @@ fn e038_cache_miss(ctx: &mut Ctx<'_>) -> CheckResult {
     );
     check_eq!(env.max_seq()?, 1, "max_commit_seq");
     unreadable_under_the_lock(ctx, &env)?;
-    other_read_errors_fail_the_round(&env)
+    other_read_errors_fail_the_round(&env)?;
+    the_canonical_rejection_read(&env)
 }
 
 /// A result stored unreadable between P1 (which found none) and P6 is read
@@ -207,10 +208,8 @@ fn other_read_errors_fail_the_round(env: &Env) -> CheckResult {
         (BusyPushResults::AtEntry, "t3"),
         (BusyPushResults::InTransaction, "t4"),
     ] {
-        let storage: Arc<dyn ServerStorage> = Arc::new(BusyScans {
-            inner: env.storage.clone(),
-            push_results: at,
-        });
+        let storage: Arc<dyn ServerStorage> =
+            Arc::new(BusyScans::new(env.storage.clone()).failing_push_results(at));
         let engine = build(storage, env.schema.clone(), env.config())?;
         let pushed = commit(id, vec![up("tasks", id, None, env.task(id, "p1")?)]);
         run(&engine, "alice", push_req("dev-a", vec![pushed]))
@@ -222,6 +221,40 @@ fn other_read_errors_fail_the_round(env: &Env) -> CheckResult {
         );
     }
     check_eq!(env.max_seq()?, 1, "max_commit_seq after busy reads");
+    Ok(())
+}
+
+/// After a rejection is stored (R2), the canonical result is read back
+/// (R3): an unreadable one is answered as the cache miss, a `busy` read
+/// fails the round; the stored rejection stays either way.
+fn the_canonical_rejection_read(env: &Env) -> CheckResult {
+    for (code, id) in [
+        (ErrorCode::IdempotencyCacheMiss, "r1"),
+        (ErrorCode::Busy, "r2"),
+    ] {
+        let storage: Arc<dyn ServerStorage> = Arc::new(
+            BusyScans::new(env.storage.clone())
+                .failing_push_results(BusyPushResults::AfterRejection(code)),
+        );
+        let engine = build(storage, env.schema.clone(), env.config())?;
+        // An absent row at baseVersion 5: a stored row_missing rejection.
+        let pushed = commit(id, vec![up("tasks", id, Some(5), env.task(id, "p1")?)]);
+        let round = run(&engine, "alice", push_req("dev-a", vec![pushed]));
+        let what = format!("a rejection whose read-back fails with {code}");
+        if code == ErrorCode::Busy {
+            round
+                .expect_error("sync.storage.busy")
+                .map_err(|f| Failure::new(format!("{what}: {f}")))?;
+        } else {
+            round.ok()?;
+            expect_cache_miss(round.result(0)?, &what)?;
+        }
+        let stored = env
+            .storage
+            .get_push_result(P, "dev-a", id)?
+            .ok_or_else(|| Failure::new(format!("{what}: no rejection stored")))?;
+        check_eq!(stored.status, PushStatus::Rejected, "{what}: stored status");
+    }
     Ok(())
 }
 

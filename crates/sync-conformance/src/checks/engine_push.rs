@@ -2,7 +2,7 @@
 //! deletes and tombstones, scope immutability, row identity — E-017…E-035.
 
 use sync_core::{ChangeOp, CommitRecord, PushOperationResult, PushStatus, RowValue};
-use sync_engine::{DeletePolicy, PushResultStatus};
+use sync_engine::{DeletePolicy, PushResultStatus, SyncRequest, MAX_SAFE_INTEGER};
 
 use super::engine_fixture::{counter_payload, decode, seed_task, task_payload_blob, task_vals, P};
 use super::engine_round::{
@@ -20,7 +20,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-017",
-        "an update at the stored baseVersion is applied at v+1",
+        "an update at the stored baseVersion is applied at v+1; no version past 2^53 - 1 is written",
         e017_versioned_update,
     ),
     check(
@@ -172,6 +172,69 @@ fn e017_versioned_update(ctx: &mut Ctx<'_>) -> CheckResult {
     let change = commit_at(&env, seq)?.changes;
     check_eq!(change.len(), 1, "changes");
     check_eq!(change[0].row_version, Some(2), "change rowVersion");
+    versions_end_at_the_safe_limit(&env, 2, &|id| env.task(id, "p1"))
+}
+
+/// An update may write `server_version` 2^53 − 1 and no higher: from a
+/// row at 2^53 − 2 an unversioned update (`payload(id)`, pushed at `wire`)
+/// is applied at 2^53 − 1; the next fails the round (an internal failure)
+/// and leaves the row, the log and the push results as they were.
+pub(crate) fn versions_end_at_the_safe_limit(
+    env: &Env,
+    wire: u16,
+    payload: &dyn Fn(&str) -> CheckResult<Vec<u8>>,
+) -> CheckResult {
+    let id = format!("safe{wire}");
+    seed_task(
+        env.storage.as_ref(),
+        &env.schema,
+        &id,
+        "p1",
+        MAX_SAFE_INTEGER - 1,
+    )?;
+    let engine = env.engine()?;
+    let update = |ccid: &str| -> CheckResult<SyncRequest> {
+        let mut req = push_req(
+            "dev-a",
+            vec![commit(ccid, vec![up("tasks", &id, None, payload(&id)?)])],
+        );
+        req.wire_version = wire;
+        Ok(req)
+    };
+    let last = format!("last{wire}");
+    let seq = expect_applied(
+        run(&engine, "alice", update(&last)?).result(0)?,
+        PushResultStatus::Applied,
+        1,
+    )
+    .map_err(|f| Failure::new(format!("wire {wire}, an update to 2^53 - 1: {f}")))?;
+    check_eq!(
+        version_of(env, "tasks", &id)?,
+        Some(MAX_SAFE_INTEGER),
+        "wire {wire}: row version after an update from 2^53 - 2"
+    );
+    check_eq!(
+        commit_at(env, seq)?
+            .changes
+            .first()
+            .and_then(|c| c.row_version),
+        Some(MAX_SAFE_INTEGER),
+        "wire {wire}: change rowVersion"
+    );
+    let past = format!("past{wire}");
+    run(&engine, "alice", update(&past)?)
+        .expect_internal()
+        .map_err(|f| Failure::new(format!("wire {wire}, an update past 2^53 - 1: {f}")))?;
+    check_eq!(
+        version_of(env, "tasks", &id)?,
+        Some(MAX_SAFE_INTEGER),
+        "wire {wire}: row version after an update past the limit"
+    );
+    check_eq!(env.max_seq()?, seq, "wire {wire}: max_commit_seq");
+    check!(
+        env.storage.get_push_result(P, "dev-a", &past)?.is_none(),
+        "wire {wire}: a result was stored for an update past the limit"
+    );
     Ok(())
 }
 

@@ -123,6 +123,34 @@ fn e093_replay_by_another_actor(ctx: &mut Ctx<'_>) -> CheckResult {
         env.storage.as_ref(),
         &env.task("t3", "p1")?,
         max_seq,
+    )?;
+    let fresh = commit("k2", vec![up("tasks", "t4", None, env.task("t4", "p2")?)]);
+    a_foreign_replay_stages_no_record(&engine, env.storage.as_ref(), conflicting, fresh)
+}
+
+/// A round without a pull whose last push is fresh and applies, after a
+/// replay of another actor's result under the same client id: that push's
+/// transaction stages no client record, so `dev-c` stays bound to nobody.
+fn a_foreign_replay_stages_no_record(
+    engine: &Engine,
+    storage: &dyn ServerStorage,
+    alices: sync_engine::PushCommit,
+    fresh: sync_engine::PushCommit,
+) -> CheckResult {
+    alice_disconnects(engine, &push_req("dev-c", vec![alices.clone()]))?;
+    no_record_of(storage, "dev-c", "after alice's interrupted round")?;
+    let bob = run(engine, "bob", push_req("dev-c", vec![alices, fresh]));
+    bob.ok()?;
+    let r = bob.result(0)?;
+    check!(
+        matches!(&r.results[..], [PushOperationResult::Error { code, .. }] if code == "sync.invalid_client_id"),
+        "bob's replay of alice's result on dev-c: {r:?}"
+    );
+    expect_applied(bob.result(1)?, PushResultStatus::Applied, 1)?;
+    no_record_of(
+        storage,
+        "dev-c",
+        "after bob's fresh push behind a foreign replay",
     )
 }
 

@@ -55,7 +55,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-104",
-        "v3: a baseVersion above the row's or negative is invalid_request",
+        "v3: a baseVersion above the row's or negative is invalid_request; no version past 2^53 - 1 is written",
         e104_base_version_range,
     ),
     check(
@@ -443,7 +443,10 @@ fn e104_base_version_range(ctx: &mut Ctx<'_>) -> CheckResult {
     )?;
     let (_, version, _) = stored(&env, "t1")?;
     check_eq!(version, 1, "row version");
-    Ok(())
+    // The row's own version ends at 2^53 - 1 too (a sparse update).
+    super::engine_push::versions_end_at_the_safe_limit(&env, 3, &|id| {
+        task_sparse(&env, id, &[(TITLE, text("at the limit"))])
+    })
 }
 
 fn e105_scope_immutable(ctx: &mut Ctx<'_>) -> CheckResult {

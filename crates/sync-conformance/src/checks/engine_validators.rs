@@ -73,7 +73,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-049",
-        "a unique violation at op 1 is a persisted constraint_violation",
+        "a unique violation at op 1 is a persisted constraint_violation; a busy row write fails the round",
         e049_unique_violation,
     ),
     check(
@@ -413,10 +413,8 @@ fn e047_reader_error_failed(ctx: &mut Ctx<'_>) -> CheckResult {
 
 fn e048_reader_busy(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
-    let storage: Arc<dyn sync_core::ServerStorage> = Arc::new(super::engine_busy::BusyScans {
-        inner: env.storage.clone(),
-        push_results: super::engine_busy::BusyPushResults::Never,
-    });
+    let storage: Arc<dyn sync_core::ServerStorage> =
+        Arc::new(super::engine_busy::BusyScans::new(env.storage.clone()));
     let swallowed = Arc::new(Mutex::new(None::<String>));
     let log = swallowed.clone();
     let validator = CommitCheck::new(move |_, read| {
@@ -479,6 +477,38 @@ fn e049_unique_violation(ctx: &mut Ctx<'_>) -> CheckResult {
     check!(env.storage.get_row(P, "tasks", "a")?.is_none(), "a stored");
     let replay = run(&engine, "alice", push_req("dev-a", vec![pushed]));
     check_eq!(replay.result(0)?, round.result(0)?, "replayed result");
+    busy_row_write_fails_the_round(&env)
+}
+
+/// Only a violation is answered as one: a row write that fails with
+/// `busy` fails the round, retryable, and stores nothing.
+fn busy_row_write_fails_the_round(env: &Env) -> CheckResult {
+    let before = env.max_seq()?;
+    let storage: Arc<dyn sync_core::ServerStorage> =
+        Arc::new(super::engine_busy::BusyScans::new(env.storage.clone()).failing_row_writes());
+    let engine = super::engine_round::build(storage, env.schema.clone(), env.config())?;
+    let req = env.insert_req("dev-a", "c2", "b1", "p1")?;
+    let round = run(&engine, "alice", req);
+    let error = round
+        .expect_error("sync.storage.busy")
+        .map_err(|f| Failure::new(format!("a busy row write: {f}")))?;
+    check!(
+        error.retryable,
+        "a busy row write is not retryable: {error:?}"
+    );
+    check!(
+        env.storage.get_push_result(P, "dev-a", "c2")?.is_none(),
+        "a result was stored after a busy row write"
+    );
+    check!(
+        env.storage.get_row(P, "tasks", "b1")?.is_none(),
+        "b1 stored after a busy row write"
+    );
+    check_eq!(
+        env.max_seq()?,
+        before,
+        "max_commit_seq after a busy row write"
+    );
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use sync_engine::{PullHeader, PushResultStatus, ResponseItem};
 
-use super::engine_busy::{BusyPushResults, BusyScans};
+use super::engine_busy::BusyScans;
 use super::engine_fixture::P as P_ENGINE;
 use super::engine_round::{build, env, expect_applied, pull_req, run, sub_p1};
 use crate::check::{expect_code, CheckDef, CheckResult};
@@ -390,10 +390,7 @@ fn c349_push_only_round_stores_the_record(ctx: &mut Ctx<'_>) -> CheckResult {
     // Through the dialect itself (it may stage the record in the push), then
     // through a wrapper whose transactions keep the default (no staging):
     // the engine writes the record after the round instead.
-    let declining: Arc<dyn ServerStorage> = Arc::new(BusyScans {
-        inner: env.storage.clone(),
-        push_results: BusyPushResults::Never,
-    });
+    let declining: Arc<dyn ServerStorage> = Arc::new(BusyScans::new(env.storage.clone()));
     let paths = [
         ("dev-a", "t1", env.engine()?, "the dialect"),
         (

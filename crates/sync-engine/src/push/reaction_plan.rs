@@ -197,4 +197,67 @@ mod tests {
         p.payload = json!({"a": "x\u{0}"});
         assert_eq!(validate(&[p]), Err(InvalidPlan("payload_unstorable")));
     }
+
+    /// `payload` nested `levels` deep: `wrap` applied `levels - 1` times
+    /// around a number.
+    fn nested(levels: usize, wrap: fn(Value) -> Value) -> ReactionPlan {
+        let mut payload = json!(1);
+        for _ in 1..levels {
+            payload = wrap(payload);
+        }
+        let mut p = plan("k");
+        p.payload = payload;
+        p
+    }
+
+    #[test]
+    fn every_limit_is_inclusive() {
+        let most: Vec<_> = (0..100).map(|i| plan(&format!("k{i}"))).collect();
+        assert_eq!(validate(&most), Ok(()), "100 reactions");
+        assert_eq!(validate(&[plan(&"k".repeat(256))]), Ok(()), "256-byte key");
+        assert_eq!(
+            validate(&[plan(&"k".repeat(257))]),
+            Err(InvalidPlan("key_length"))
+        );
+        let mut p = plan("k");
+        p.kind = format!("e{}", "x".repeat(127));
+        assert_eq!(validate(&[p.clone()]), Ok(()), "128-byte type");
+        p.kind.push('x');
+        assert_eq!(validate(&[p]), Err(InvalidPlan("type_malformed")));
+        for attempts in [1, 100] {
+            let mut p = plan("k");
+            p.max_attempts = Some(attempts);
+            assert_eq!(validate(&[p]), Ok(()), "max_attempts {attempts}");
+        }
+        let mut p = plan("k");
+        p.max_attempts = Some(0);
+        assert_eq!(validate(&[p]), Err(InvalidPlan("max_attempts_range")));
+        let mut p = plan("k");
+        p.payload = json!("x".repeat(65_534)); // 65 536 bytes with its quotes
+        assert_eq!(validate(&[p]), Ok(()), "a payload of exactly 65 536 bytes");
+    }
+
+    #[test]
+    fn payloads_nest_sixteen_levels_in_arrays_and_objects() {
+        let array = |v| json!([v]);
+        let object = |v| json!({ "a": v });
+        assert_eq!(validate(&[nested(16, array)]), Ok(()));
+        assert_eq!(
+            validate(&[nested(17, array)]),
+            Err(InvalidPlan("payload_shape"))
+        );
+        assert_eq!(validate(&[nested(16, object)]), Ok(()));
+        assert_eq!(
+            validate(&[nested(17, object)]),
+            Err(InvalidPlan("payload_shape"))
+        );
+    }
+
+    #[test]
+    fn an_invalid_plan_displays_its_reason() {
+        assert_eq!(
+            InvalidPlan("duplicate_key").to_string(),
+            "invalid reaction plan: duplicate_key"
+        );
+    }
 }
