@@ -366,22 +366,20 @@ impl Database {
     }
 
     /// Distributes the schema by partition on a Citus coordinator
-    /// (`PostgresStorage::distribute`, through a Postgres storage opened
-    /// from the same URL); any other dialect is
-    /// `sync.storage.not_distributable` (`reason = not_postgres`).
+    /// (`PostgresStorage::distribute`, through the storage this instance
+    /// holds); any other dialect is `sync.storage.not_distributable`
+    /// (`reason = not_postgres`).
     pub fn distribute(
         &self,
         options: &sync_postgres::DistributeOptions,
     ) -> CliResult<sync_postgres::DistributeReport> {
-        match &self.url {
-            DatabaseUrl::Postgres { url, schema } => {
-                Ok(open_postgres(url, schema.as_deref())?.distribute(options)?)
-            }
-            DatabaseUrl::Sqlite { .. } | DatabaseUrl::Registered { .. } => Err(
-                sync_core::Error::new(sync_core::ErrorCode::NotDistributable)
-                    .detail("reason", "not_postgres")
-                    .into(),
-            ),
+        match &self.backend {
+            Backend::Postgres(storage) => Ok(storage.distribute(options)?),
+            Backend::Sqlite(_) | Backend::Other(_) => Err(sync_core::Error::new(
+                sync_core::ErrorCode::NotDistributable,
+            )
+            .detail("reason", "not_postgres")
+            .into()),
         }
     }
 
