@@ -783,3 +783,36 @@ fn a_push_through_the_prelude_makes_no_multixact_of_the_counter_row() {
         );
     }
 }
+
+/// A row write queued after the deferred append can still be rejected:
+/// the savepoint is released before the append only when no row write
+/// follows it, so the violation rolls back to it and the rejection is
+/// stored, with nothing of the push persisted.
+#[test]
+fn a_write_queued_after_the_deferred_append_is_still_rejected() {
+    let db = TestDb::new();
+    let (storage, _count) = proxied_storage(&db);
+    let schema = fix1();
+    let t0 = task_row(&schema, "t0", "p1", "dup", 1);
+    prelude_push(&storage, &t0, true);
+    let colliding = task_row(&schema, "tb", "p1", "dup", 1);
+    let mut tx = storage.begin("acme").unwrap();
+    tx.begin_push(&PushPreludeRequest {
+        deferred_violations: true,
+        ..prelude_request("tb")
+    })
+    .unwrap();
+    let seq = tx
+        .append_commit(&commit("c", "tb", vec![upsert_change(&colliding, "tasks")]))
+        .unwrap();
+    assert_eq!(seq, 2);
+    tx.upsert_row("tasks", &colliding, Some(0)).unwrap();
+    let outcome = tx.commit_push("c", "tb", &rejection).unwrap();
+    assert_eq!(outcome, PushCommitOutcome::Rejected { op_index: 0 });
+    assert_eq!(
+        storage.get_push_result("acme", "c", "tb").unwrap(),
+        Some(rejection(0))
+    );
+    assert_eq!(storage.get_max_commit_seq("acme").unwrap(), 1);
+    assert_eq!(storage.get_row("acme", "tasks", "tb").unwrap(), None);
+}
