@@ -1,6 +1,7 @@
 //! A storage wrapper for E-048 and C-349: every call delegates to the
 //! wrapped storage, except that a transaction's `scan_rows` fails with
-//! `sync.storage.busy` (a reader call that poisons the push transaction),
+//! `sync.storage.busy` (a reader call that poisons the push transaction;
+//! E-048 also fails it with `backend` and `connection_lost`),
 //! and the batch methods `enter_round`, `begin_push` and
 //! `stage_client_record` keep their default bodies (the path of a dialect
 //! that does not batch or stage). For E-038 it can also fail the reads of
@@ -27,6 +28,8 @@ pub(crate) struct BusyScans {
     inner: Arc<dyn ServerStorage>,
     push_results: BusyPushResults,
     row_writes: bool,
+    /// The code a transaction's `scan_rows` fails with.
+    scan_error: ErrorCode,
     /// Set once a transaction committed a rejected push result.
     rejected: AtomicBool,
 }
@@ -38,6 +41,7 @@ impl BusyScans {
             inner,
             push_results: BusyPushResults::Never,
             row_writes: false,
+            scan_error: ErrorCode::Busy,
             rejected: AtomicBool::new(false),
         }
     }
@@ -45,6 +49,12 @@ impl BusyScans {
     /// Fails these reads of a stored push result too.
     pub(crate) fn failing_push_results(mut self, which: BusyPushResults) -> Self {
         self.push_results = which;
+        self
+    }
+
+    /// Fails a transaction's `scan_rows` with `code` instead of `busy`.
+    pub(crate) fn failing_scans_with(mut self, code: ErrorCode) -> Self {
+        self.scan_error = code;
         self
     }
 
@@ -73,6 +83,7 @@ struct BusyTx<'a> {
     inner: Box<dyn StorageTransaction + 'a>,
     push_results: BusyPushResults,
     row_writes: bool,
+    scan_error: ErrorCode,
     rejected: &'a AtomicBool,
 }
 
@@ -138,6 +149,7 @@ impl ServerStorage for BusyScans {
             inner: self.inner.begin(partition)?,
             push_results: self.push_results,
             row_writes: self.row_writes,
+            scan_error: self.scan_error,
             rejected: &self.rejected,
         }))
     }
@@ -502,7 +514,7 @@ impl StorageTransaction for BusyTx<'_> {
     }
     fn scan_rows(&mut self, query: &RowScanQuery) -> Result<Vec<StoredRow>> {
         let _ = query;
-        Err(busy())
+        Err(Error::new(self.scan_error))
     }
     fn scan_rows_by_index(&mut self, query: &IndexRowScanQuery) -> Result<Vec<StoredRow>> {
         self.inner.scan_rows_by_index(query)

@@ -18,7 +18,7 @@ use super::engine_entry::GROUP;
 pub(crate) const CHECKS: &[CheckDef] = &[check(
     GROUP,
     "E-082",
-    "a command reads and writes in one transaction; its replay skips the builder",
+    "a command reads and writes in one transaction (by id and through an index); its replay skips the builder",
     e082_command,
 )];
 
@@ -35,6 +35,39 @@ fn copy_t1(reader: &mut dyn CommandReader) -> Result<Vec<CommandWrite>, WireErro
     let mut row = t1.values;
     row.insert("id".to_owned(), RowValue::String("t2".to_owned()));
     row.insert("title".to_owned(), RowValue::String(title));
+    Ok(vec![CommandWrite::Upsert {
+        table: "tasks".to_owned(),
+        row,
+        base_version: None,
+    }])
+}
+
+/// Finds t1 through the `tasks_by_title` index by its own title and writes
+/// t3 naming the ids found: a lookup that finds nothing fails the command.
+fn find_t1_by_title(reader: &mut dyn CommandReader) -> Result<Vec<CommandWrite>, WireError> {
+    let failed = |why: &str| WireError::new("operation.execution_failed", why);
+    let t1 = reader
+        .get_row("tasks", "t1")
+        .map_err(|_| failed("t1 unreadable"))?
+        .ok_or_else(|| failed("t1 missing"))?;
+    let title = t1
+        .values
+        .get("title")
+        .cloned()
+        .ok_or_else(|| failed("t1 has no title"))?;
+    let found = reader
+        .lookup("tasks", "tasks_by_title", &[title], None, 10)
+        .map_err(|_| failed("lookup failed"))?;
+    let ids: Vec<&str> = found.iter().map(|row| row.row_id.as_str()).collect();
+    if ids != ["t1"] {
+        return Err(failed("the title lookup did not find exactly t1"));
+    }
+    let mut row = t1.values;
+    row.insert("id".to_owned(), RowValue::String("t3".to_owned()));
+    row.insert(
+        "title".to_owned(),
+        RowValue::String(format!("found {}", ids.join(","))),
+    );
     Ok(vec![CommandWrite::Upsert {
         table: "tasks".to_owned(),
         row,
@@ -97,5 +130,20 @@ fn e082_command(ctx: &mut Ctx<'_>) -> CheckResult {
     );
     check_eq!(calls.load(Ordering::SeqCst), 1, "builder calls");
     check_eq!(env.max_seq()?, seq, "max_commit_seq");
+    // A trusted index lookup through the same transaction.
+    let found = engine
+        .apply_command(&alice, "dev-a", "find", "r2", find_t1_by_title)
+        .map_err(|e| Failure::new(format!("apply_command (lookup) failed: {e:?}")))?;
+    let found_seq = expect_applied(&found.result, PushResultStatus::Applied, 1)?;
+    check_eq!(found_seq, seq + 1, "the lookup command's commitSeq");
+    let t3 = env
+        .storage
+        .get_row(P, "tasks", "t3")?
+        .ok_or_else(|| Failure::new("t3 not written: the index lookup found no t1"))?;
+    check_eq!(
+        decode(&env.schema, "tasks", &t3.payload)?[2],
+        RowValue::String("found t1".to_owned()),
+        "t3 title names what the lookup found"
+    );
     Ok(())
 }

@@ -13,7 +13,7 @@ use sync_core::column_versions::ColumnVersions;
 use sync_core::{codec, CommitPruneQuery, CompiledTable, PushOperationResult, RowValue};
 use sync_engine::{Operation, PushResult, PushResultStatus, SyncRequest};
 
-use super::engine_fixture::{decode, task_vals, P};
+use super::engine_fixture::{decode, note_payload, task_vals, P};
 use super::engine_push::commit_at;
 use super::engine_round::{
     commit, del, env, expect_applied, expect_conflict, expect_rejected, push_req, rejected_record,
@@ -139,7 +139,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-118",
-        "a conflict stored at v2 and replayed at v3 names every non-key non-crdt column; a v3 conflict replayed at v2 drops the bitmap; applied replays are identical",
+        "a conflict stored at v2 and replayed at v3 names every non-key non-crdt column; a v3 conflict replayed at v3 keeps its bitmap and at v2 drops it; applied replays are identical",
         e118_replay_across_versions,
     ),
     check(
@@ -1034,13 +1034,44 @@ fn e118_replay_across_versions(ctx: &mut Ctx<'_>) -> CheckResult {
         Some(bitmap9(&[1, 2, 3, 4, 5, 6, 7, 8])),
         "synthesized conflictColumns"
     );
-    // A v3 conflict replayed at v2 drops the bitmap.
+    // On a table with a crdt column the synthesized bitmap leaves it out
+    // (notes: id, project_id, title, doc).
+    let note = |doc: &[u8]| note_payload(&env.schema, "n1", "p1", None, doc);
+    let seeded = run(
+        &engine,
+        "alice",
+        v2_req("n-c1", up("notes", "n1", None, note(&[1])?)),
+    )
+    .result(0)?
+    .clone();
+    expect_applied(&seeded, PushResultStatus::Applied, 1)?;
+    let stale_note = || -> CheckResult<Operation> { Ok(up("notes", "n1", Some(0), note(&[2])?)) };
+    expect_conflict(
+        run(&engine, "alice", v2_req("n-c2", stale_note()?)).result(0)?,
+        0,
+    )?;
+    let note_replay = run(&engine, "alice", v3(v2_req("n-c2", stale_note()?)))
+        .result(0)?
+        .clone();
+    check_eq!(
+        conflict_of(&note_replay)?.2,
+        Some(vec![0b0000_0110]),
+        "synthesized conflictColumns of a table with a crdt column (project_id, title)"
+    );
+    // A v3 conflict keeps its own bitmap when replayed at v3 and drops it
+    // at v2.
     let title = task_sparse(&env, "t1", &[(TITLE, text("x"))])?;
     let v3_first = upsert3(&engine, "alice", "c2", "t1", Some(0), title.clone())?;
     check_eq!(
         conflict_of(&v3_first)?.2,
         Some(bitmap9(&[TITLE])),
         "v3 conflictColumns"
+    );
+    let v3_again = upsert3(&engine, "alice", "c2", "t1", Some(0), title.clone())?;
+    check_eq!(
+        conflict_of(&v3_again)?.2,
+        Some(bitmap9(&[TITLE])),
+        "v3 conflictColumns replayed at v3"
     );
     let req = push_req(
         "dev-alice",

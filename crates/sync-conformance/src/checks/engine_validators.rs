@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use sync_core::{
-    ReactionListQuery, ReactionStatus, RejectionDetails, RowValue, ScopeFilter, StoredReaction,
+    ErrorCode, ReactionListQuery, ReactionStatus, RejectionDetails, RowValue, ScopeFilter,
+    StoredReaction,
 };
 use sync_engine::{
     CandidateReader, CandidateScan, MergerRegistry, OpKind, PushResultStatus, Rejection,
@@ -67,7 +68,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-048",
-        "a poisoning reader error fails the round even if the hook swallows it",
+        "a poisoning reader error (busy, connection_lost, backend) fails the round even if the hook swallows it",
         e048_reader_busy,
     ),
     check(
@@ -413,36 +414,56 @@ fn e047_reader_error_failed(ctx: &mut Ctx<'_>) -> CheckResult {
 
 fn e048_reader_busy(ctx: &mut Ctx<'_>) -> CheckResult {
     let env = env(ctx)?;
-    let storage: Arc<dyn sync_core::ServerStorage> =
-        Arc::new(super::engine_busy::BusyScans::new(env.storage.clone()));
-    let swallowed = Arc::new(Mutex::new(None::<String>));
-    let log = swallowed.clone();
-    let validator = CommitCheck::new(move |_, read| {
-        scan_noting(read, scopes(&[("project_id", &["p1"])]), &log);
-        Ok(())
-    });
-    let mut config = env.config();
-    config.commit_validator = Some(validator.clone());
-    let engine = super::engine_round::build(storage, env.schema.clone(), config)?;
-    let req = env.insert_req("dev-a", "c1", "t1", "p1")?;
-    run(&engine, "alice", req).expect_error("sync.storage.busy")?;
-    check_eq!(
-        swallowed
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or_default()
-            .as_deref(),
-        Some("sync.storage.busy"),
-        "reader error seen by the validator"
-    );
-    check!(
-        env.storage.get_push_result(P, "dev-a", "c1")?.is_none(),
-        "a result was stored"
-    );
-    check!(
-        env.storage.get_row(P, "tasks", "t1")?.is_none(),
-        "t1 stored"
-    );
+    // Every error after which the transaction is unusable poisons it,
+    // whether retryable (`busy`, `connection_lost`) or not (`backend`).
+    for (n, code) in [
+        ErrorCode::Busy,
+        ErrorCode::ConnectionLost,
+        ErrorCode::Backend,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let storage: Arc<dyn sync_core::ServerStorage> = Arc::new(
+            super::engine_busy::BusyScans::new(env.storage.clone()).failing_scans_with(code),
+        );
+        let swallowed = Arc::new(Mutex::new(None::<String>));
+        let log = swallowed.clone();
+        let validator = CommitCheck::new(move |_, read| {
+            scan_noting(read, scopes(&[("project_id", &["p1"])]), &log);
+            Ok(())
+        });
+        let mut config = env.config();
+        config.commit_validator = Some(validator.clone());
+        let engine = super::engine_round::build(storage, env.schema.clone(), config)?;
+        let (ccid, row) = (format!("c{n}"), format!("t{n}"));
+        let req = env.insert_req("dev-a", &ccid, &row, "p1")?;
+        let round = run(&engine, "alice", req);
+        if code.retryable() {
+            round.expect_error(code.as_str())?;
+        } else {
+            round.expect_internal()?;
+        }
+        check_eq!(
+            swallowed
+                .lock()
+                .map(|s| s.clone())
+                .unwrap_or_default()
+                .as_deref(),
+            Some(code.as_str()),
+            "reader error seen by the validator"
+        );
+        check!(
+            env.storage.get_push_result(P, "dev-a", &ccid)?.is_none(),
+            "a result was stored after a swallowed {}",
+            code.as_str()
+        );
+        check!(
+            env.storage.get_row(P, "tasks", &row)?.is_none(),
+            "{row} stored after a swallowed {}",
+            code.as_str()
+        );
+    }
     Ok(())
 }
 

@@ -127,7 +127,10 @@ mod tests {
         assert_eq!(column_bitmap(3, [1, 2]), vec![0b110]);
         assert_eq!(column_bitmap(9, [0, 8]), vec![1, 1]);
         assert_eq!(column_bitmap(8, []), vec![0]);
-        // A column past the last is ignored, never a padding bit.
+        // A column past the last is ignored, never a padding bit: the
+        // first index past the end too.
         assert_eq!(column_bitmap(3, [5, 9]), vec![0]);
+        assert_eq!(column_bitmap(3, [3]), vec![0]);
+        assert_eq!(column_bitmap(9, [0, 9]), vec![1, 0]);
     }
 }
