@@ -8,7 +8,7 @@
 //! stored push results with `busy`, and for E-049 a transaction's row
 //! writes (`upsert_row`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sync_core::{
@@ -32,6 +32,8 @@ pub(crate) struct BusyScans {
     scan_error: ErrorCode,
     /// Set once a transaction committed a rejected push result.
     rejected: AtomicBool,
+    /// Calls of the storage's own `get_push_result` (not a transaction's).
+    push_result_reads: AtomicUsize,
 }
 
 impl BusyScans {
@@ -43,6 +45,7 @@ impl BusyScans {
             row_writes: false,
             scan_error: ErrorCode::Busy,
             rejected: AtomicBool::new(false),
+            push_result_reads: AtomicUsize::new(0),
         }
     }
 
@@ -50,6 +53,12 @@ impl BusyScans {
     pub(crate) fn failing_push_results(mut self, which: BusyPushResults) -> Self {
         self.push_results = which;
         self
+    }
+
+    /// How many times the storage's own `get_push_result` was called (the
+    /// default `enter_round` reads each pushed commit's result through it).
+    pub(crate) fn push_result_reads(&self) -> usize {
+        self.push_result_reads.load(Ordering::SeqCst)
     }
 
     /// Fails a transaction's `scan_rows` with `code` instead of `busy`.
@@ -182,6 +191,7 @@ impl ServerStorage for BusyScans {
         client_id: &str,
         client_commit_id: &str,
     ) -> Result<Option<StoredPushResult>> {
+        self.push_result_reads.fetch_add(1, Ordering::SeqCst);
         match self.push_results {
             BusyPushResults::AtEntry => return Err(busy()),
             BusyPushResults::AfterRejection(code) if self.rejected.load(Ordering::SeqCst) => {

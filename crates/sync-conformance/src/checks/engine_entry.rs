@@ -118,7 +118,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-063",
-        "Engine::new refuses a storage not ensured at the schema version",
+        "Engine::new refuses a storage not ensured at the schema version; at its own version a round runs at it",
         e063_construction_refused,
     ),
 ];
@@ -473,8 +473,9 @@ fn e063_construction_refused(ctx: &mut Ctx<'_>) -> CheckResult {
     let v1 = std::sync::Arc::new(efix()?);
     let env = env(ctx)?;
     let unensured = ctx.open()?;
-    let ahead = ctx.ensured(&efix_v2()?)?;
-    for (what, storage) in [("ensured at v2", ahead), ("unensured", unensured)] {
+    let v2 = std::sync::Arc::new(efix_v2()?);
+    let ahead = ctx.ensured(&v2)?;
+    for (what, storage) in [("ensured at v2", ahead.clone()), ("unensured", unensured)] {
         match sync_engine::Engine::new(storage, v1.clone(), env.config()) {
             Err(EngineError::Config { .. }) => {}
             other => {
@@ -485,5 +486,31 @@ fn e063_construction_refused(ctx: &mut Ctx<'_>) -> CheckResult {
             }
         }
     }
+    // At its own version the same storage serves: the header, the push's
+    // gate and the bootstrap page all carry the running version 2.
+    let engine = sync_engine::Engine::new(ahead, v2.clone(), env.config())
+        .map_err(|e| Failure::new(format!("Engine::new at v2: {e:?}")))?;
+    let mut req = pull_req("dev-a", vec![sub_p1("s", -1)]);
+    req.header.schema_version = 2;
+    req.pushes = vec![commit(
+        "c1",
+        vec![up(
+            "tasks",
+            "t1",
+            None,
+            super::engine_fixture::task_payload(&v2, "t1", "p1", "at v2")?,
+        )],
+    )];
+    let round = run(&engine, "alice", req);
+    round.ok()?;
+    check_eq!(
+        round.header()?.latest_schema_version,
+        Some(2),
+        "latestSchemaVersion at v2"
+    );
+    expect_applied(round.result(0)?, PushResultStatus::Applied, 1)?;
+    let section = round.section()?;
+    let versions: Vec<i32> = section.pages.iter().map(|p| p.schema_version).collect();
+    check_eq!(versions, vec![2], "the bootstrap page's schemaVersion");
     Ok(())
 }

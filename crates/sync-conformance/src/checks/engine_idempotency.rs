@@ -38,7 +38,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-038",
-        "an unreadable stored result replays as a retryable cache miss; another read error fails the round",
+        "an unreadable stored result replays as a retryable cache miss; another read error fails the round; a round's commits read their results once, at entry",
         e038_cache_miss,
     ),
     check(
@@ -168,7 +168,30 @@ fn e038_cache_miss(ctx: &mut Ctx<'_>) -> CheckResult {
     check_eq!(env.max_seq()?, 1, "max_commit_seq");
     unreadable_under_the_lock(ctx, &env)?;
     other_read_errors_fail_the_round(&env)?;
-    the_canonical_rejection_read(&env)
+    the_canonical_rejection_read(&env)?;
+    each_result_is_read_once_at_entry(&env)
+}
+
+/// P1 of a round's own commits is the read the round entry made
+/// (`enter_round`, whose default body reads each through the storage's
+/// `get_push_result`): the pipeline does not read it a second time.
+fn each_result_is_read_once_at_entry(env: &Env) -> CheckResult {
+    let busy = Arc::new(BusyScans::new(env.storage.clone()));
+    let storage: Arc<dyn ServerStorage> = busy.clone();
+    let engine = build(storage, env.schema.clone(), env.config())?;
+    let commits = ["once-1", "once-2"]
+        .into_iter()
+        .map(|id| Ok(commit(id, vec![up("tasks", id, None, env.task(id, "p1")?)])))
+        .collect::<CheckResult<Vec<_>>>()?;
+    let round = run(&engine, "alice", push_req("dev-a", commits));
+    expect_applied(round.result(0)?, PushResultStatus::Applied, 1)?;
+    expect_applied(round.result(1)?, PushResultStatus::Applied, 1)?;
+    check_eq!(
+        busy.push_result_reads(),
+        2,
+        "the storage's push-result reads for a round of two commits"
+    );
+    Ok(())
 }
 
 /// A result stored unreadable between P1 (which found none) and P6 is read
