@@ -9,7 +9,7 @@
 //! writes (`upsert_row`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use sync_core::{
     ActivationOutcome, AuthoritativeQueryRequest, AuthoritativeQueryResult, BlobReferencingRow,
@@ -34,6 +34,12 @@ pub(crate) struct BusyScans {
     rejected: AtomicBool,
     /// Calls of the storage's own `get_push_result` (not a transaction's).
     push_result_reads: AtomicUsize,
+    /// Transactions begun so far.
+    begins: AtomicUsize,
+    /// The ordinal (from 0, in `begin` order) of each transaction asked to
+    /// stage a client record; the wrapper declines each, as the default
+    /// body does.
+    stage_requests: Mutex<Vec<usize>>,
 }
 
 impl BusyScans {
@@ -46,6 +52,8 @@ impl BusyScans {
             scan_error: ErrorCode::Busy,
             rejected: AtomicBool::new(false),
             push_result_reads: AtomicUsize::new(0),
+            begins: AtomicUsize::new(0),
+            stage_requests: Mutex::new(Vec::new()),
         }
     }
 
@@ -59,6 +67,14 @@ impl BusyScans {
     /// default `enter_round` reads each pushed commit's result through it).
     pub(crate) fn push_result_reads(&self) -> usize {
         self.push_result_reads.load(Ordering::SeqCst)
+    }
+
+    /// The ordinals of the transactions asked to stage a client record.
+    pub(crate) fn stage_requests(&self) -> Vec<usize> {
+        self.stage_requests
+            .lock()
+            .map(|list| list.clone())
+            .unwrap_or_default()
     }
 
     /// Fails a transaction's `scan_rows` with `code` instead of `busy`.
@@ -94,6 +110,8 @@ struct BusyTx<'a> {
     row_writes: bool,
     scan_error: ErrorCode,
     rejected: &'a AtomicBool,
+    ordinal: usize,
+    stage_requests: &'a Mutex<Vec<usize>>,
 }
 
 fn busy() -> Error {
@@ -160,6 +178,8 @@ impl ServerStorage for BusyScans {
             row_writes: self.row_writes,
             scan_error: self.scan_error,
             rejected: &self.rejected,
+            ordinal: self.begins.fetch_add(1, Ordering::SeqCst),
+            stage_requests: &self.stage_requests,
         }))
     }
     fn get_max_commit_seq(&self, partition: &str) -> Result<i64> {
@@ -489,6 +509,13 @@ impl ServerStorage for BusyScans {
 }
 
 impl StorageTransaction for BusyTx<'_> {
+    fn stage_client_record(&mut self, record: &ClientRecord) -> Result<bool> {
+        let _ = record;
+        if let Ok(mut list) = self.stage_requests.lock() {
+            list.push(self.ordinal);
+        }
+        Ok(false)
+    }
     fn partition(&self) -> &str {
         self.inner.partition()
     }

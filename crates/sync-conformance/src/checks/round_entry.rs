@@ -17,7 +17,9 @@ use sync_engine::{PullHeader, PushResultStatus, ResponseItem};
 
 use super::engine_busy::BusyScans;
 use super::engine_fixture::P as P_ENGINE;
-use super::engine_round::{build, env, expect_applied, pull_req, run, sub_p1};
+use super::engine_round::{
+    build, commit, env, expect_applied, pull_req, push_req, run, sub_p1, up,
+};
 use crate::check::{expect_code, CheckDef, CheckResult};
 use crate::checks::support_pdata::{append_empty, EPOCH, P};
 use crate::context::{Ctx, NOW};
@@ -57,7 +59,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "C-349",
-        "a push-only engine round stores its client record whether or not the storage's transactions stage it",
+        "a push-only engine round stores its client record whether or not the storage's transactions stage it; only its last push's transaction is asked to",
         c349_push_only_round_stores_the_record,
     ),
 ];
@@ -413,6 +415,42 @@ fn c349_push_only_round_stores_the_record(ctx: &mut Ctx<'_>) -> CheckResult {
                 .as_ref()
                 .is_some_and(|r| r.actor_id == "alice" && r.cursor == -1 && r.wire_version == 2),
             "the record of a push-only round through {through}: {stored:?}"
+        );
+    }
+    which_transaction_is_asked_to_stage(&env)
+}
+
+/// A push-only round asks its last push's transaction, and only that one,
+/// to stage the record; a round with a pull asks none (the pull's cursors
+/// come after the pushes).
+fn which_transaction_is_asked_to_stage(env: &super::engine_round::Env) -> CheckResult {
+    for (client, with_pull, expected) in [("dev-c", false, vec![1]), ("dev-d", true, vec![])] {
+        let wrapper = Arc::new(BusyScans::new(env.storage.clone()));
+        let storage: Arc<dyn ServerStorage> = wrapper.clone();
+        let engine = build(storage, env.schema.clone(), env.config())?;
+        let commits = ["s1", "s2"]
+            .into_iter()
+            .map(|id| {
+                let row = format!("{client}-{id}");
+                Ok(commit(
+                    id,
+                    vec![up("tasks", &row, None, env.task(&row, "p1")?)],
+                ))
+            })
+            .collect::<CheckResult<Vec<_>>>()?;
+        let req = if with_pull {
+            let mut req = pull_req(client, vec![sub_p1("s", -1)]);
+            req.pushes = commits;
+            req
+        } else {
+            push_req(client, commits)
+        };
+        let round = run(&engine, "alice", req);
+        round.ok()?;
+        check_eq!(
+            wrapper.stage_requests(),
+            expected,
+            "the transactions asked to stage the record (pull: {with_pull})"
         );
     }
     Ok(())
