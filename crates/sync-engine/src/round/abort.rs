@@ -115,6 +115,15 @@ mod tests {
     }
 
     #[test]
+    fn an_internal_failure_names_its_cause_to_the_operator() {
+        let error = Abort::internal(InternalFailure("server_version overflow")).into_engine_error();
+        assert_eq!(
+            error.to_string(),
+            "internal failure: server_version overflow"
+        );
+    }
+
+    #[test]
     fn other_storage_failures_are_internal() {
         for code in [ErrorCode::Backend, ErrorCode::TransactionAborted] {
             assert!(matches!(
