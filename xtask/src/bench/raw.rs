@@ -68,6 +68,70 @@ pub trait RawClient: Send {
     /// Gathers the planner's statistics of every table (`ANALYZE`), as an
     /// operator or a maintenance job eventually does after a bulk load.
     fn analyze(&mut self) -> Result<()>;
+
+    /// The same scan in the reference server's page shape (W3's
+    /// `reference-shape` rows; `docs/benchmarks.md`): batches of
+    /// `max(64, page)` distinct row ids of the scope index whose value is
+    /// one of `lists` (an `IN` list or `= ANY`), after the cursor, in row-id
+    /// order, each joined to its row; rows without a payload skipped; a
+    /// page ends at `page` rows or after a short batch
+    /// ([`reference_scan_pages`]). `None` where the reference has no
+    /// dialect (MariaDB).
+    fn scan_reference_shape(
+        &mut self,
+        partition: &str,
+        lists: &[String],
+        page: i64,
+        max_pages: u64,
+    ) -> Result<Option<u64>> {
+        let _ = (partition, lists, page, max_pages);
+        Ok(None)
+    }
+}
+
+/// The paging loop of the reference's scan: `batch(after, size)` reads one
+/// batch of at most `size` candidates after the row id `after` and answers
+/// each candidate's row id and whether its row was found. A page takes
+/// batches of `max(64, page)` until it holds `page` rows or a batch comes
+/// back short; the cursor passes every candidate, found or not. Pages are
+/// read until one comes back short or `max_pages` were read. Returns the
+/// rows read.
+pub fn reference_scan_pages(
+    page: i64,
+    max_pages: u64,
+    mut batch: impl FnMut(&str, i64) -> Result<Vec<(String, bool)>>,
+) -> Result<u64> {
+    let size = page.max(64);
+    let mut after = String::new();
+    let mut total = 0u64;
+    for _ in 0..max_pages {
+        let mut got = 0i64;
+        let mut cursor = after.clone();
+        let mut last: Option<String> = None;
+        'page: loop {
+            let candidates = batch(&cursor, size)?;
+            let short = (candidates.len() as i64) < size;
+            for (id, found) in candidates {
+                cursor.clone_from(&id);
+                if found {
+                    got += 1;
+                    last = Some(id);
+                    if got == page {
+                        break 'page;
+                    }
+                }
+            }
+            if short {
+                break;
+            }
+        }
+        total += got as u64;
+        match last {
+            Some(id) if got == page => after = id,
+            _ => return Ok(total),
+        }
+    }
+    Ok(total)
 }
 
 /// The keyset paging of a raw scan: `next(after)` reads one page after the

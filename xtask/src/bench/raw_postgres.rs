@@ -12,7 +12,7 @@ use postgres::{Client, NoTls, Statement};
 use sync_core::{codec, CompiledTable, RowValue};
 
 use super::fixture::{self, BenchCommit, BenchRow, CHECKPOINT, EPOCH_MS, TABLE, VERSION};
-use super::raw::{scan_pages, RawClient, RawCommit, RAW_BACKFILL_CLIENT};
+use super::raw::{reference_scan_pages, scan_pages, RawClient, RawCommit, RAW_BACKFILL_CLIENT};
 
 const LOCK_INSERT: &str =
     "INSERT INTO sync_partitions (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING";
@@ -93,6 +93,16 @@ fn window_page(values: usize) -> &'static str {
         WINDOW_PAGE
     }
 }
+
+/// The reference server's scan page over the same tables: the distinct row
+/// ids of the scope index whose value is one of an array (Postgres plans
+/// an `IN` list as the same `= ANY`), after the cursor, in order, limited,
+/// each joined to its row.
+const REFERENCE_SCAN: &str = "SELECT c.row_id, t._sync_server_version, t._sync_scopes::text, \
+t._sync_payload FROM (SELECT DISTINCT row_id FROM sync_row_scopes WHERE partition = $1 \
+AND tbl = $2 AND var = $3 AND value = ANY($4::text[]) AND row_id > $5 ORDER BY row_id \
+LIMIT $6) AS c LEFT JOIN todos AS t ON t._sync_partition = $1 AND t._sync_row_id = c.row_id \
+ORDER BY c.row_id";
 
 const KEYSET_BATCH: &str = "SELECT _sync_row_id, _sync_server_version, _sync_scopes::text, \
 _sync_payload FROM todos WHERE _sync_partition = $1 AND _sync_row_id > $2 \
@@ -513,6 +523,38 @@ impl RawClient for RawPostgres {
         scan_pages(page, max_pages, |after| {
             self.scan_page(partition, lists, after, page)
         })
+    }
+
+    fn scan_reference_shape(
+        &mut self,
+        partition: &str,
+        lists: &[String],
+        page: i64,
+        max_pages: u64,
+    ) -> Result<Option<u64>> {
+        let total = reference_scan_pages(page, max_pages, |after, size| {
+            let rows = self.query(
+                REFERENCE_SCAN,
+                &[
+                    &partition,
+                    &TABLE,
+                    &fixture::SCOPE_VAR,
+                    &lists,
+                    &after,
+                    &size,
+                ],
+            )?;
+            rows.iter()
+                .map(|row| {
+                    let id: String = row.try_get(0)?;
+                    let _version: Option<i64> = row.try_get(1)?;
+                    let _scopes: Option<String> = row.try_get(2)?;
+                    let payload: Option<Vec<u8>> = row.try_get(3)?;
+                    Ok((id, payload.is_some()))
+                })
+                .collect()
+        })?;
+        Ok(Some(total))
     }
 
     fn window(

@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension, ToSql};
 use sync_core::{codec, CompiledTable, RowValue};
 
 use super::fixture::{self, BenchCommit, BenchRow, CHECKPOINT, EPOCH_MS, TABLE, VERSION};
-use super::raw::{RawClient, RawCommit, RAW_BACKFILL_CLIENT};
+use super::raw::{reference_scan_pages, RawClient, RawCommit, RAW_BACKFILL_CLIENT};
 
 const PUSH_RESULT_GET: &str = "SELECT result FROM sync_push_results \
 WHERE partition = ?1 AND client_id = ?2 AND client_commit_id = ?3";
@@ -73,6 +73,20 @@ fn scan_sql(values: usize) -> String {
          LEFT JOIN todos AS t ON t._sync_partition = ?1 AND t._sync_row_id = c.row_id \
          ORDER BY c.row_id",
         sync_sqlite::hot_path_sql::scan_candidates_sql("todos", values)
+    )
+}
+
+/// The reference server's scan page over the same tables: the distinct row
+/// ids of the scope index whose value is in an `IN` list, after the
+/// cursor, in order, limited, each joined to its row.
+fn reference_scan_sql(values: usize) -> String {
+    format!(
+        "SELECT c.row_id, t._sync_server_version, t._sync_scopes, t._sync_payload \
+         FROM (SELECT DISTINCT row_id FROM sync_row_scopes WHERE partition = ?1 AND tbl = ?2 \
+         AND var = ?3 AND value IN ({}) AND row_id > ?4 ORDER BY row_id LIMIT ?5) AS c \
+         LEFT JOIN todos AS t ON t._sync_partition = ?1 AND t._sync_row_id = c.row_id \
+         ORDER BY c.row_id",
+        placeholders(6, values)
     )
 }
 
@@ -323,6 +337,31 @@ impl RawClient for RawSqlite {
             }
         }
         Ok(total)
+    }
+
+    fn scan_reference_shape(
+        &mut self,
+        partition: &str,
+        lists: &[String],
+        page: i64,
+        max_pages: u64,
+    ) -> Result<Option<u64>> {
+        let mut stmt = self.conn.prepare_cached(&reference_scan_sql(lists.len()))?;
+        let total = reference_scan_pages(page, max_pages, |after, size| {
+            let mut bind: Vec<&dyn ToSql> =
+                vec![&partition, &TABLE, &fixture::SCOPE_VAR, &after, &size];
+            bind.extend(lists.iter().map(|v| v as &dyn ToSql));
+            let rows: Vec<ScanRow> = stmt
+                .query_map(bind.as_slice(), |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(rows
+                .into_iter()
+                .map(|(id, _version, _scopes, payload)| (id, payload.is_some()))
+                .collect())
+        })?;
+        Ok(Some(total))
     }
 
     fn window(

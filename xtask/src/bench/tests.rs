@@ -325,11 +325,23 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
             .unwrap()
     );
     let scans = w3_scan::run(&fixture, &scale, false).unwrap();
-    check(&scans, "W3", 2);
+    // Each variant against raw and against the reference's page shape,
+    // which reads every row too (or the run fails).
+    check(&scans, "W3", 4);
+    let variants: Vec<&str> = scans.iter().map(|m| m.variant.as_str()).collect();
+    assert_eq!(
+        variants,
+        [
+            "lists=1",
+            "lists=1 reference-shape",
+            "lists=100",
+            "lists=100 reference-shape"
+        ]
+    );
     let pulls = w4_pull::run(&fixture, &scale).unwrap();
     check(&pulls, "W4", 1);
     let analyzed = w3_scan::run(&fixture, &scale, true).unwrap();
-    check(&analyzed, "W3", 2);
+    check(&analyzed, "W3", 4);
     assert!(analyzed.iter().all(|m| m.variant.ends_with(" analyzed")));
     check(&w1_push::run_normal(&env, &scale).unwrap(), "W1", 3);
     check(&w1_push::run_prelude(&env, &scale).unwrap(), "W1", 3);
@@ -379,4 +391,61 @@ fn both_backfills_derive_every_row() {
 #[test]
 fn peak_memory_is_read_from_proc() {
     assert!(child::peak_rss_kb().unwrap() > 0);
+}
+
+/// The reference's paging loop: batches of `max(64, page)`, a cursor past
+/// every candidate (found or not), pages ending at `page` rows or after a
+/// short batch.
+#[test]
+fn the_reference_paging_loop_passes_missing_rows_and_fills_pages() {
+    // 150 candidates, every tenth without a row: 135 rows.
+    let ids: Vec<String> = (0..150).map(|i| format!("r{i:03}")).collect();
+    let mut calls = Vec::new();
+    let total = super::raw::reference_scan_pages(100, u64::MAX, |after, size| {
+        calls.push((after.to_owned(), size));
+        Ok(ids
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| id.as_str() > after)
+            .take(usize::try_from(size).unwrap_or(0))
+            .map(|(i, id)| (id.clone(), i % 10 != 9))
+            .collect())
+    })
+    .unwrap();
+    assert_eq!(total, 135);
+    // Page 1: 100 candidates (90 rows), then the next batch fills it at
+    // r110; page 2: the 39 candidates after r110, short.
+    let afters: Vec<&str> = calls.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(afters, ["", "r099", "r110"]);
+    assert!(calls.iter().all(|(_, size)| *size == 100));
+    // A page smaller than 64 still reads batches of 64.
+    let mut sizes = Vec::new();
+    let total = super::raw::reference_scan_pages(7, 1, |_, size| {
+        sizes.push(size);
+        Ok(ids.iter().take(64).map(|id| (id.clone(), true)).collect())
+    })
+    .unwrap();
+    assert_eq!((total, sizes), (7, vec![64]));
+}
+
+/// W3 on Postgres reads every row through ours, the raw client and the
+/// reference's page shape, pages far smaller than the fixture.
+#[test]
+fn w3_reads_every_row_in_each_shape_on_postgres() {
+    let url = crate::postgres_server::url(None);
+    if let Err(error) = crate::postgres_server::require(&url) {
+        panic!("{error:#}");
+    }
+    let env = Env::postgres(&url, None);
+    let d = Dialect::Postgres;
+    let scale = Scale {
+        page: 7,
+        ..tiny().for_dialect(d)
+    };
+    let fixture = w1_push::build_fixture(&env, &scale).unwrap();
+    let scans = w3_scan::run(&fixture, &scale, false).unwrap();
+    check_on(d, &scans, "W3", 4);
+    assert!(scans
+        .iter()
+        .any(|m| m.variant == "lists=100 reference-shape"));
 }

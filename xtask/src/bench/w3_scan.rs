@@ -3,7 +3,10 @@
 //! 100 lists (`lists=100`). Rows/s. Ours and raw read the same database:
 //! first as loaded (no planner statistics, as a bootstrap right after a
 //! bulk load meets it), then, at the end of the run, after `ANALYZE`
-//! (`lists=1 analyzed`, `lists=100 analyzed`).
+//! (`lists=1 analyzed`, `lists=100 analyzed`). Where the reference server
+//! has a dialect (SQLite, Postgres), each variant also reads the same
+//! filters in the reference's page shape (`RawClient::scan_reference_shape`)
+//! and reports ours against it (`… reference-shape`).
 
 use anyhow::{bail, Result};
 use sync_core::{RowScanQuery, ServerStorage};
@@ -86,6 +89,14 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
         let variant = variant.as_str();
         let groups = groups(per_scan);
         let mut samples = Vec::new();
+        let mut reference = Vec::new();
+        // One page tells whether this dialect has the reference's shape.
+        let has_reference = match groups.first() {
+            Some(first) => raw
+                .scan_reference_shape(PARTITION, first, scale.page, 1)?
+                .is_some(),
+            None => false,
+        };
         for round in 0..scale.rounds {
             // Who reads first alternates by round: the first reader of a
             // round may meet work the second does not (hint bits, pruning,
@@ -126,6 +137,38 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
                 ours,
                 raw: Some(raw_rate),
             });
+            // The reference's shape, read after both (its rows checked the
+            // same way); ours of this round is its comparison.
+            if has_reference {
+                let (rate, rows) = timed(
+                    scale.min_read,
+                    |l| {
+                        Ok(raw
+                            .scan_reference_shape(PARTITION, l, scale.page, u64::MAX)?
+                            .unwrap_or(0))
+                    },
+                    &groups,
+                )?;
+                if rows != scale.fixture_rows() {
+                    bail!(
+                        "W3 {variant}: the reference shape read {rows} rows, expected {}",
+                        scale.fixture_rows()
+                    );
+                }
+                progress(
+                    db.dialect,
+                    &format!(
+                        "W3 {variant} reference shape {}/{}",
+                        round + 1,
+                        scale.rounds
+                    ),
+                    &format!("{rate:.0} rows/s"),
+                );
+                reference.push(Sample {
+                    ours,
+                    raw: Some(rate),
+                });
+            }
         }
         out.push(Measure::from_samples(
             "W3",
@@ -135,6 +178,16 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
             Better::Higher,
             samples,
         ));
+        if !reference.is_empty() {
+            out.push(Measure::from_samples(
+                "W3",
+                &format!("{base} reference-shape{suffix}"),
+                db.dialect,
+                "rows/s",
+                Better::Higher,
+                reference,
+            ));
+        }
     }
     Ok(out)
 }
