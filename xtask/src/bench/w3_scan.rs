@@ -181,7 +181,7 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
         if !reference.is_empty() {
             out.push(Measure::from_samples(
                 "W3",
-                &format!("{base} reference-shape{suffix}"),
+                format!("{base} reference-shape{suffix}"),
                 db.dialect,
                 "rows/s",
                 Better::Higher,
