@@ -67,7 +67,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-106",
-        "v3: a partial payload on an absent row is row_missing, with baseVersion 0 too",
+        "v3: a partial payload on an absent row is row_missing, with baseVersion 0 too; a full one at a baseVersion above 0 too",
         e106_partial_insert,
     ),
     check(
@@ -91,7 +91,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "E-110",
-        "v3: a crdt-only sparse update with a stale baseVersion merges beside a concurrent edit; an absent crdt column is not merged",
+        "v3: a crdt-only sparse update with a stale baseVersion merges beside a concurrent edit; an absent crdt column is not merged; a full row's is",
         e110_crdt_columns,
     ),
     check(
@@ -516,6 +516,11 @@ fn e106_partial_insert(ctx: &mut Ctx<'_>) -> CheckResult {
         let r = upsert3(&engine, "alice", ccid, "t1", base, partial.clone())?;
         expect_rejected(&r, 0, "sync.row_missing")?;
     }
+    // A full row naming a version the absent row never had is row_missing
+    // as well.
+    let full = task_full(&env, &task_vals("t1", "p1", "one"))?;
+    let r = upsert3(&engine, "alice", "a3", "t1", Some(5), full)?;
+    expect_rejected(&r, 0, "sync.row_missing")?;
     check!(
         env.storage.get_row(P, "tasks", "t1")?.is_none(),
         "t1 was created"
@@ -688,6 +693,24 @@ fn e110_crdt_columns(ctx: &mut Ctx<'_>) -> CheckResult {
         decode(&env.schema, "notes", &row.payload)?[3],
         RowValue::Crdt(vec![1, 2]),
         "doc after a title-only edit"
+    );
+    // A full row merges its crdt column as well: the stored bytes are the
+    // merged row's, not the pushed ones.
+    let full_again = note(&[
+        (1, text("p1")),
+        (2, text("fourth")),
+        (3, RowValue::Crdt(vec![3])),
+    ])?;
+    expect_applied(&one("c5", None, full_again)?, PushResultStatus::Applied, 1)?;
+    let row = env
+        .storage
+        .get_row(P, "notes", "n1")?
+        .ok_or_else(|| Failure::new("n1 missing"))?;
+    let values = decode(&env.schema, "notes", &row.payload)?;
+    check_eq!(
+        (values[2].clone(), values[3].clone()),
+        (text("fourth"), RowValue::Crdt(vec![1, 2, 3])),
+        "(title, doc) after a full row"
     );
     Ok(())
 }
