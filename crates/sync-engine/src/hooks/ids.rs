@@ -64,4 +64,23 @@ mod tests {
         assert_eq!(&a[14..15], "4");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
     }
+
+    /// Every id of many has the version and variant nibbles, and every
+    /// other hex digit varies: the 122 random bits reach the text.
+    #[test]
+    fn every_id_keeps_its_fixed_bits_and_the_rest_vary() {
+        let ids = RandomIds::new();
+        let many: Vec<String> = (0..512).map(|_| ids.new_id()).collect();
+        let distinct: std::collections::HashSet<&String> = many.iter().collect();
+        assert_eq!(distinct.len(), many.len());
+        for id in &many {
+            assert_eq!(&id[14..15], "4", "{id}");
+            assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+        }
+        for position in (0..36).filter(|p| ![8, 13, 14, 18, 19, 23].contains(p)) {
+            let seen: std::collections::HashSet<&str> =
+                many.iter().map(|id| &id[position..=position]).collect();
+            assert!(seen.len() > 1, "hex digit {position} never varies");
+        }
+    }
 }
