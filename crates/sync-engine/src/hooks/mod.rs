@@ -8,3 +8,56 @@ pub(crate) mod reader;
 pub(crate) mod rejection;
 pub(crate) mod scope_resolver;
 pub(crate) mod validators;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::blobs::BlobStoreError;
+    use super::crdt::{CrdtMerger, MergeError, MergerRegistry};
+    use super::reactions::PlanError;
+    use super::rejection::RejectionError;
+
+    struct Keep;
+
+    impl CrdtMerger for Keep {
+        fn merge(&self, _stored: Option<&[u8]>, incoming: &[u8]) -> Result<Vec<u8>, MergeError> {
+            Ok(incoming.to_vec())
+        }
+    }
+
+    /// What an operator reads in a failed round's log names the hook and
+    /// the host's own cause.
+    #[test]
+    fn hook_errors_print_the_hook_and_the_cause() {
+        let cause = || -> Box<dyn std::error::Error + Send + Sync> { "disk gone".into() };
+        assert_eq!(
+            BlobStoreError(cause()).to_string(),
+            "blob store failed: disk gone"
+        );
+        assert_eq!(
+            MergeError(cause()).to_string(),
+            "crdt merge failed: disk gone"
+        );
+        assert_eq!(
+            PlanError(cause()).to_string(),
+            "reaction planning failed: disk gone"
+        );
+        assert_eq!(
+            RejectionError {
+                reason: "code_empty"
+            }
+            .to_string(),
+            "invalid rejection: code_empty"
+        );
+    }
+
+    /// A registry's debug form lists its crdt types.
+    #[test]
+    fn a_merger_registry_debugs_as_its_types() {
+        let mut registry = MergerRegistry::new();
+        registry.register("union", Arc::new(Keep));
+        registry.register("counter", Arc::new(Keep));
+        assert_eq!(format!("{registry:?}"), r#"{"counter", "union"}"#);
+    }
+}
