@@ -316,6 +316,34 @@ mod tests {
     }
 
     #[test]
+    fn details_of_exactly_the_size_limit_pass() {
+        // 26 distinct field paths: 25 of 154 characters and one of `last`.
+        let details = |last: usize| {
+            let mut paths: Vec<String> = (0..25)
+                .map(|i| format!("{}{i:02}", "p".repeat(152)))
+                .collect();
+            paths.push("q".repeat(last));
+            RejectionDetails {
+                field_paths: Some(paths),
+                ..Default::default()
+            }
+        };
+        let size = |last| {
+            crate::wire::json_response::details_json(&details(last))
+                .to_string()
+                .len()
+        };
+        assert_eq!(size(152), MAX_DETAILS_BYTES);
+        assert!(Rejection::new("a", "m", Some(details(152)), None).is_ok());
+        assert_eq!(
+            Rejection::new("a", "m", Some(details(153)), None)
+                .unwrap_err()
+                .reason,
+            "details_too_large"
+        );
+    }
+
+    #[test]
     fn encoded_size_is_bounded() {
         let d = RejectionDetails {
             field_paths: Some((0..32).map(|i| format!("{}{i}", "p".repeat(150))).collect()),
