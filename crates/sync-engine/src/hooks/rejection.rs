@@ -315,6 +315,62 @@ mod tests {
         assert!(Rejection::new("a", "m", Some(RejectionDetails::default()), None).is_err());
     }
 
+    /// Each rule of a token and of a reference refuses on its own, and
+    /// every length limit is inclusive.
+    #[test]
+    fn each_token_and_reference_rule_refuses_alone_at_its_inclusive_limit() {
+        let token = |t: String| RejectionDetails {
+            reason: Some(t),
+            ..Default::default()
+        };
+        let build = |d: RejectionDetails| Rejection::new("a", "m", Some(d), None).map(|_| ());
+        assert_eq!(build(token("a".repeat(MAX_TOKEN_CHARS))), Ok(()));
+        assert_eq!(
+            build(token("a".repeat(MAX_TOKEN_CHARS + 1)))
+                .unwrap_err()
+                .reason,
+            "reason_malformed"
+        );
+        let reference = |key: String, value: String| RejectionDetails {
+            references: Some(BTreeMap::from([(key, value)])),
+            ..Default::default()
+        };
+        let key_ok = "k".repeat(MAX_REFERENCE_KEY_CHARS);
+        let value_ok = "v".repeat(MAX_REFERENCE_VALUE_BYTES);
+        assert_eq!(build(reference(key_ok.clone(), value_ok.clone())), Ok(()));
+        for (key, value, reason) in [
+            (
+                "k".repeat(MAX_REFERENCE_KEY_CHARS + 1),
+                "v".to_owned(),
+                "reference_key_malformed",
+            ),
+            ("Key".to_owned(), "v".to_owned(), "reference_key_malformed"),
+            (
+                key_ok.clone(),
+                "   ".to_owned(),
+                "reference_value_malformed",
+            ),
+            (
+                key_ok.clone(),
+                "v".repeat(MAX_REFERENCE_VALUE_BYTES + 1),
+                "reference_value_malformed",
+            ),
+            (
+                key_ok.clone(),
+                "a\u{7}b".to_owned(),
+                "reference_value_malformed",
+            ),
+        ] {
+            assert_eq!(
+                build(reference(key.clone(), value.clone()))
+                    .unwrap_err()
+                    .reason,
+                reason,
+                "{key:?} = {value:?}"
+            );
+        }
+    }
+
     #[test]
     fn details_of_exactly_the_size_limit_pass() {
         // 26 distinct field paths: 25 of 154 characters and one of `last`.
