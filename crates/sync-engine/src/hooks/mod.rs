@@ -16,7 +16,10 @@ mod tests {
     use super::blobs::BlobStoreError;
     use super::crdt::{CrdtMerger, MergeError, MergerRegistry};
     use super::reactions::PlanError;
-    use super::rejection::RejectionError;
+    use super::rejection::{Rejection, RejectionError};
+    use super::scope_resolver::ResolveError;
+    use super::validators::ValidationFailure;
+    use crate::WireError;
 
     struct Keep;
 
@@ -49,6 +52,25 @@ mod tests {
             }
             .to_string(),
             "invalid rejection: code_empty"
+        );
+        assert_eq!(
+            ResolveError::Failed(cause()).to_string(),
+            "scope resolution failed: disk gone"
+        );
+        assert_eq!(
+            ResolveError::Request(WireError::new("sync.auth_lease_required", "no lease"))
+                .to_string(),
+            "scope resolution refused: sync.auth_lease_required: no lease"
+        );
+        assert_eq!(
+            ValidationFailure::Failed(cause()).to_string(),
+            "validator failed: disk gone"
+        );
+        let rejection =
+            Rejection::new("task.too_long", "too long", None, None).map_err(|e| e.to_string());
+        assert_eq!(
+            rejection.map(|r| ValidationFailure::Reject(r).to_string()),
+            Ok("rejected: task.too_long".to_owned())
         );
     }
 
