@@ -69,23 +69,48 @@ pub trait RawClient: Send {
     /// operator or a maintenance job eventually does after a bulk load.
     fn analyze(&mut self) -> Result<()>;
 
-    /// The same scan in the reference server's page shape (W3's
-    /// `reference-shape` rows; `docs/benchmarks.md`): batches of
-    /// `max(64, page)` distinct row ids of the scope index whose value is
-    /// one of `lists` (an `IN` list or `= ANY`), after the cursor, in row-id
-    /// order, each joined to its row; rows without a payload skipped; a
-    /// page ends at `page` rows or after a short batch
-    /// ([`reference_scan_pages`]). `None` where the reference has no
-    /// dialect (MariaDB).
+    /// The same scan in one of the reference server's page shapes (W3's
+    /// `reference-in` and `reference-any` rows; `docs/benchmarks.md`):
+    /// batches of `max(64, page)` distinct row ids of the scope index whose
+    /// value is one of `lists`, after the cursor, in row-id order, each
+    /// joined to its row; rows without a payload skipped; a page ends at
+    /// `page` rows or after a short batch ([`reference_scan_pages`]).
+    /// `None` where the reference has no such form for this dialect (it
+    /// has no MariaDB dialect at all).
     fn scan_reference_shape(
         &mut self,
+        shape: ReferenceShape,
         partition: &str,
         lists: &[String],
         page: i64,
         max_pages: u64,
     ) -> Result<Option<u64>> {
-        let _ = (partition, lists, page, max_pages);
+        let _ = (shape, partition, lists, page, max_pages);
         Ok(None)
+    }
+}
+
+/// How the reference server writes the values of one scan page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceShape {
+    /// Release 0.15.48, both dialects: an `IN` list of one placeholder per
+    /// value (one value is then a plain equality).
+    InList,
+    /// Its later Postgres form: every value in one array parameter,
+    /// `value = ANY($n)`.
+    AnyArray,
+}
+
+impl ReferenceShape {
+    /// Every shape, in report order.
+    pub const ALL: [ReferenceShape; 2] = [ReferenceShape::InList, ReferenceShape::AnyArray];
+
+    /// The suffix of W3's rows for this shape.
+    pub fn label(self) -> &'static str {
+        match self {
+            ReferenceShape::InList => "reference-in",
+            ReferenceShape::AnyArray => "reference-any",
+        }
     }
 }
 

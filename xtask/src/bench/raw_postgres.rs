@@ -12,7 +12,9 @@ use postgres::{Client, NoTls, Statement};
 use sync_core::{codec, CompiledTable, RowValue};
 
 use super::fixture::{self, BenchCommit, BenchRow, CHECKPOINT, EPOCH_MS, TABLE, VERSION};
-use super::raw::{reference_scan_pages, scan_pages, RawClient, RawCommit, RAW_BACKFILL_CLIENT};
+use super::raw::{
+    reference_scan_pages, scan_pages, RawClient, RawCommit, ReferenceShape, RAW_BACKFILL_CLIENT,
+};
 
 const LOCK_INSERT: &str =
     "INSERT INTO sync_partitions (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING";
@@ -94,15 +96,39 @@ fn window_page(values: usize) -> &'static str {
     }
 }
 
-/// The reference server's scan page over the same tables: the distinct row
-/// ids of the scope index whose value is one of an array (Postgres plans
-/// an `IN` list as the same `= ANY`), after the cursor, in order, limited,
-/// each joined to its row.
+/// The reference's later Postgres form of a scan page over the same
+/// tables: the distinct row ids of the scope index whose value is one of an
+/// array parameter, after the cursor, in order, limited, each joined to
+/// its row.
 const REFERENCE_SCAN: &str = "SELECT c.row_id, t._sync_server_version, t._sync_scopes::text, \
 t._sync_payload FROM (SELECT DISTINCT row_id FROM sync_row_scopes WHERE partition = $1 \
 AND tbl = $2 AND var = $3 AND value = ANY($4::text[]) AND row_id > $5 ORDER BY row_id \
 LIMIT $6) AS c LEFT JOIN todos AS t ON t._sync_partition = $1 AND t._sync_row_id = c.row_id \
 ORDER BY c.row_id";
+
+/// The reference's 0.15.48 form of the same page: an `IN` list of one
+/// placeholder per value (`$6…`), cursor `$4`, batch `$5`. One text per
+/// value count, made once (W3 asks for two counts).
+fn reference_in_sql(values: usize) -> &'static str {
+    static TEXTS: OnceLock<std::sync::Mutex<HashMap<usize, &'static str>>> = OnceLock::new();
+    let texts = TEXTS.get_or_init(Default::default);
+    let mut texts = match texts.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    texts.entry(values).or_insert_with(|| {
+        let list: Vec<String> = (0..values).map(|i| format!("${}", 6 + i)).collect();
+        let text = format!(
+            "SELECT c.row_id, t._sync_server_version, t._sync_scopes::text, t._sync_payload \
+             FROM (SELECT DISTINCT row_id FROM sync_row_scopes WHERE partition = $1 AND tbl = $2 \
+             AND var = $3 AND value IN ({}) AND row_id > $4 ORDER BY row_id LIMIT $5) AS c \
+             LEFT JOIN todos AS t ON t._sync_partition = $1 AND t._sync_row_id = c.row_id \
+             ORDER BY c.row_id",
+            list.join(", ")
+        );
+        Box::leak(text.into_boxed_str())
+    })
+}
 
 const KEYSET_BATCH: &str = "SELECT _sync_row_id, _sync_server_version, _sync_scopes::text, \
 _sync_payload FROM todos WHERE _sync_partition = $1 AND _sync_row_id > $2 \
@@ -527,23 +553,32 @@ impl RawClient for RawPostgres {
 
     fn scan_reference_shape(
         &mut self,
+        shape: ReferenceShape,
         partition: &str,
         lists: &[String],
         page: i64,
         max_pages: u64,
     ) -> Result<Option<u64>> {
         let total = reference_scan_pages(page, max_pages, |after, size| {
-            let rows = self.query(
-                REFERENCE_SCAN,
-                &[
-                    &partition,
-                    &TABLE,
-                    &fixture::SCOPE_VAR,
-                    &lists,
-                    &after,
-                    &size,
-                ],
-            )?;
+            let rows = match shape {
+                ReferenceShape::AnyArray => self.query(
+                    REFERENCE_SCAN,
+                    &[
+                        &partition,
+                        &TABLE,
+                        &fixture::SCOPE_VAR,
+                        &lists,
+                        &after,
+                        &size,
+                    ],
+                )?,
+                ReferenceShape::InList => {
+                    let mut params: Vec<&(dyn ToSql + Sync)> =
+                        vec![&partition, &TABLE, &fixture::SCOPE_VAR, &after, &size];
+                    params.extend(lists.iter().map(|v| v as &(dyn ToSql + Sync)));
+                    self.query(reference_in_sql(lists.len()), &params)?
+                }
+            };
             rows.iter()
                 .map(|row| {
                     let id: String = row.try_get(0)?;

@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension, ToSql};
 use sync_core::{codec, CompiledTable, RowValue};
 
 use super::fixture::{self, BenchCommit, BenchRow, CHECKPOINT, EPOCH_MS, TABLE, VERSION};
-use super::raw::{reference_scan_pages, RawClient, RawCommit, RAW_BACKFILL_CLIENT};
+use super::raw::{reference_scan_pages, RawClient, RawCommit, ReferenceShape, RAW_BACKFILL_CLIENT};
 
 const PUSH_RESULT_GET: &str = "SELECT result FROM sync_push_results \
 WHERE partition = ?1 AND client_id = ?2 AND client_commit_id = ?3";
@@ -341,11 +341,16 @@ impl RawClient for RawSqlite {
 
     fn scan_reference_shape(
         &mut self,
+        shape: ReferenceShape,
         partition: &str,
         lists: &[String],
         page: i64,
         max_pages: u64,
     ) -> Result<Option<u64>> {
+        // The reference's SQLite dialect writes an `IN` list only.
+        if shape != ReferenceShape::InList {
+            return Ok(None);
+        }
         let mut stmt = self.conn.prepare_cached(&reference_scan_sql(lists.len()))?;
         let total = reference_scan_pages(page, max_pages, |after, size| {
             let mut bind: Vec<&dyn ToSql> =

@@ -333,9 +333,9 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
         variants,
         [
             "lists=1",
-            "lists=1 reference-shape",
+            "lists=1 reference-in",
             "lists=100",
-            "lists=100 reference-shape"
+            "lists=100 reference-in"
         ]
     );
     let pulls = w4_pull::run(&fixture, &scale).unwrap();
@@ -428,8 +428,8 @@ fn the_reference_paging_loop_passes_missing_rows_and_fills_pages() {
     assert_eq!((total, sizes), (7, vec![64]));
 }
 
-/// W3 on Postgres reads every row through ours, the raw client and the
-/// reference's page shape, pages far smaller than the fixture.
+/// W3 on Postgres reads every row through ours, the raw client and both
+/// of the reference's page shapes, pages far smaller than the fixture.
 #[test]
 fn w3_reads_every_row_in_each_shape_on_postgres() {
     let url = crate::postgres_server::url(None);
@@ -444,8 +444,17 @@ fn w3_reads_every_row_in_each_shape_on_postgres() {
     };
     let fixture = w1_push::build_fixture(&env, &scale).unwrap();
     let scans = w3_scan::run(&fixture, &scale, false).unwrap();
-    check_on(d, &scans, "W3", 4);
-    assert!(scans
-        .iter()
-        .any(|m| m.variant == "lists=100 reference-shape"));
+    let variants: Vec<&str> = scans.iter().map(|m| m.variant.as_str()).collect();
+    assert_eq!(
+        variants,
+        [
+            "lists=1",
+            "lists=1 reference-in",
+            "lists=1 reference-any",
+            "lists=100",
+            "lists=100 reference-in",
+            "lists=100 reference-any"
+        ]
+    );
+    check_on(d, &scans, "W3", 6);
 }

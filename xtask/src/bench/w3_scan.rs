@@ -5,15 +5,16 @@
 //! bulk load meets it), then, at the end of the run, after `ANALYZE`
 //! (`lists=1 analyzed`, `lists=100 analyzed`). Where the reference server
 //! has a dialect (SQLite, Postgres), each variant also reads the same
-//! filters in the reference's page shape (`RawClient::scan_reference_shape`)
-//! and reports ours against it (`… reference-shape`).
+//! filters in the reference's page shapes (`RawClient::scan_reference_shape`:
+//! its `IN` list on both, its later `= ANY` array on Postgres) and reports
+//! ours against each (`… reference-in`, `… reference-any`).
 
 use anyhow::{bail, Result};
 use sync_core::{RowScanQuery, ServerStorage};
 
 use super::db::Db;
 use super::fixture::{self, TABLE};
-use super::raw::RawClient;
+use super::raw::{RawClient, ReferenceShape};
 use super::report::{Better, Measure, Sample};
 use super::w1_push::PARTITION;
 use super::{progress, repeat_for, Scale};
@@ -89,14 +90,18 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
         let variant = variant.as_str();
         let groups = groups(per_scan);
         let mut samples = Vec::new();
-        let mut reference = Vec::new();
-        // One page tells whether this dialect has the reference's shape.
-        let has_reference = match groups.first() {
-            Some(first) => raw
-                .scan_reference_shape(PARTITION, first, scale.page, 1)?
-                .is_some(),
-            None => false,
-        };
+        // One page tells which of the reference's shapes this dialect has.
+        let mut shapes: Vec<(ReferenceShape, Vec<Sample>)> = Vec::new();
+        if let Some(first) = groups.first() {
+            for shape in ReferenceShape::ALL {
+                if raw
+                    .scan_reference_shape(shape, PARTITION, first, scale.page, 1)?
+                    .is_some()
+                {
+                    shapes.push((shape, Vec::new()));
+                }
+            }
+        }
         for round in 0..scale.rounds {
             // Who reads first alternates by round: the first reader of a
             // round may meet work the second does not (hint bits, pruning,
@@ -137,34 +142,37 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
                 ours,
                 raw: Some(raw_rate),
             });
-            // The reference's shape, read after both (its rows checked the
-            // same way); ours of this round is its comparison.
-            if has_reference {
+            // The reference's shapes, read after both (their rows checked
+            // the same way); ours of this round is their comparison.
+            for (shape, shape_samples) in &mut shapes {
+                let shape = *shape;
                 let (rate, rows) = timed(
                     scale.min_read,
                     |l| {
                         Ok(raw
-                            .scan_reference_shape(PARTITION, l, scale.page, u64::MAX)?
+                            .scan_reference_shape(shape, PARTITION, l, scale.page, u64::MAX)?
                             .unwrap_or(0))
                     },
                     &groups,
                 )?;
                 if rows != scale.fixture_rows() {
                     bail!(
-                        "W3 {variant}: the reference shape read {rows} rows, expected {}",
+                        "W3 {variant}: the reference's {} read {rows} rows, expected {}",
+                        shape.label(),
                         scale.fixture_rows()
                     );
                 }
                 progress(
                     db.dialect,
                     &format!(
-                        "W3 {variant} reference shape {}/{}",
+                        "W3 {variant} {} {}/{}",
+                        shape.label(),
                         round + 1,
                         scale.rounds
                     ),
                     &format!("{rate:.0} rows/s"),
                 );
-                reference.push(Sample {
+                shape_samples.push(Sample {
                     ours,
                     raw: Some(rate),
                 });
@@ -178,14 +186,14 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
             Better::Higher,
             samples,
         ));
-        if !reference.is_empty() {
+        for (shape, shape_samples) in shapes {
             out.push(Measure::from_samples(
                 "W3",
-                format!("{base} reference-shape{suffix}"),
+                format!("{base} {}{suffix}", shape.label()),
                 db.dialect,
                 "rows/s",
                 Better::Higher,
-                reference,
+                shape_samples,
             ));
         }
     }
