@@ -132,6 +132,17 @@ fn window_sql(values: usize) -> String {
 /// One scan row, owned: row id, version, scopes, payload.
 type ScanRow = (String, Option<i64>, Option<String>, Option<Vec<u8>>);
 
+/// The rows of one scan page or batch: row id, version, scopes, payload
+/// (the last three absent for an index entry whose row is gone).
+fn scan_rows(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    bind: &[&dyn ToSql],
+) -> Result<Vec<ScanRow>> {
+    Ok(stmt
+        .query_map(bind, |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
 /// One window row, owned (what a client needs to serve it).
 type WindowRow = (
     i64,
@@ -324,11 +335,7 @@ impl RawClient for RawSqlite {
             let mut bind: Vec<&dyn ToSql> =
                 vec![&partition, &TABLE, &fixture::SCOPE_VAR, &after, &page];
             bind.extend(lists.iter().map(|v| v as &dyn ToSql));
-            let rows: Vec<ScanRow> = stmt
-                .query_map(bind.as_slice(), |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
+            let rows = scan_rows(&mut stmt, &bind)?;
             let count = rows.len();
             total += count as u64;
             match rows.into_iter().next_back() {
@@ -356,11 +363,7 @@ impl RawClient for RawSqlite {
             let mut bind: Vec<&dyn ToSql> =
                 vec![&partition, &TABLE, &fixture::SCOPE_VAR, &after, &size];
             bind.extend(lists.iter().map(|v| v as &dyn ToSql));
-            let rows: Vec<ScanRow> = stmt
-                .query_map(bind.as_slice(), |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
+            let rows = scan_rows(&mut stmt, &bind)?;
             Ok(rows
                 .into_iter()
                 .map(|(id, _version, _scopes, payload)| (id, payload.is_some()))

@@ -238,12 +238,21 @@ fn upsert3(
 
 /// The stored values and version of `tasks/id`.
 fn stored(env: &Env, id: &str) -> CheckResult<(Vec<RowValue>, i64, Option<Vec<u8>>)> {
+    stored_in(env, "tasks", id)
+}
+
+/// The stored values, version and column versions of `table/id`.
+fn stored_in(
+    env: &Env,
+    table: &str,
+    id: &str,
+) -> CheckResult<(Vec<RowValue>, i64, Option<Vec<u8>>)> {
     let row = env
         .storage
-        .get_row(P, "tasks", id)?
-        .ok_or_else(|| Failure::new(format!("tasks/{id} missing")))?;
+        .get_row(P, table, id)?
+        .ok_or_else(|| Failure::new(format!("{table}/{id} missing")))?;
     Ok((
-        decode(&env.schema, "tasks", &row.payload)?,
+        decode(&env.schema, table, &row.payload)?,
         row.server_version,
         row.column_versions,
     ))
@@ -663,13 +672,9 @@ fn e110_crdt_columns(ctx: &mut Ctx<'_>) -> CheckResult {
         env.union.calls.load(std::sync::atomic::Ordering::SeqCst) > calls,
         "the present crdt column was not merged"
     );
-    let row = env
-        .storage
-        .get_row(P, "notes", "n1")?
-        .ok_or_else(|| Failure::new("n1 missing"))?;
-    let values = decode(&env.schema, "notes", &row.payload)?;
+    let (values, version, _) = stored_in(&env, "notes", "n1")?;
     check_eq!(
-        (values[2].clone(), values[3].clone(), row.server_version),
+        (values[2].clone(), values[3].clone(), version),
         (text("second"), RowValue::Crdt(vec![1, 2]), 3),
         "(title, doc, version)"
     );
@@ -685,12 +690,8 @@ fn e110_crdt_columns(ctx: &mut Ctx<'_>) -> CheckResult {
         calls,
         "merges for an update without the crdt column"
     );
-    let row = env
-        .storage
-        .get_row(P, "notes", "n1")?
-        .ok_or_else(|| Failure::new("n1 missing"))?;
     check_eq!(
-        decode(&env.schema, "notes", &row.payload)?[3],
+        stored_in(&env, "notes", "n1")?.0[3],
         RowValue::Crdt(vec![1, 2]),
         "doc after a title-only edit"
     );
@@ -702,11 +703,7 @@ fn e110_crdt_columns(ctx: &mut Ctx<'_>) -> CheckResult {
         (3, RowValue::Crdt(vec![3])),
     ])?;
     expect_applied(&one("c5", None, full_again)?, PushResultStatus::Applied, 1)?;
-    let row = env
-        .storage
-        .get_row(P, "notes", "n1")?
-        .ok_or_else(|| Failure::new("n1 missing"))?;
-    let values = decode(&env.schema, "notes", &row.payload)?;
+    let (values, _, _) = stored_in(&env, "notes", "n1")?;
     check_eq!(
         (values[2].clone(), values[3].clone()),
         (text("fourth"), RowValue::Crdt(vec![1, 2, 3])),
