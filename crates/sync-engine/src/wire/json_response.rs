@@ -570,4 +570,63 @@ mod tests {
         );
         assert!(lines[8].starts_with(r#"{"type":"ERROR","code":"sync.schema_not_ready""#));
     }
+
+    #[test]
+    fn a_frame_error_shows_its_line_only_when_it_has_one() {
+        let bare = JsonFrameError::new("not a JSON value");
+        assert_eq!(bare.to_string(), "not a JSON value");
+        assert_eq!(
+            bare.clone().at_line(1).to_string(),
+            "line 1: not a JSON value"
+        );
+        assert_eq!(bare.at_line(12).to_string(), "line 12: not a JSON value");
+    }
+
+    #[test]
+    fn response_errors_name_the_one_based_line_of_their_frame() {
+        let end = ResponseItem::End.to_json_lines();
+        let unparsable = format!("{end}\n{end}not json\n");
+        let err = ResponseItem::parse_json_lines(&unparsable).unwrap_err();
+        assert_eq!(err.line, 4, "{err}");
+        let bad_frame = format!("{end}{{\"type\":\"PUSH_RESULT\"}}\n");
+        let err = ResponseItem::parse_json_lines(&bad_frame).unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+    }
+
+    #[test]
+    fn schema_versions_other_than_one_survive_a_round_trip() {
+        let page = ResponseItem::BootstrapPage(BootstrapPage {
+            table: "tasks".into(),
+            schema_version: 7,
+            as_of_commit_seq: 100,
+            row_cursor: None,
+            next_row_cursor: None,
+            rows: Vec::new(),
+        });
+        let again = ResponseItem::parse_json_lines(&page.to_json_lines()).unwrap();
+        assert_eq!(again, vec![page]);
+        let lines = SPEC_LINES.replace("\"schemaVersion\":1", "\"schemaVersion\":3");
+        let request = SyncRequest::from_json_lines(&lines).unwrap();
+        assert_eq!(request.header.schema_version, 3);
+    }
+
+    #[test]
+    fn every_status_name_parses_back() {
+        for status in [
+            PushResultStatus::Applied,
+            PushResultStatus::Cached,
+            PushResultStatus::Rejected,
+        ] {
+            assert_eq!(PushResultStatus::parse(status.as_str()), Some(status));
+        }
+        for status in [
+            SectionStatus::Active,
+            SectionStatus::Revoked,
+            SectionStatus::Reset,
+        ] {
+            assert_eq!(SectionStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(PushResultStatus::parse("Applied"), None);
+        assert_eq!(SectionStatus::parse(""), None);
+    }
 }

@@ -357,4 +357,12 @@ mod tests {
             Some(&Value::from("writer_fenced"))
         );
     }
+
+    #[test]
+    fn catalog_codes_are_told_from_application_codes() {
+        assert!(WireError::is_catalog_code("sync.invalid_request"));
+        assert!(WireError::is_catalog_code("sync.storage.busy"));
+        assert!(!WireError::is_catalog_code("app.custom"));
+        assert!(!WireError::is_catalog_code(""));
+    }
 }
