@@ -178,3 +178,13 @@ impl Engine {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_safe_integer_is_two_to_the_53_minus_one() {
+        assert_eq!(MAX_SAFE_INTEGER, 9_007_199_254_740_991);
+    }
+}

@@ -74,3 +74,55 @@ impl From<SinkError> for EngineError {
         EngineError::Sink(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    fn internal(source: impl std::error::Error + Send + Sync + 'static) -> EngineError {
+        EngineError::Internal {
+            source: Box::new(source),
+        }
+    }
+
+    #[test]
+    fn an_internal_storage_error_keeps_its_code() {
+        let busy = internal(sync_core::Error::new(sync_core::ErrorCode::Busy));
+        assert_eq!(busy.storage_code(), Some(sync_core::ErrorCode::Busy));
+        let other = internal(SinkError {
+            reason: "gone".into(),
+        });
+        assert_eq!(other.storage_code(), None);
+        let request = EngineError::Request(WireError::invalid_request("x"));
+        assert_eq!(request.storage_code(), None);
+    }
+
+    #[test]
+    fn every_wrapping_variant_exposes_its_source() {
+        let busy = internal(sync_core::Error::new(sync_core::ErrorCode::Busy));
+        let source = busy.source().expect("an internal error has a source");
+        assert!(source.downcast_ref::<sync_core::Error>().is_some());
+        let request = EngineError::Request(WireError::invalid_request("x"));
+        assert!(request.source().is_some_and(|s| s.is::<WireError>()));
+        let sink = EngineError::Sink(SinkError {
+            reason: "gone".into(),
+        });
+        assert!(sink.source().is_some_and(|s| s.is::<SinkError>()));
+        let config = EngineError::Config { reason: "r" };
+        assert!(config.source().is_none());
+    }
+
+    #[test]
+    fn a_sink_error_says_why() {
+        let sink = SinkError {
+            reason: "client went away".into(),
+        };
+        assert_eq!(sink.to_string(), "response sink failed: client went away");
+        assert_eq!(
+            EngineError::Sink(sink).to_string(),
+            "response sink failed: client went away"
+        );
+    }
+}

@@ -32,3 +32,21 @@ impl fmt::Debug for TestHooks {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_debug_form_says_which_hooks_are_set() {
+        let hooks = TestHooks {
+            after_p1: None,
+            after_l2: Some(std::sync::Arc::new(|| {})),
+            between_sections: None,
+        };
+        assert_eq!(
+            format!("{hooks:?}"),
+            "TestHooks { after_p1: false, after_l2: true, between_sections: false }"
+        );
+    }
+}

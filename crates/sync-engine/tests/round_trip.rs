@@ -166,3 +166,15 @@ fn a_second_operation_on_a_row_sees_the_first_one_of_its_commit() {
     assert_eq!(row.server_version, 2);
     assert_eq!(row.payload, f.task("t1", "p1", "b"));
 }
+
+#[test]
+fn the_engine_debugs_its_schema_version_and_configuration() {
+    let f = fixture();
+    let text = format!("{:?}", f.engine);
+    assert!(
+        text.starts_with("Engine { schema_version: 1, config: EngineConfig {"),
+        "{text}"
+    );
+    assert!(text.contains("activity_refresh_ms:"), "{text}");
+    assert!(text.contains("limits:"), "{text}");
+}

@@ -285,6 +285,18 @@ fn unacked_deltas_a_full_queue_and_large_deltas_fall_back_to_wake_ups() {
     assert_eq!(wake(&queue.take()[0]), WakeReason::DeltaTooLarge);
 }
 
+#[test]
+fn a_delta_of_exactly_the_change_limit_is_sent() {
+    let f = setup();
+    let hub = hub_with_max_changes(&f, 1);
+    let queue = Queue::new(16);
+    hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    queue.take();
+    let seq = push(&f, "writer", "t1", "l1");
+    hub.notify("acme", seq).unwrap();
+    assert_eq!(delta(&queue.take()[0]), (vec![seq], vec![seq]));
+}
+
 fn hub_with_max_changes(f: &Fixture, max: i64) -> RealtimeHub {
     hub(
         f,
