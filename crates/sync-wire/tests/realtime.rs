@@ -277,9 +277,7 @@ fn unacked_deltas_a_full_queue_and_large_deltas_fall_back_to_wake_ups() {
 
     // Too many changes for one delta: delta-too-large.
     let small = hub_with_max_changes(&f, 0);
-    let queue = Queue::new(16);
-    small.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
-    queue.take();
+    let queue = bob_listening(&small);
     let fourth = push(&f, "writer", "t4", "l1");
     small.notify("acme", fourth).unwrap();
     assert_eq!(wake(&queue.take()[0]), WakeReason::DeltaTooLarge);
@@ -289,12 +287,18 @@ fn unacked_deltas_a_full_queue_and_large_deltas_fall_back_to_wake_ups() {
 fn a_delta_of_exactly_the_change_limit_is_sent() {
     let f = setup();
     let hub = hub_with_max_changes(&f, 1);
-    let queue = Queue::new(16);
-    hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
-    queue.take();
+    let queue = bob_listening(&hub);
     let seq = push(&f, "writer", "t1", "l1");
     hub.notify("acme", seq).unwrap();
     assert_eq!(delta(&queue.take()[0]), (vec![seq], vec![seq]));
+}
+
+/// `bob-1` connected to `hub`, its hello already taken off the queue.
+fn bob_listening(hub: &RealtimeHub) -> Arc<Queue> {
+    let queue = Queue::new(16);
+    hub.connect(&ctx("bob"), "bob-1", queue.clone()).unwrap();
+    queue.take();
+    queue
 }
 
 fn hub_with_max_changes(f: &Fixture, max: i64) -> RealtimeHub {
