@@ -221,3 +221,14 @@ impl fmt::Debug for SqliteConfig {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_clock_keeps_the_clock_it_is_given() {
+        let config = SqliteConfig::with_clock(Arc::new(sync_core::ManualClock::new(42)));
+        assert_eq!(config.clock.now_ms(), 42);
+    }
+}

@@ -72,3 +72,40 @@ fn fresh(entry: &PartitionRegistryEntry, request: &RoundEntryRequest) -> bool {
                 .authenticated_at_ms
                 .saturating_sub(request.refresh_after_ms)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamped(at: i64) -> PartitionRegistryEntry {
+        PartitionRegistryEntry {
+            partition: "p".into(),
+            log_epoch: "e".into(),
+            epoch_required: false,
+            last_authenticated_at_ms: at,
+        }
+    }
+
+    fn at(now: i64, refresh_after_ms: i64) -> RoundEntryRequest {
+        RoundEntryRequest {
+            authenticated_at_ms: now,
+            refresh_after_ms,
+            ..RoundEntryRequest::default()
+        }
+    }
+
+    #[test]
+    fn an_entry_is_fresh_strictly_inside_its_interval() {
+        assert!(fresh(&stamped(1_000), &at(1_999, 1_000)));
+        // Exactly one interval old: refreshed.
+        assert!(!fresh(&stamped(1_000), &at(2_000, 1_000)));
+        assert!(!fresh(&stamped(1_000), &at(5_000, 1_000)));
+    }
+
+    #[test]
+    fn no_interval_always_refreshes_even_a_stamp_from_the_future() {
+        // Another process's clock ahead of this one's wrote the stamp.
+        assert!(!fresh(&stamped(9_000), &at(1_000, 0)));
+        assert!(!fresh(&stamped(1_000), &at(1_000, 0)));
+    }
+}

@@ -54,3 +54,35 @@ pub(crate) fn insert_entries(
         .db()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index_with_one_entry() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE sync_row_scopes (partition TEXT, tbl TEXT, var TEXT, value TEXT, row_id TEXT);
+             INSERT INTO sync_row_scopes VALUES ('p', 't', 'project_id', 'p1', 'r1');",
+        )
+        .unwrap();
+        conn
+    }
+
+    fn entries(conn: &Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM sync_row_scopes", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn old_scopes_that_are_empty_or_blank_delete_nothing_and_do_not_fail() {
+        let conn = index_with_one_entry();
+        // A blank text (written by another writer) is not JSON: it is
+        // skipped, not handed to `json_each`.
+        delete_entries(&conn, "p", "t", "r1", "").unwrap();
+        delete_entries(&conn, "p", "t", "r1", "{}").unwrap();
+        assert_eq!(entries(&conn), 1);
+        delete_entries(&conn, "p", "t", "r1", r#"{"project_id":"p1"}"#).unwrap();
+        assert_eq!(entries(&conn), 0);
+    }
+}
