@@ -160,24 +160,12 @@ impl Harness for SqliteHarness {
         clock: Arc<dyn Clock>,
         limits: PoolLimits,
     ) -> Result<Arc<dyn ServerStorage>> {
-        let config = SqliteConfig {
-            readers: limits.size,
-            busy_timeout_ms: limits.wait_ms,
-            writer_wait_ms: limits.wait_ms,
-            ..SqliteConfig::with_clock(clock)
-        };
+        let config = limited_config(clock, limits);
         Ok(Arc::new(SqliteStorage::open(db_path(db)?, config)?))
     }
 
     fn open_grouped(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<GroupedStorage> {
-        let config = SqliteConfig {
-            // No time bound: who shares a COMMIT depends only on who queued.
-            group_commit: crate::GroupCommit {
-                max_members: 64,
-                max_wait_ms: 3_600_000,
-            },
-            ..SqliteConfig::with_clock(clock)
-        };
+        let config = grouped_config(clock);
         let storage = Arc::new(SqliteStorage::open(db_path(db)?, config)?);
         Ok(GroupedStorage {
             storage: storage.clone(),
@@ -201,6 +189,31 @@ impl Harness for SqliteHarness {
         #[allow(clippy::permissions_set_readonly_false)]
         permissions.set_readonly(false);
         std::fs::set_permissions(target, permissions).map_err(Error::backend)
+    }
+}
+
+/// The configuration of a storage with small pools (C-313): the limits
+/// as `dialects.md` maps them onto SQLite's readers and writer.
+fn limited_config(clock: Arc<dyn Clock>, limits: PoolLimits) -> SqliteConfig {
+    SqliteConfig {
+        readers: limits.size,
+        busy_timeout_ms: limits.wait_ms,
+        writer_wait_ms: limits.wait_ms,
+        ..SqliteConfig::with_clock(clock)
+    }
+}
+
+/// The configuration of a grouped storage (C-340…C-345): group commit on,
+/// without a time bound, so who shares a `COMMIT` depends only on who
+/// queued. The checks hold with grouping off too, so nothing else would
+/// notice it missing.
+fn grouped_config(clock: Arc<dyn Clock>) -> SqliteConfig {
+    SqliteConfig {
+        group_commit: crate::GroupCommit {
+            max_members: 64,
+            max_wait_ms: 3_600_000,
+        },
+        ..SqliteConfig::with_clock(clock)
     }
 }
 
@@ -842,5 +855,37 @@ mod tests {
         );
         assert!(scan.scans("tasks"));
         assert!(scan.uses_index("x", "ix"));
+        // The plan's own lines stay with it, for the checks' messages.
+        assert_eq!(scan.raw, "SCAN t\nSEARCH x USING COVERING INDEX ix (a=?)");
+    }
+
+    #[test]
+    fn small_pools_and_grouping_reach_the_configuration() {
+        let clock: Arc<dyn Clock> = Arc::new(sync_core::ManualClock::new(7));
+        let limited = limited_config(
+            clock.clone(),
+            PoolLimits {
+                size: 1,
+                wait_ms: 100,
+            },
+        );
+        assert_eq!(
+            (
+                limited.readers,
+                limited.busy_timeout_ms,
+                limited.writer_wait_ms
+            ),
+            (1, 100, 100)
+        );
+        assert_eq!(limited.clock.now_ms(), 7);
+        let grouped = grouped_config(clock);
+        assert_eq!(
+            grouped.group_commit,
+            crate::GroupCommit {
+                max_members: 64,
+                max_wait_ms: 3_600_000,
+            }
+        );
+        assert_eq!(grouped.clock.now_ms(), 7);
     }
 }
