@@ -302,3 +302,36 @@ fn index_lookups_validate_and_match_exactly() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn a_scan_reads_on_past_a_full_page_of_candidates_that_do_not_match() {
+    let db = Db::new();
+    let storage = db.ready();
+    let row = |id: &str, org: &str, project: &str| sync_core::StoredRow {
+        scopes: scopes(&[("org_id", org), ("project_id", project)]),
+        ..task_row(id, project, id)
+    };
+    // Whichever variable gives the candidates, its first 64 (a full
+    // candidate page for a limit of 10) fail the other variable.
+    let mut rows: Vec<_> = (0..64)
+        .map(|i| row(&format!("a{i:03}"), "o2", "p1"))
+        .collect();
+    rows.extend((0..64).map(|i| row(&format!("b{i:03}"), "o1", "p2")));
+    rows.extend((0..5).map(|i| row(&format!("z{i}"), "o1", "p1")));
+    push(&storage, "p", "c", "k", &rows);
+    let mut both = filter("project_id", &["p1"]);
+    both.insert("org_id".into(), vec!["o1".into()]);
+    let found = storage
+        .scan_rows(
+            "p",
+            &RowScanQuery {
+                table: "tasks".into(),
+                scope_filter: both,
+                after_row_id: None,
+                limit: 10,
+            },
+        )
+        .unwrap();
+    let ids: Vec<&str> = found.iter().map(|r| r.row_id.as_str()).collect();
+    assert_eq!(ids, ["z0", "z1", "z2", "z3", "z4"]);
+}
