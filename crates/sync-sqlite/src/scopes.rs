@@ -61,11 +61,8 @@ mod tests {
 
     fn index_with_one_entry() -> Connection {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(
-            "CREATE TABLE sync_row_scopes (partition TEXT, tbl TEXT, var TEXT, value TEXT, row_id TEXT);
-             INSERT INTO sync_row_scopes VALUES ('p', 't', 'project_id', 'p1', 'r1');",
-        )
-        .unwrap();
+        crate::bootstrap::run(&conn).unwrap();
+        insert_entries(&conn, "p", "t", "r1", r#"{"project_id":"p1"}"#).unwrap();
         conn
     }
 
