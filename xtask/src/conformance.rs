@@ -352,7 +352,7 @@ mod tests {
     #[test]
     fn a_filter_of_several_prefixes_selects_each_and_refuses_a_typo_in_any() {
         use sync_conformance::Harness;
-        let sqlite = sync_sqlite::harness::SqliteHarness;
+        let sqlite = sync_sqlite::harness::SqliteHarness::DEFAULT;
         let properties = (&sqlite as &dyn Harness).properties();
         let engine = sync_conformance::selected_checks(&properties, Some("E-")).len();
         let both = sync_conformance::selected_checks(&properties, Some("E-, C-350")).len();

@@ -178,6 +178,30 @@ pub struct SqliteConfig {
     /// The limits of the segment store in the file
     /// (`ServerStorage::segment_store`); default 64 MiB per segment.
     pub segment_limits: SegmentLimits,
+    /// `PRAGMA page_size` of a database file this storage creates, in bytes
+    /// (a power of two from 512 to 65 536; default `None`: SQLite's own,
+    /// 4 096). It applies only when [`crate::SqliteStorage::open`] creates
+    /// the file: an existing file keeps the page size it was created with
+    /// (WAL mode fixes it), whatever is configured here.
+    ///
+    /// A push rewrites one page of every B-tree it touches and WAL mode logs
+    /// each whole page, so smaller pages write fewer bytes per push (about
+    /// 58 KB of WAL per single-row push at 4 096, 12 KB at 512) at the cost
+    /// of deeper trees for reads: `docs/benchmarks.md`, "SQLite page size",
+    /// has the figures, `docs/decisions.md` why the default stays.
+    pub page_size: Option<u32>,
+}
+
+/// Smallest page size SQLite accepts.
+pub const MIN_PAGE_SIZE: u32 = 512;
+/// Largest page size SQLite accepts.
+pub const MAX_PAGE_SIZE: u32 = 65_536;
+
+/// Whether SQLite accepts `size` as a page size (a power of two from
+/// [`MIN_PAGE_SIZE`] to [`MAX_PAGE_SIZE`]); SQLite itself silently ignores
+/// any other value, so the storage refuses it instead.
+pub fn valid_page_size(size: u32) -> bool {
+    size.is_power_of_two() && (MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&size)
 }
 
 impl Default for SqliteConfig {
@@ -192,6 +216,7 @@ impl Default for SqliteConfig {
             wal_checkpoints: None,
             clock: Arc::new(SystemClock),
             segment_limits: SegmentLimits::default(),
+            page_size: None,
         }
     }
 }
@@ -218,6 +243,7 @@ impl fmt::Debug for SqliteConfig {
             .field("wal_checkpoints", &self.wal_checkpoints)
             .field("clock", &self.clock)
             .field("segment_limits", &self.segment_limits)
+            .field("page_size", &self.page_size)
             .finish()
     }
 }
@@ -230,5 +256,15 @@ mod tests {
     fn with_clock_keeps_the_clock_it_is_given() {
         let config = SqliteConfig::with_clock(Arc::new(sync_core::ManualClock::new(42)));
         assert_eq!(config.clock.now_ms(), 42);
+    }
+
+    #[test]
+    fn page_sizes_are_the_powers_of_two_sqlite_accepts() {
+        for size in [512, 1_024, 4_096, 65_536] {
+            assert!(valid_page_size(size), "{size}");
+        }
+        for size in [0, 1, 256, 511, 513, 1_000, 4_095, 131_072, u32::MAX] {
+            assert!(!valid_page_size(size), "{size}");
+        }
     }
 }

@@ -61,9 +61,35 @@ fn tampered_fence_trigger(tamper: FenceTamper) -> String {
     }
 }
 
-/// The SQLite harness.
+/// The SQLite harness: every check on a new file, created at SQLite's
+/// default page size ([`SqliteHarness::DEFAULT`]) or at another
+/// ([`SqliteHarness::with_page_size`]).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SqliteHarness;
+pub struct SqliteHarness {
+    page_size: Option<u32>,
+}
+
+impl SqliteHarness {
+    /// Files at SQLite's default page size: the harness of the registry.
+    pub const DEFAULT: SqliteHarness = SqliteHarness { page_size: None };
+
+    /// Files created with pages of `size` bytes
+    /// ([`SqliteConfig::page_size`]); the reference fixtures it loads keep
+    /// their own.
+    pub const fn with_page_size(size: u32) -> Self {
+        SqliteHarness {
+            page_size: Some(size),
+        }
+    }
+
+    /// The configuration every storage of this harness starts from.
+    fn config(&self, clock: Arc<dyn Clock>) -> SqliteConfig {
+        SqliteConfig {
+            page_size: self.page_size,
+            ..SqliteConfig::with_clock(clock)
+        }
+    }
+}
 
 /// What a [`DbHandle`] of this harness owns: the temporary directory (removed
 /// on drop) and the database file inside it.
@@ -116,7 +142,7 @@ pub const PROPERTIES: sync_conformance::Properties = sync_conformance::Propertie
 pub fn construct(
     _env: &sync_conformance::HarnessEnv,
 ) -> std::result::Result<Box<dyn Harness>, String> {
-    Ok(Box::new(SqliteHarness))
+    Ok(Box::new(SqliteHarness::DEFAULT))
 }
 
 /// The registry entry of `cargo xtask conformance`.
@@ -150,7 +176,7 @@ impl Harness for SqliteHarness {
     fn open(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<Arc<dyn ServerStorage>> {
         Ok(Arc::new(SqliteStorage::open(
             db_path(db)?,
-            SqliteConfig::with_clock(clock),
+            self.config(clock),
         )?))
     }
 
@@ -160,12 +186,12 @@ impl Harness for SqliteHarness {
         clock: Arc<dyn Clock>,
         limits: PoolLimits,
     ) -> Result<Arc<dyn ServerStorage>> {
-        let config = limited_config(clock, limits);
+        let config = limited_config(self.config(clock), limits);
         Ok(Arc::new(SqliteStorage::open(db_path(db)?, config)?))
     }
 
     fn open_grouped(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<GroupedStorage> {
-        let config = grouped_config(clock);
+        let config = grouped_config(self.config(clock));
         let storage = Arc::new(SqliteStorage::open(db_path(db)?, config)?);
         Ok(GroupedStorage {
             storage: storage.clone(),
@@ -194,12 +220,12 @@ impl Harness for SqliteHarness {
 
 /// The configuration of a storage with small pools (C-313): the limits
 /// as `dialects.md` maps them onto SQLite's readers and writer.
-fn limited_config(clock: Arc<dyn Clock>, limits: PoolLimits) -> SqliteConfig {
+fn limited_config(base: SqliteConfig, limits: PoolLimits) -> SqliteConfig {
     SqliteConfig {
         readers: limits.size,
         busy_timeout_ms: limits.wait_ms,
         writer_wait_ms: limits.wait_ms,
-        ..SqliteConfig::with_clock(clock)
+        ..base
     }
 }
 
@@ -207,13 +233,13 @@ fn limited_config(clock: Arc<dyn Clock>, limits: PoolLimits) -> SqliteConfig {
 /// without a time bound, so who shares a `COMMIT` depends only on who
 /// queued. The checks hold with grouping off too, so nothing else would
 /// notice it missing.
-fn grouped_config(clock: Arc<dyn Clock>) -> SqliteConfig {
+fn grouped_config(base: SqliteConfig) -> SqliteConfig {
     SqliteConfig {
         group_commit: crate::GroupCommit {
             max_members: 64,
             max_wait_ms: 3_600_000,
         },
-        ..SqliteConfig::with_clock(clock)
+        ..base
     }
 }
 
@@ -862,8 +888,9 @@ mod tests {
     #[test]
     fn small_pools_and_grouping_reach_the_configuration() {
         let clock: Arc<dyn Clock> = Arc::new(sync_core::ManualClock::new(7));
+        let harness = SqliteHarness::with_page_size(1_024);
         let limited = limited_config(
-            clock.clone(),
+            harness.config(clock.clone()),
             PoolLimits {
                 size: 1,
                 wait_ms: 100,
@@ -878,7 +905,8 @@ mod tests {
             (1, 100, 100)
         );
         assert_eq!(limited.clock.now_ms(), 7);
-        let grouped = grouped_config(clock);
+        assert_eq!(limited.page_size, Some(1_024));
+        let grouped = grouped_config(harness.config(clock));
         assert_eq!(
             grouped.group_commit,
             crate::GroupCommit {
@@ -887,5 +915,11 @@ mod tests {
             }
         );
         assert_eq!(grouped.clock.now_ms(), 7);
+        assert_eq!(grouped.page_size, Some(1_024));
+        assert_eq!(SqliteHarness::DEFAULT.config(clock_at(7)).page_size, None);
+    }
+
+    fn clock_at(ms: i64) -> Arc<dyn Clock> {
+        Arc::new(sync_core::ManualClock::new(ms))
     }
 }

@@ -47,7 +47,9 @@ impl SqliteStorage {
     /// (`dialects.md` §2.1, §4.1). In-memory databases are not supported.
     ///
     /// An empty path, `:memory:` or a `mode=memory` URI is refused with
-    /// `sync.storage.invalid_argument` (`argument = path`).
+    /// `sync.storage.invalid_argument` (`argument = path`); a
+    /// [`SqliteConfig::page_size`] SQLite does not accept, with
+    /// `argument = page_size`, before any file is touched.
     pub fn open(path: impl AsRef<Path>, config: SqliteConfig) -> Result<Self> {
         let path = path.as_ref();
         let text = path.to_string_lossy();
@@ -57,6 +59,13 @@ impl SqliteStorage {
             || text.starts_with("file::memory:")
         {
             return Err(Error::invalid_argument("path", "in_memory_unsupported"));
+        }
+        if let Some(size) = config.page_size.filter(|&s| !crate::valid_page_size(s)) {
+            return Err(Error::invalid_argument(
+                "page_size",
+                "not_a_power_of_two_from_512_to_65536",
+            )
+            .detail("page_size", size.to_string()));
         }
         let pools = Pools::open(path, &config)?;
         Ok(Self {
@@ -122,6 +131,21 @@ impl SqliteStorage {
     /// (inspection only: every write is refused).
     pub fn is_read_only(&self) -> bool {
         self.pools.is_read_only()
+    }
+
+    /// The page size of the file, in bytes (`PRAGMA page_size`): the one it
+    /// was created with ([`SqliteConfig::page_size`]). Read on a reader, so
+    /// a read-only storage answers too.
+    pub fn page_size(&self) -> Result<u32> {
+        let size: i64 = self.pools.read(|conn| {
+            conn.query_row("PRAGMA page_size", [], |row| row.get(0))
+                .db()
+        })?;
+        u32::try_from(size).map_err(|_| {
+            Error::new(ErrorCode::Backend)
+                .detail("reason", "unexpected_page_size")
+                .detail("page_size", size)
+        })
     }
 
     /// The `PRAGMA synchronous` in force on the writer connection (every

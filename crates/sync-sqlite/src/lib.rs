@@ -80,7 +80,10 @@ mod writer;
 #[cfg(feature = "conformance")]
 pub mod harness;
 
-pub use config::{GroupCommit, SqliteConfig, Synchronous, WalCheckpoints};
+pub use config::{
+    valid_page_size, GroupCommit, SqliteConfig, Synchronous, WalCheckpoints, MAX_PAGE_SIZE,
+    MIN_PAGE_SIZE,
+};
 pub use dialect::{SqliteSql, DIALECT, URL_SCHEMES};
 pub use instance::SqliteStorage;
 pub use transaction::SqliteTransaction;

@@ -505,12 +505,20 @@ fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
     let busy = Duration::from_millis(config.busy_timeout_ms);
     let synchronous = config.synchronous.as_pragma();
     let background_checkpoints = config.wal_checkpoints.is_some();
+    // Only the connection that may create the file sets its page size; on
+    // an existing file in WAL mode SQLite ignores the PRAGMA anyway.
+    let page_size = config.page_size.filter(|_| create);
     let inner = SqliteConnectionManager::file(path)
         .with_flags(open_flags(create))
         .with_init(move |conn| {
             conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
             stable_plans(conn)?;
             conn.busy_timeout(busy)?;
+            if let Some(size) = page_size {
+                // Before the journal mode: switching to WAL writes the
+                // header of a new file, which fixes its page size.
+                conn.pragma_update(None, "page_size", size)?;
+            }
             let _mode: String =
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
             conn.pragma_update(None, "synchronous", synchronous)?;

@@ -7,6 +7,10 @@
 //!   survive a power loss; `normal` is faster but may lose the pushes of the
 //!   last moments before an OS crash or power loss. A path holding `?` is
 //!   written with the parameter after it (`sqlite:a?b.db?synchronous=full`).
+//!   A parameter `page_size=N` (a power of two from 512 to 65 536) sets the
+//!   page size of a file the storage creates (`SqliteConfig::page_size`);
+//!   an existing file keeps its own. Parameters join with `&`
+//!   (`sqlite:x.db?synchronous=normal&page_size=1024`).
 //! - `postgres://…` / `postgresql://…`: a Postgres database. An optional
 //!   query parameter `schema=NAME` selects the schema every connection works
 //!   in (`SET search_path`); the schema is created when absent, as SQLite
@@ -120,6 +124,8 @@ pub enum DatabaseUrl {
         path: PathBuf,
         /// `PRAGMA synchronous` of the writer (`synchronous` parameter).
         synchronous: Synchronous,
+        /// Page size of a file created on open (`page_size` parameter).
+        page_size: Option<u32>,
     },
     /// A Postgres database, optionally one schema of it.
     Postgres {
@@ -145,13 +151,14 @@ fn parse_sqlite(text: &str) -> CliResult<DatabaseUrl> {
         .strip_prefix("sqlite:")
         .ok_or_else(|| invalid("unknown_scheme"))?;
     let rest = rest.strip_prefix("//").unwrap_or(rest);
-    let (path, synchronous) = sqlite_parameters(rest).map_err(&invalid)?;
+    let (path, options) = sqlite_parameters(rest).map_err(&invalid)?;
     if path.is_empty() {
         return Err(invalid("empty_path"));
     }
     Ok(DatabaseUrl::Sqlite {
         path: PathBuf::from(path),
-        synchronous,
+        synchronous: options.synchronous,
+        page_size: options.page_size,
     })
 }
 
@@ -246,9 +253,11 @@ impl DatabaseUrl {
     /// are `sync.cli.unreachable` with the driver's reason in `details`.
     pub fn open(&self) -> CliResult<Database> {
         let backend = match self {
-            Self::Sqlite { path, synchronous } => {
-                Backend::Sqlite(Arc::new(open_sqlite(path, *synchronous)?))
-            }
+            Self::Sqlite {
+                path,
+                synchronous,
+                page_size,
+            } => Backend::Sqlite(Arc::new(open_sqlite(path, *synchronous, *page_size)?)),
             Self::Postgres { url, schema } => {
                 Backend::Postgres(Arc::new(open_postgres(url, schema.as_deref())?))
             }
@@ -355,6 +364,16 @@ impl Database {
         }
     }
 
+    /// The page size of the SQLite file, read from it (the one it was
+    /// created with: a `page_size` parameter only applies to a new file);
+    /// `None` on every other dialect.
+    pub fn sqlite_page_size(&self) -> sync_core::Result<Option<u32>> {
+        match &self.backend {
+            Backend::Sqlite(storage) => storage.page_size().map(Some),
+            Backend::Postgres(_) | Backend::Other(_) => Ok(None),
+        }
+    }
+
     /// Where the storage's tables live on a Citus coordinator
     /// ([`PostgresStorage::citus_placement`]); `None` on plain Postgres and
     /// on every other dialect.
@@ -404,9 +423,14 @@ impl Database {
     }
 }
 
-fn open_sqlite(path: &Path, synchronous: Synchronous) -> CliResult<SqliteStorage> {
+fn open_sqlite(
+    path: &Path,
+    synchronous: Synchronous,
+    page_size: Option<u32>,
+) -> CliResult<SqliteStorage> {
     let config = SqliteConfig {
         synchronous,
+        page_size,
         ..SqliteConfig::default()
     };
     SqliteStorage::open(path, config).map_err(opening)
@@ -432,22 +456,37 @@ pub(crate) fn opening(error: sync_core::Error) -> CliError {
     }
 }
 
-/// Splits the `synchronous` parameter off a SQLite path (after its last
-/// `?`); no other parameter is known.
-fn sqlite_parameters(text: &str) -> Result<(&str, Synchronous), &'static str> {
+/// The parameters of a SQLite URL.
+#[derive(Debug, Default)]
+struct SqliteParameters {
+    synchronous: Synchronous,
+    page_size: Option<u32>,
+}
+
+/// Splits the `synchronous` and `page_size` parameters off a SQLite path
+/// (after its last `?`); no other parameter is known.
+fn sqlite_parameters(text: &str) -> Result<(&str, SqliteParameters), &'static str> {
+    let mut options = SqliteParameters::default();
     let Some((path, query)) = text.rsplit_once('?') else {
-        return Ok((text, Synchronous::default()));
+        return Ok((text, options));
     };
-    let mut synchronous = Synchronous::default();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("synchronous", value)) => {
-                synchronous = Synchronous::parse(value).ok_or("bad_synchronous")?;
+                options.synchronous = Synchronous::parse(value).ok_or("bad_synchronous")?;
+            }
+            Some(("page_size", value)) => {
+                let size = value
+                    .parse()
+                    .ok()
+                    .filter(|&size| sync_sqlite::valid_page_size(size))
+                    .ok_or("bad_page_size")?;
+                options.page_size = Some(size);
             }
             _ => return Err("unknown_parameter"),
         }
     }
-    Ok((path, synchronous))
+    Ok((path, options))
 }
 
 fn open_postgres(url: &str, schema: Option<&str>) -> CliResult<PostgresStorage> {
@@ -620,6 +659,7 @@ mod tests {
         DatabaseUrl::Sqlite {
             path: PathBuf::from(path),
             synchronous,
+            page_size: None,
         }
     }
 
@@ -667,6 +707,26 @@ mod tests {
     }
 
     #[test]
+    fn sqlite_page_size_is_sqlites_own_unless_asked_for() {
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:x.db?page_size=512&synchronous=normal").unwrap(),
+            DatabaseUrl::Sqlite {
+                path: PathBuf::from("x.db"),
+                synchronous: Synchronous::Normal,
+                page_size: Some(512),
+            }
+        );
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:x.db?page_size=65536").unwrap(),
+            DatabaseUrl::Sqlite {
+                path: PathBuf::from("x.db"),
+                synchronous: Synchronous::Full,
+                page_size: Some(65_536),
+            }
+        );
+    }
+
+    #[test]
     fn sqlite_synchronous_is_full_unless_normal_is_asked_for() {
         assert_eq!(
             DatabaseUrl::parse("sqlite:x.db?synchronous=normal").unwrap(),
@@ -682,6 +742,10 @@ mod tests {
         );
         for (url, reason) in [
             ("sqlite:x.db?synchronous=off", "bad_synchronous"),
+            ("sqlite:x.db?page_size=1000", "bad_page_size"),
+            ("sqlite:x.db?page_size=256", "bad_page_size"),
+            ("sqlite:x.db?page_size=", "bad_page_size"),
+            ("sqlite:x.db?page_size=-512", "bad_page_size"),
             ("sqlite:x.db?mode=ro", "unknown_parameter"),
             ("sqlite:?synchronous=normal", "empty_path"),
         ] {

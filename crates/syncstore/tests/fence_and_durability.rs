@@ -97,3 +97,33 @@ fn status_shows_the_sqlite_synchronous_setting_in_force() {
         common::syncstore(&["--db", &bad, "status", "--json"]).json_error("sync.cli.invalid_url");
     assert_eq!(details["reason"], "bad_synchronous");
 }
+
+#[test]
+fn a_page_size_applies_to_a_new_sqlite_file_and_status_reads_it_back() {
+    let db = Db::sqlite();
+    let small = format!("{}?page_size=1024", db.url());
+    let dir = db.scratch();
+    let v1 = write_file(&dir, "v1.json", &todos_schema(1, false, ""));
+    common::syncstore(&["--db", &small, "migrate", "--schema", &v1, "--json"]).ok_json();
+    assert_eq!(db.json(&["status"])["page_size"], 1024);
+    let text = db.run(&["status"]);
+    assert!(
+        text.stdout.contains("file: page_size=1024"),
+        "{}",
+        text.stdout
+    );
+
+    // An existing file keeps the size it was created with.
+    let other = format!("{}?page_size=8192", db.url());
+    let run = common::syncstore(&["--db", &other, "status", "--json"]);
+    assert_eq!(run.ok_json()["page_size"], 1024);
+
+    let bad = format!("{}?page_size=1000", db.url());
+    let details =
+        common::syncstore(&["--db", &bad, "status", "--json"]).json_error("sync.cli.invalid_url");
+    assert_eq!(details["reason"], "bad_page_size");
+
+    let pg = Db::postgres();
+    let _app = seed_todos(&pg, "acme", 1, 1);
+    assert_eq!(pg.json(&["status"])["page_size"], serde_json::Value::Null);
+}

@@ -75,20 +75,21 @@ fn status_has_the_pinned_shape(db: Db) {
     // An application process bootstraps the storage tables.
     db.storage().list_partitions().expect("bootstrap");
     let empty = db.json(&["status"]);
-    let synchronous = match db {
-        Db::Sqlite { .. } => json!("FULL"),
-        Db::Postgres { .. } | Db::Mariadb { .. } => Value::Null,
+    let (synchronous, page_size) = match db {
+        Db::Sqlite { .. } => (json!("FULL"), json!(4096)),
+        Db::Postgres { .. } | Db::Mariadb { .. } => (Value::Null, Value::Null),
     };
     assert_eq!(
         empty,
         json!({"schema_version": null, "required_writer_version": null, "tables": [], "partitions": [],
-               "synchronous": synchronous})
+               "synchronous": synchronous, "page_size": page_size})
     );
     let _app = seed_todos(&db, "acme", 5, 5);
     let status = db.json(&["status"]);
     assert_eq!(
         keys(&status),
         [
+            "page_size",
             "partitions",
             "required_writer_version",
             "schema_version",

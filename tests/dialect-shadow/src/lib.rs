@@ -74,11 +74,11 @@ impl Harness for ShadowHarness {
     }
 
     fn create_database(&self) -> Result<DbHandle> {
-        SqliteHarness.create_database()
+        SqliteHarness::DEFAULT.create_database()
     }
 
     fn open(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<Arc<dyn ServerStorage>> {
-        SqliteHarness.open(db, clock)
+        SqliteHarness::DEFAULT.open(db, clock)
     }
 
     fn open_with(
@@ -87,19 +87,19 @@ impl Harness for ShadowHarness {
         clock: Arc<dyn Clock>,
         limits: PoolLimits,
     ) -> Result<Arc<dyn ServerStorage>> {
-        SqliteHarness.open_with(db, clock, limits)
+        SqliteHarness::DEFAULT.open_with(db, clock, limits)
     }
 
     fn open_grouped(&self, db: &DbHandle, clock: Arc<dyn Clock>) -> Result<GroupedStorage> {
-        SqliteHarness.open_grouped(db, clock)
+        SqliteHarness::DEFAULT.open_grouped(db, clock)
     }
 
     fn raw(&self, db: &DbHandle) -> Result<Box<dyn RawAccess>> {
-        SqliteHarness.raw(db)
+        SqliteHarness::DEFAULT.raw(db)
     }
 
     fn load_reference(&self, db: &DbHandle, fixture_dir: &Path, set: &str) -> Result<()> {
-        SqliteHarness.load_reference(db, fixture_dir, set)
+        SqliteHarness::DEFAULT.load_reference(db, fixture_dir, set)
     }
 }
 

@@ -64,6 +64,8 @@ pub struct Env {
     dir: Option<tempfile::TempDir>,
     pg_url: String,
     citus: Option<CitusLayout>,
+    /// Page size of every SQLite file (`None`: SQLite's default).
+    page_size: Option<u32>,
     run: String,
     next: AtomicU64,
 }
@@ -84,6 +86,7 @@ impl Env {
             dir: Some(dir),
             pg_url: String::new(),
             citus: None,
+            page_size: None,
             run: run_tag(),
             next: AtomicU64::new(0),
         })
@@ -97,6 +100,7 @@ impl Env {
             dir: None,
             pg_url: url.to_owned(),
             citus,
+            page_size: None,
             run: run_tag(),
             next: AtomicU64::new(0),
         }
@@ -110,9 +114,16 @@ impl Env {
             dir: None,
             pg_url: url.to_owned(),
             citus: None,
+            page_size: None,
             run: run_tag(),
             next: AtomicU64::new(0),
         }
+    }
+
+    /// Every SQLite file created at `page_size` bytes a page (`None`:
+    /// SQLite's default); other dialects ignore it.
+    pub fn with_page_size(self, page_size: Option<u32>) -> Self {
+        Self { page_size, ..self }
     }
 
     /// The server URL (Postgres, MariaDB; empty for SQLite).
@@ -126,7 +137,16 @@ impl Env {
         let location = match self.dialect {
             Dialect::Sqlite => {
                 let dir = self.dir.as_ref().context("sqlite env without directory")?;
-                Location::Sqlite(dir.path().join(format!("db-{n}.sqlite")))
+                let path = dir.path().join(format!("db-{n}.sqlite"));
+                if let Some(size) = self.page_size {
+                    // Whichever client opens the file first finds its page
+                    // size fixed: switching to WAL writes the header.
+                    let conn = rusqlite::Connection::open(&path)?;
+                    conn.pragma_update(None, "page_size", size)?;
+                    let _mode: String =
+                        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+                }
+                Location::Sqlite(path)
             }
             Dialect::Postgres => {
                 let schema = format!("bench_{}_{n}", self.run);

@@ -115,6 +115,11 @@ pub struct BenchArgs {
     /// Shards of the `rows` layout.
     #[arg(long, default_value_t = 4)]
     citus_shards: u32,
+    /// Create every SQLite file with pages of this many bytes (a power of
+    /// two from 512 to 65 536) before either client opens it, as
+    /// `SqliteConfig::page_size` does (default: SQLite's own, 4 096).
+    #[arg(long, value_name = "BYTES")]
+    sqlite_page_size: Option<u32>,
 }
 
 /// `--citus-layout`.
@@ -496,6 +501,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let (Some(ms), Some(object)) = (args.latency_ms, machine.as_object_mut()) {
         object.insert("postgres_added_latency_ms_each_way".into(), ms.into());
     }
+    if let Some(size) = args.sqlite_page_size {
+        if !sync_sqlite::valid_page_size(size) {
+            anyhow::bail!("--sqlite-page-size {size}: not a power of two from 512 to 65536");
+        }
+        if let Some(object) = machine.as_object_mut() {
+            object.insert("sqlite_page_size".into(), size.into());
+        }
+    }
     if let (Some(layout), Some(object)) = (args.citus_layout, machine.as_object_mut()) {
         let layout = match layout {
             BenchCitusLayout::Schemas => "schemas".to_owned(),
@@ -507,7 +520,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut results = Vec::new();
     for (dialect, only) in dialects.into_iter().zip(&selections) {
         let env = match dialect {
-            Dialect::Sqlite => Env::sqlite(args.dir.as_deref())?,
+            Dialect::Sqlite => {
+                Env::sqlite(args.dir.as_deref())?.with_page_size(args.sqlite_page_size)
+            }
             Dialect::Postgres => Env::postgres(
                 &pg_url,
                 args.citus_layout.map(|layout| match layout {

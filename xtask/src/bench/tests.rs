@@ -131,6 +131,31 @@ fn mariadb_env() -> Env {
 }
 
 #[test]
+fn a_page_size_applies_to_the_files_both_clients_write() {
+    let env = Env::sqlite(None).unwrap().with_page_size(Some(1_024));
+    let commits = Prepared::new(w1_push::commits(5, "ps").unwrap());
+    let ours = env.fresh(Synchronous::default()).unwrap();
+    run_ours(
+        ours.storage(false).unwrap().as_ref(),
+        PARTITION,
+        &commits,
+        true,
+    )
+    .unwrap();
+    let raw = env.fresh(Synchronous::default()).unwrap();
+    let mut client = raw.raw().unwrap();
+    drop(raw.storage(false).unwrap());
+    run_raw(client.as_mut(), PARTITION, &commits, true).unwrap();
+    for db in [&ours, &raw] {
+        assert_eq!(db.count("PRAGMA page_size").unwrap(), 1_024);
+    }
+    let default_env = Env::sqlite(None).unwrap();
+    let default = default_env.fresh(Synchronous::default()).unwrap();
+    drop(default.storage(false).unwrap());
+    assert_eq!(default.count("PRAGMA page_size").unwrap(), 4_096);
+}
+
+#[test]
 fn raw_w1_leaves_the_same_database_state_as_ours() {
     let env = Env::sqlite(None).unwrap();
     let commits = Prepared::new(w1_push::commits(30, "w1").unwrap());

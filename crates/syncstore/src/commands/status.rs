@@ -45,6 +45,10 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
     if let Some(level) = synchronous {
         text.push_str(&format!("durability: synchronous={level}\n"));
     }
+    let page_size = db.sqlite_page_size()?;
+    if let Some(size) = page_size {
+        text.push_str(&format!("file: page_size={size}\n"));
+    }
     let citus = db.citus_placement()?;
     if let Some(placement) = citus {
         text.push_str(citus_line(placement));
@@ -108,6 +112,7 @@ pub fn run(db: &Database, args: &PartitionFilter) -> CliResult<Report> {
         "tables": tables,
         "partitions": listed,
         "synchronous": synchronous,
+        "page_size": page_size,
     });
     // Only on a Citus coordinator: everywhere else the document keeps its
     // pinned shape.

@@ -29,7 +29,11 @@ pub struct Fresh {
 pub fn prepare(explicit: Option<&str>) -> CliResult<Fresh> {
     match explicit.map(DatabaseUrl::parse).transpose()? {
         None => temporary_sqlite(),
-        Some(DatabaseUrl::Sqlite { path, synchronous }) => given_sqlite(path, synchronous),
+        Some(DatabaseUrl::Sqlite {
+            path,
+            synchronous,
+            page_size,
+        }) => given_sqlite(path, synchronous, page_size),
         Some(DatabaseUrl::Postgres { url, schema: None }) => Ok(new_postgres_schema(url)),
         Some(DatabaseUrl::Postgres {
             url,
@@ -93,28 +97,42 @@ fn temporary_sqlite() -> CliResult<Fresh> {
     Ok(sqlite(
         path,
         Synchronous::default(),
+        None,
         "a new SQLite file in a new temporary directory",
     ))
 }
 
-fn given_sqlite(path: PathBuf, synchronous: Synchronous) -> CliResult<Fresh> {
+fn given_sqlite(
+    path: PathBuf,
+    synchronous: Synchronous,
+    page_size: Option<u32>,
+) -> CliResult<Fresh> {
     let used = std::fs::metadata(&path)
         .map(|m| m.len() > 0)
         .unwrap_or(false);
     if used {
         return Err(CliError::new(CliCode::DatabaseNotEmpty).detail("path", path.display()));
     }
-    Ok(sqlite(path, synchronous, "the SQLite file you named"))
+    Ok(sqlite(
+        path,
+        synchronous,
+        page_size,
+        "the SQLite file you named",
+    ))
 }
 
-fn sqlite(path: PathBuf, synchronous: Synchronous, what: &str) -> Fresh {
+fn sqlite(path: PathBuf, synchronous: Synchronous, page_size: Option<u32>, what: &str) -> Fresh {
     let reopen = match synchronous {
         Synchronous::Full => format!("sqlite:{}", path.display()),
         Synchronous::Normal => format!("sqlite:{}?synchronous=normal", path.display()),
     };
     Fresh {
         description: format!("{what}: {}", path.display()),
-        url: DatabaseUrl::Sqlite { path, synchronous },
+        url: DatabaseUrl::Sqlite {
+            path,
+            synchronous,
+            page_size,
+        },
         reopen,
     }
 }
