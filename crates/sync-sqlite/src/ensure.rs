@@ -17,7 +17,7 @@ use crate::checkpoints;
 use crate::ddl;
 use crate::errors::DbResultExt;
 use crate::introspect::observe_schema;
-use crate::pools::{begin_immediate, commit, rollback, Pools};
+use crate::pools::{begin_immediate, commit, rollback, with_temp_files, Pools};
 use crate::seam;
 
 /// The stored marker: version and layouts text.
@@ -128,7 +128,7 @@ fn same_version(
 /// §13: re-detects under the migration lock, upgrades, commits; returns the
 /// state observed after the upgrade.
 fn legacy_upgrade(pools: &Pools, schema: &CompiledSchema) -> Result<ObservedTables> {
-    pools.write(|conn| {
+    pools.write_ddl(|conn| {
         let observed = observe_schema(conn, schema)?;
         let plan = plan_legacy_upgrade(schema, &observed, crate::DIALECT);
         for statement in plan.statements() {
@@ -156,23 +156,25 @@ fn bump(
     now_ms: &dyn Fn() -> i64,
 ) -> Result<BumpOutcome> {
     let conn = pools.writer()?;
-    begin_immediate(&conn)?;
-    opts.notify_migration_locked();
-    match bump_locked(&conn, schema, opts, now_ms) {
-        Ok(BumpOutcome::Done) => {
-            commit(&conn)?;
-            conn.flush_prepared_statement_cache();
-            Ok(BumpOutcome::Done)
+    with_temp_files(&conn, || {
+        begin_immediate(&conn)?;
+        opts.notify_migration_locked();
+        match bump_locked(&conn, schema, opts, now_ms) {
+            Ok(BumpOutcome::Done) => {
+                commit(&conn)?;
+                conn.flush_prepared_statement_cache();
+                Ok(BumpOutcome::Done)
+            }
+            Ok(BumpOutcome::Raced) => {
+                rollback(&conn);
+                Ok(BumpOutcome::Raced)
+            }
+            Err(error) => {
+                rollback(&conn);
+                Err(error)
+            }
         }
-        Ok(BumpOutcome::Raced) => {
-            rollback(&conn);
-            Ok(BumpOutcome::Raced)
-        }
-        Err(error) => {
-            rollback(&conn);
-            Err(error)
-        }
-    }
+    })
 }
 
 fn bump_locked(

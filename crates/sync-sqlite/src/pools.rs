@@ -366,6 +366,26 @@ impl Pools {
         self.write_decide(|conn| f(conn).map(Finish::Commit))
     }
 
+    /// [`Pools::write`] for DDL: temporary storage in files meanwhile
+    /// ([`with_temp_files`]).
+    pub(crate) fn write_ddl<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.writer()?;
+        with_temp_files(&conn, || {
+            begin_immediate(&conn)?;
+            match f(&conn) {
+                Ok(value) => {
+                    commit(&conn)?;
+                    conn.committed();
+                    Ok(value)
+                }
+                Err(error) => {
+                    rollback(&conn);
+                    Err(error)
+                }
+            }
+        })
+    }
+
     /// Like [`Pools::write`], but `f` decides whether to commit or roll back.
     pub(crate) fn write_decide<T>(
         &self,
@@ -390,6 +410,23 @@ impl Pools {
         }
     }
 }
+
+/// Runs `f` with the writer's temporary storage in files, SQLite's default,
+/// then back in memory: for DDL, whose sorts (`CREATE INDEX` on a table of
+/// any size) must spill to disk, not to memory. Called outside a
+/// transaction (SQLite refuses to switch inside one). A restore that fails
+/// leaves the writer on files, only slower: it is not the DDL's error.
+pub(crate) fn with_temp_files<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    exec(conn, TEMP_IN_FILES)?;
+    let result = f();
+    let _restored = exec(conn, TEMP_IN_MEMORY);
+    result
+}
+
+/// The writer's temporary storage outside DDL (set by its manager).
+const TEMP_IN_MEMORY: &str = "PRAGMA temp_store = MEMORY";
+/// The writer's temporary storage during DDL.
+const TEMP_IN_FILES: &str = "PRAGMA temp_store = FILE";
 
 /// How a [`Pools::write_decide`] body ends its transaction.
 #[derive(Debug)]
@@ -523,6 +560,13 @@ fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
             conn.pragma_update(None, "synchronous", synchronous)?;
             conn.pragma_update(None, "foreign_keys", "OFF")?;
+            // A push's rejection savepoint keeps the original of every page
+            // the push changes in a statement journal, which SQLite moves to
+            // a temporary file once it passes 64 KiB: at 4 KiB pages, about
+            // one single-row push in six created, wrote and unlinked a file.
+            // In memory, the journal is bounded by the pages one transaction
+            // changes; DDL switches back to files (`with_temp_files`).
+            conn.pragma_update(None, "temp_store", "MEMORY")?;
             crate::barrier_guards::register_storage_function(conn)?;
             if background_checkpoints {
                 // The background checkpointer copies WAL pages; no commit does.
@@ -621,7 +665,35 @@ fn version_number(version: &str) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::version_number;
+    use super::{version_number, with_temp_files, Pools};
+    use crate::errors::DbResultExt;
+    use crate::SqliteConfig;
+
+    /// `PRAGMA temp_store`: 1 files, 2 memory.
+    fn temp_store(conn: &rusqlite::Connection) -> i64 {
+        conn.query_row("PRAGMA temp_store", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_writer_keeps_temporary_storage_in_memory_except_for_ddl() {
+        let dir = tempfile::tempdir().unwrap();
+        let pools = Pools::open(&dir.path().join("t.db"), &SqliteConfig::default()).unwrap();
+        let writer = pools.writer().unwrap();
+        assert_eq!(temp_store(&writer), 2);
+        let inside = with_temp_files(&writer, || Ok(temp_store(&writer))).unwrap();
+        assert_eq!(inside, 1);
+        assert_eq!(temp_store(&writer), 2);
+        let failed: sync_core::Result<()> = with_temp_files(&writer, || {
+            writer.execute_batch("SELECT * FROM no_such_table").db()
+        });
+        assert!(failed.is_err());
+        assert_eq!(temp_store(&writer), 2, "restored after a failure too");
+        drop(writer);
+        let ddl = pools.write_ddl(|conn| Ok(temp_store(conn))).unwrap();
+        assert_eq!(ddl, 1);
+        assert_eq!(pools.write_once(|conn| Ok(temp_store(conn))).unwrap(), 2);
+    }
 
     #[test]
     fn parses_versions() {
