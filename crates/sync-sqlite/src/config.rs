@@ -186,9 +186,11 @@ pub struct SqliteConfig {
     ///
     /// A push rewrites one page of every B-tree it touches and WAL mode logs
     /// each whole page, so smaller pages write fewer bytes per push (about
-    /// 58 KB of WAL per single-row push at 4 096, 12 KB at 512) at the cost
-    /// of deeper trees for reads: `docs/benchmarks.md`, "SQLite page size",
-    /// has the figures, `docs/decisions.md` why the default stays.
+    /// 61 KB of WAL per single-row push at 4 096, 12 KB at 512) at the cost
+    /// of deeper trees for reads: `docs/benchmarks.md`, "SQLite page size
+    /// and the temporary storage of a push", has the figures,
+    /// `docs/decisions.md`, "SQLite page size: an option, 4 KiB by default",
+    /// why the default stays.
     pub page_size: Option<u32>,
 }
 
