@@ -198,6 +198,19 @@ fn a_warm_round_entry_costs_one_round_trip() {
         "a stale entry: read, touch"
     );
     assert_eq!(stale.registry.last_authenticated_at_ms, 1_700_000_003_000);
+    // Exactly one interval after the last touch is stale too (C-350 leaves
+    // the boundary to the dialect; this one refreshes, as SQLite does).
+    let before = count.load(Ordering::SeqCst);
+    let boundary = storage.enter_round(&at(1_700_000_004_000)).unwrap();
+    assert_eq!(
+        count.load(Ordering::SeqCst) - before,
+        2,
+        "one interval old: read, touch"
+    );
+    assert_eq!(
+        boundary.registry.last_authenticated_at_ms,
+        1_700_000_004_000
+    );
 }
 
 /// The prelude of a push to `id`: the gate, the key `("c", id)` and the row.
