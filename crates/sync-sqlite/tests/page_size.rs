@@ -44,24 +44,11 @@ fn wal_bytes(db: &Db) -> u64 {
     std::fs::metadata(wal).map_or(0, |m| m.len())
 }
 
-fn push_tasks(storage: &dyn ServerStorage, count: usize) {
-    for i in 0..count {
-        let id = format!("t{i}");
-        push(
-            storage,
-            "p",
-            "c",
-            &format!("k{i}"),
-            &[task_row(&id, "proj", &id)],
-        );
-    }
-}
-
 #[test]
 fn a_new_file_takes_the_configured_page_size() {
     let db = Db::new();
     let storage = ready(&db, Some(512));
-    push_tasks(&storage, 3);
+    push_many(&storage, 0, 3);
     assert_eq!(page_size(&db), 512);
     let mode: String = db
         .raw()
@@ -83,7 +70,7 @@ fn the_default_is_sqlites_own_page_size() {
 fn an_existing_file_keeps_the_page_size_it_was_created_with() {
     let db = Db::new();
     let storage = ready(&db, None);
-    push_tasks(&storage, 2);
+    push_many(&storage, 0, 2);
     drop(storage);
     let storage = ready(&db, Some(512));
     assert_eq!(page_size(&db), 4_096);
@@ -120,7 +107,7 @@ fn smaller_pages_write_fewer_wal_bytes_per_push() {
         let db = Db::new();
         let storage = ready(&db, size);
         let before = wal_bytes(&db);
-        push_tasks(&storage, pushes);
+        push_many(&storage, 0, pushes);
         per_push.push((wal_bytes(&db) - before) / pushes as u64);
     }
     let (small, default) = (per_push[0], per_push[1]);

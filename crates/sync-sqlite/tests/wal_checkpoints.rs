@@ -24,19 +24,6 @@ fn open(db: &Db, wal: Option<WalCheckpoints>) -> SqliteStorage {
     storage
 }
 
-fn push_many(storage: &dyn ServerStorage, from: usize, count: usize) {
-    for i in from..from + count {
-        let id = format!("t{i}");
-        push(
-            storage,
-            "p",
-            "c",
-            &format!("k{i}"),
-            &[task_row(&id, "proj", &id)],
-        );
-    }
-}
-
 fn wal_bytes(db: &Db) -> u64 {
     let mut wal = db.path().into_os_string();
     wal.push("-wal");

@@ -170,6 +170,21 @@ pub fn commit_of(client: &str, ccid: &str, changes: Vec<NewChange>) -> NewCommit
     }
 }
 
+/// Pushes tasks `t{from}`… one single-row commit each (keys `k{i}`), to
+/// partition `p` as client `c`.
+pub fn push_many(storage: &dyn ServerStorage, from: usize, count: usize) {
+    for i in from..from + count {
+        let id = format!("t{i}");
+        push(
+            storage,
+            "p",
+            "c",
+            &format!("k{i}"),
+            &[task_row(&id, "proj", &id)],
+        );
+    }
+}
+
 /// The standard push sequence of `storage-contract.md` §6 item 3 for task upserts.
 pub fn push(
     storage: &dyn ServerStorage,
