@@ -2,9 +2,10 @@
 //! `fault-injection`, whose counting plan logs every statement): a scan
 //! that fits one statement runs in autocommit; one that needs more runs
 //! again inside one `REPEATABLE READ READ ONLY` snapshot, so its pages
-//! never mix two states of the table; and a dense filter of a few values
-//! is read by walking the table, statement after statement, not by
-//! merging the values' index ranges.
+//! never mix two states of the table; a dense filter of a few values is
+//! read by walking the table, statement after statement, not by merging
+//! the values' index ranges; and one that turns sparse is walked while at
+//! least one row in four matches (the probe's own rule), then merged.
 
 mod common;
 
@@ -31,9 +32,10 @@ fn is_walk(sql: &str) -> bool {
     sql.contains("LIMIT (SELECT $5::int8)")
 }
 
-/// A statement that reads the scope index (a merge of value ranges).
-fn reads_scope_index(sql: &str) -> bool {
-    sql.contains("sync_row_scopes")
+/// A merge of the values' ranges of the scope index (the log keeps the
+/// head and the tail of each statement).
+fn is_merge(sql: &str) -> bool {
+    sql.starts_with("SELECT c.row_id")
 }
 
 /// Docs `d0000`… of org `o1`, the project of each chosen by `project`.
@@ -146,10 +148,46 @@ fn a_dense_filter_of_two_values_is_walked_page_after_page_in_one_snapshot() {
     let walks = log[begin..].iter().filter(|s| is_walk(s)).count();
     assert!(walks >= 1, "no further walk inside the snapshot: {log:#?}");
     assert!(
-        !log.iter().any(|s| reads_scope_index(s)),
+        !log.iter().any(|s| is_merge(s)),
         "a dense filter merged index ranges: {log:#?}"
     );
 
     let rest = scan(&storage, &["pa", "pb"], false, first.last().cloned(), 2_000);
     assert_eq!(rest, expected[300..].to_vec());
+}
+
+#[test]
+fn a_filter_that_turns_sparse_is_walked_while_one_row_in_four_matches_then_merged() {
+    let db = TestDb::new();
+    let storage = ensured(&db);
+    // The first 64 docs match (the probe finds the filter dense), then 11 of
+    // the next 236: the first walk of 300 rows finds exactly one in four,
+    // dense by the probe's own rule, and walks on; the next walk finds one
+    // in fifty and hands the rest to the merge of the values' ranges.
+    let matches = |i: usize| i < 64 || (i < 300 && (i - 64) % 22 == 0) || (i >= 300 && i % 50 == 0);
+    let project = |i: usize| match (matches(i), i % 2) {
+        (true, 0) => "pa",
+        (true, _) => "pb",
+        (false, _) => "pc",
+    };
+    load_docs(&storage, 3_000, project);
+    let expected: Vec<String> = (0..3_000)
+        .filter(|&i| matches(i))
+        .map(|i| format!("d{i:04}"))
+        .collect();
+    assert_eq!((0..300).filter(|&i| matches(i)).count(), 75);
+
+    let (all, log) = logged(&storage, || scan(&storage, &["pa", "pb"], false, None, 300));
+    assert_eq!(all, expected);
+    let begin = log
+        .iter()
+        .position(|s| s == SNAPSHOT)
+        .unwrap_or_else(|| panic!("no snapshot: {log:#?}"));
+    let snapshot = &log[begin..];
+    let merge = snapshot
+        .iter()
+        .position(|s| is_merge(s))
+        .unwrap_or_else(|| panic!("a sparse rest was never merged: {log:#?}"));
+    let walks = snapshot[..merge].iter().filter(|s| is_walk(s)).count();
+    assert_eq!(walks, 1, "walks before the merge: {log:#?}");
 }
