@@ -40,21 +40,31 @@ fn is_merge(sql: &str) -> bool {
 
 /// Docs `d0000`… of org `o1`, the project of each chosen by `project`.
 fn load_docs(storage: &PostgresStorage, count: usize, project: impl Fn(usize) -> &'static str) {
+    load_docs_in(storage, count, |i| ("o1", project(i)));
+}
+
+/// Docs `d0000`… in the org and project `scope` chooses for each.
+fn load_docs_in(
+    storage: &PostgresStorage,
+    count: usize,
+    scope: impl Fn(usize) -> (&'static str, &'static str),
+) {
     let schema = fix1();
     let docs = schema.table("docs").unwrap();
     let mut tx = storage.begin("acme").unwrap();
     for i in 0..count {
         let id = format!("d{i:04}");
+        let (org, project) = scope(i);
         let values = vec![
             RowValue::String(id.clone()),
-            RowValue::String("o1".into()),
-            RowValue::String(project(i).into()),
+            RowValue::String(org.into()),
+            RowValue::String(project.into()),
             RowValue::Null,
         ];
         let row = StoredRow {
             row_id: id,
             server_version: 1,
-            scopes: scopes(&[("org_id", "o1"), ("project_id", project(i))]),
+            scopes: scopes(&[("org_id", org), ("project_id", project)]),
             payload: sync_core::codec::encode_row(docs, &values).unwrap(),
             column_versions: None,
         };
@@ -190,4 +200,33 @@ fn a_filter_that_turns_sparse_is_walked_while_one_row_in_four_matches_then_merge
         .unwrap_or_else(|| panic!("a sparse rest was never merged: {log:#?}"));
     let walks = snapshot[..merge].iter().filter(|s| is_walk(s)).count();
     assert_eq!(walks, 1, "walks before the merge: {log:#?}");
+}
+
+#[test]
+fn a_walk_whose_rows_fail_another_variable_walks_on_until_the_page_is_full() {
+    let db = TestDb::new();
+    let storage = ensured(&db);
+    // Every doc is in org o1 or o2 (the walked variable: dense), one in a
+    // hundred in project `pz`, none of them among the first walk's rows.
+    load_docs_in(&storage, 1_000, |i| {
+        let org = if i % 2 == 0 { "o1" } else { "o2" };
+        (org, if i % 100 == 77 { "pz" } else { "pa" })
+    });
+    let mut both = filter("org_id", &["o1", "o2"]);
+    both.insert("project_id".into(), vec!["pz".into()]);
+    let rows: Vec<String> = storage
+        .scan_rows(
+            "acme",
+            &RowScanQuery {
+                table: "docs".into(),
+                scope_filter: both,
+                after_row_id: None,
+                limit: 5,
+            },
+        )
+        .unwrap()
+        .into_iter()
+        .map(|r| r.row_id)
+        .collect();
+    assert_eq!(rows, ["d0077", "d0177", "d0277", "d0377", "d0477"]);
 }
