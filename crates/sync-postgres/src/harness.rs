@@ -167,11 +167,7 @@ impl PostgresHarness {
         limits: Option<PoolLimits>,
     ) -> Result<PostgresStorage> {
         let handle = Self::schema_of(db)?;
-        let mut config = PostgresConfig {
-            schema: Some(handle.schema.clone()),
-            clock,
-            ..PostgresConfig::default()
-        };
+        let mut config = check_config(&handle.schema, clock);
         if let Some(CitusLayout::Rows { shard_count }) = self.citus {
             config.citus_distribution = Some(crate::DistributeOptions {
                 shard_count: Some(shard_count),
@@ -354,5 +350,27 @@ impl Harness for PostgresHarness {
             &handle.schema,
             &fixture_dir.join(format!("{set}.postgres.sql")),
         )
+    }
+}
+
+/// The configuration every storage of a check starts from: the check's
+/// schema and the check's clock (installation times, activity times).
+fn check_config(schema: &str, clock: Arc<dyn Clock>) -> PostgresConfig {
+    PostgresConfig {
+        schema: Some(schema.to_owned()),
+        clock,
+        ..PostgresConfig::default()
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn a_check_storage_runs_in_its_schema_on_its_clock() {
+        let config = check_config("c_1", Arc::new(sync_core::ManualClock::new(42)));
+        assert_eq!(config.schema.as_deref(), Some("c_1"));
+        assert_eq!(config.clock.now_ms(), 42);
     }
 }
