@@ -18,6 +18,15 @@
 //! Pool-level writes ([`Writer::alone`]) never join a group: they wait until
 //! the open group is committed, and a group stops taking members as soon as
 //! one of them waits.
+//!
+//! Waiters are woken one at a time: each kind (transactions from `begin`,
+//! pool-level writes) waits on its own condition variable, and giving the
+//! turn back wakes one waiter of each kind that may take it (a parked group
+//! wakes one transaction only). A woken waiter that finds the turn taken
+//! waits again; whoever took it wakes the next one. Waking every waiter
+//! each time cost 16 threads sharing a group about a fifth of their CPU in
+//! futex wake-ups and context switches (`docs/benchmarks.md`, "A push that
+//! shares its COMMIT").
 
 use std::collections::HashSet;
 use std::ops::Deref;
@@ -50,7 +59,12 @@ pub(crate) struct Writer {
     wait: Duration,
     group: GroupCommit,
     turn: Mutex<Turn>,
-    changed: Condvar,
+    /// Waited on by transactions from `begin`; one is woken when the turn
+    /// comes free or a group is parked.
+    member_turn: Condvar,
+    /// Waited on by pool-level writers; one is woken when the turn comes
+    /// free with no group parked.
+    alone_turn: Condvar,
     /// Notified when a caller starts waiting (for [`Writer::await_queued`]).
     queued: Condvar,
     /// The background WAL checkpointer, told about every commit.
@@ -68,6 +82,8 @@ struct Turn {
     members_waiting: usize,
     /// Pool-level writers waiting for their turn.
     alone_waiting: usize,
+    /// Callers of [`Writer::await_queued`] waiting.
+    queue_watchers: usize,
 }
 
 /// An open group's connection (inside its transaction) between members.
@@ -200,7 +216,8 @@ impl Writer {
             wait,
             group,
             turn: Mutex::new(Turn::default()),
-            changed: Condvar::new(),
+            member_turn: Condvar::new(),
+            alone_turn: Condvar::new(),
             queued: Condvar::new(),
             checkpointer,
         }
@@ -324,7 +341,16 @@ impl Writer {
             Kind::Member => turn.members_waiting += 1,
             Kind::Alone => turn.alone_waiting += 1,
         }
-        self.queued.notify_all();
+        if turn.queue_watchers > 0 {
+            self.queued.notify_all();
+        }
+        // Each kind waits on its own condition variable and is woken one at
+        // a time: a woken caller that finds the turn taken waits again, and
+        // the taker wakes the next one when it gives the turn back.
+        let waiting = match kind {
+            Kind::Member => &self.member_turn,
+            Kind::Alone => &self.alone_turn,
+        };
         loop {
             if !turn.held && (kind == Kind::Member || turn.parked.is_none()) {
                 turn.held = true;
@@ -361,8 +387,7 @@ impl Writer {
                 }
                 return Err(Error::busy("timed out waiting for the writer connection"));
             }
-            turn = self
-                .changed
+            turn = waiting
                 .wait_timeout(turn, deadline - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
@@ -374,25 +399,39 @@ impl Writer {
     pub(crate) fn await_queued(&self, members: usize, alone: usize) -> Result<()> {
         let deadline = Instant::now() + self.wait;
         let mut turn = self.lock();
-        while turn.members_waiting < members || turn.alone_waiting < alone {
+        turn.queue_watchers += 1;
+        let outcome = loop {
+            if turn.members_waiting >= members && turn.alone_waiting >= alone {
+                break Ok(());
+            }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::busy("timed out waiting for queued writers"));
+                break Err(Error::busy("timed out waiting for queued writers"));
             }
             turn = self
                 .queued
                 .wait_timeout(turn, deadline - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
-        }
-        Ok(())
+        };
+        turn.queue_watchers -= 1;
+        outcome
     }
 
     /// Gives the turn back (the connection is already back in the pool or
     /// parked) and wakes the waiters.
     fn release(&self) {
-        self.lock().held = false;
-        self.changed.notify_all();
+        let mut turn = self.lock();
+        turn.held = false;
+        let wake_member = turn.members_waiting > 0;
+        let wake_alone = turn.alone_waiting > 0 && turn.parked.is_none();
+        drop(turn);
+        if wake_member {
+            self.member_turn.notify_one();
+        }
+        if wake_alone {
+            self.alone_turn.notify_one();
+        }
     }
 
     /// Parks the group's connection for the next waiting member when the
@@ -413,7 +452,9 @@ impl Writer {
         });
         turn.held = false;
         drop(turn);
-        self.changed.notify_all();
+        // Only a transaction from `begin` may take a parked group, and one
+        // waits (`grows` above).
+        self.member_turn.notify_one();
         None
     }
 
