@@ -31,6 +31,7 @@ pub mod w12_serve;
 mod w13_realtime;
 mod w15_sparse;
 mod w16_cost;
+mod w16_grouped;
 mod w1_push;
 mod w2_push10;
 mod w3_growth;

@@ -125,7 +125,7 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
         (!samples.is_empty())
             .then(|| Measure::from_samples("W16", variant, d, unit, Better::Lower, samples))
     };
-    Ok([
+    let mut out: Vec<Measure> = [
         row("CPU/push (client process)", "µs", &|c| Some(c.cpu_us)),
         row("CPU/push (server)", "µs", &|c| c.server_cpu_us),
         row("WAL bytes/push", "B", &|c| Some(c.log_bytes)),
@@ -134,7 +134,83 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     ]
     .into_iter()
     .flatten()
-    .collect())
+    .collect();
+    if d == Dialect::Sqlite {
+        out.extend(run_grouped(env, scale, n)?);
+    }
+    Ok(out)
+}
+
+/// The grouped pass on SQLite ([`w16_grouped`]), interleaved per round.
+fn run_grouped(env: &Env, scale: &Scale, n: usize) -> Result<Vec<Measure>> {
+    use super::w16_grouped::describe;
+    use super::w16_grouped::{measure, Grouped, GroupedCost, GROUP};
+    let mut rounds: Vec<(GroupedCost, GroupedCost)> = Vec::new();
+    for round in 0..scale.rounds {
+        let tag = format!("w16g{round}");
+        let (ours, raw) = if round % 2 == 0 {
+            let ours = measure(env, Grouped::Ours, n, &format!("{tag}o"))?;
+            (ours, measure(env, Grouped::Raw, n, &format!("{tag}r"))?)
+        } else {
+            let raw = measure(env, Grouped::Raw, n, &format!("{tag}r"))?;
+            (measure(env, Grouped::Ours, n, &format!("{tag}o"))?, raw)
+        };
+        progress(
+            env.dialect,
+            &format!("W16 grouped round {}/{}", round + 1, scale.rounds),
+            &format!(
+                "{GROUP} threads: CPU ours {:.0} raw {:.0} µs/push; WAL ours {:.0} raw {:.0} B/push; \
+                 pushes per COMMIT ours {:.1} raw {:.1}",
+                ours.cpu_us,
+                raw.cpu_us,
+                ours.log_bytes,
+                raw.log_bytes,
+                ours.pushes_per_commit,
+                raw.pushes_per_commit
+            ),
+        );
+        progress(
+            env.dialect,
+            "W16 grouped log frames per push",
+            &format!(
+                "ours: {}; raw: {}",
+                describe(&ours.frames_by_btree),
+                describe(&raw.frames_by_btree)
+            ),
+        );
+        rounds.push((ours, raw));
+    }
+    let row =
+        |variant: String, unit: &'static str, better: Better, f: &dyn Fn(&GroupedCost) -> f64| {
+            let samples = rounds
+                .iter()
+                .map(|(o, r)| Sample {
+                    ours: f(o),
+                    raw: Some(f(r)),
+                })
+                .collect();
+            Measure::from_samples("W16", variant, env.dialect, unit, better, samples)
+        };
+    Ok(vec![
+        row(
+            format!("CPU/push, {GROUP} per COMMIT"),
+            "µs",
+            Better::Lower,
+            &|c| c.cpu_us,
+        ),
+        row(
+            format!("WAL bytes/push, {GROUP} per COMMIT"),
+            "B",
+            Better::Lower,
+            &|c| c.log_bytes,
+        ),
+        row(
+            format!("pushes per COMMIT, {GROUP} threads"),
+            "count",
+            Better::NoRatio,
+            &|c| c.pushes_per_commit,
+        ),
+    ])
 }
 
 /// One implementation's costs on fresh databases.
@@ -313,8 +389,14 @@ fn measure_postgres(env: &Env, who: Who, n: usize, tag: &str) -> Result<Cost> {
     Ok(cost)
 }
 
+/// CPU time of the calling thread, in nanoseconds.
+pub(super) fn thread_cpu_ns() -> Result<u64> {
+    let path = "/proc/thread-self/schedstat";
+    first_number(&fs::read_to_string(path).with_context(|| format!("reading {path}"))?)
+}
+
 /// CPU time of every live thread of this process, in nanoseconds.
-fn process_cpu_ns() -> Result<u64> {
+pub(super) fn process_cpu_ns() -> Result<u64> {
     let mut total = 0u64;
     for task in fs::read_dir("/proc/self/task").context("listing /proc/self/task")? {
         let path = task?.path().join("schedstat");
