@@ -141,7 +141,7 @@ pub fn run(env: &Env, scale: &Scale) -> Result<Vec<Measure>> {
     Ok(out)
 }
 
-/// The grouped pass on SQLite ([`w16_grouped`]), interleaved per round.
+/// The grouped pass on SQLite ([`w16_grouped`](super::w16_grouped)), interleaved per round.
 fn run_grouped(env: &Env, scale: &Scale, n: usize) -> Result<Vec<Measure>> {
     use super::w16_grouped::describe;
     use super::w16_grouped::{measure, Grouped, GroupedCost, GROUP};
