@@ -17,6 +17,7 @@ mod common;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use common::*;
 use sync_core::fault::{FaultKind, FaultPlan};
@@ -383,47 +384,54 @@ fn group_commit_is_off_by_default() {
 /// and with grouping (groups of at most four, so that the pool-level writer
 /// gets turns between them): every call succeeds and every push is
 /// counted. Callers are woken one at a time, each kind on its own condition
-/// variable; a wake-up lost between them shows here as a run that takes the
-/// waiter's `writer_wait_ms` (a minute) instead of a second, or as `busy`.
+/// variable. The writer wait is an hour, so a caller whose wake-up was lost
+/// cannot be rescued by its deadline: it stays asleep, and the test fails
+/// when the callers have not all finished after [`HANG`] (a healthy run
+/// takes about a second).
 #[test]
 fn every_waiting_caller_gets_its_turn_under_contention() {
     const PUSHERS: usize = 16;
     const EACH: usize = 20;
+    const HANG: Duration = Duration::from_secs(120);
     let bounded = GroupCommit {
         max_members: 4,
         max_wait_ms: 3_600_000,
     };
     for group_commit in [GroupCommit::OFF, bounded] {
         let db = Db::new();
-        let storage = db.open_with(SqliteConfig {
+        let storage = Arc::new(db.open_with(SqliteConfig {
             group_commit,
-            writer_wait_ms: 60_000,
+            writer_wait_ms: 3_600_000,
             synchronous: sync_sqlite::Synchronous::Normal,
             ..SqliteConfig::with_clock(db.clock.clone())
-        });
+        }));
         storage
             .ensure_schema(&fix1(), &EnsureOptions::default())
             .unwrap();
-        thread::scope(|scope| {
-            let s = &storage;
-            let pushers: Vec<_> = (0..PUSHERS)
-                .map(|t| {
-                    scope.spawn(move || {
-                        (0..EACH).try_for_each(|i| {
-                            push_result(s, &format!("c{t}"), &i.to_string()).map(drop)
-                        })
-                    })
-                })
-                .collect();
-            let alone = scope.spawn(move || {
-                (0..EACH)
-                    .try_for_each(|i| s.declare_checkpoint("p", &format!("cp{i}"), 1, 0).map(drop))
+        let (done, finished) = mpsc::channel();
+        for t in 0..PUSHERS {
+            let (s, done) = (Arc::clone(&storage), done.clone());
+            thread::spawn(move || {
+                let outcome = (0..EACH).try_for_each(|i| {
+                    push_result(s.as_ref(), &format!("c{t}"), &i.to_string()).map(drop)
+                });
+                let _ = done.send((format!("pusher {t}"), outcome));
             });
-            for pusher in pushers {
-                pusher.join().unwrap().unwrap();
-            }
-            alone.join().unwrap().unwrap();
+        }
+        let (s, alone_done) = (Arc::clone(&storage), done.clone());
+        thread::spawn(move || {
+            let outcome = (0..EACH)
+                .try_for_each(|i| s.declare_checkpoint("p", &format!("cp{i}"), 1, 0).map(drop));
+            let _ = alone_done.send(("the pool-level writer".to_owned(), outcome));
         });
+        let until = Instant::now() + HANG;
+        for _ in 0..=PUSHERS {
+            let left = until.saturating_duration_since(Instant::now());
+            let (who, outcome) = finished.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("{group_commit:?}: a caller still waits for the writer after {HANG:?}")
+            });
+            outcome.unwrap_or_else(|e| panic!("{group_commit:?}: {who}: {e}"));
+        }
         assert_eq!(
             storage.get_max_commit_seq("p").unwrap(),
             (PUSHERS * EACH) as i64,
