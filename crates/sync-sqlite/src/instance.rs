@@ -148,6 +148,21 @@ impl SqliteStorage {
         })
     }
 
+    /// How many bytes of the file a reader maps (`PRAGMA mmap_size` read
+    /// back from a reader): [`SqliteConfig::reader_mmap_size`] as SQLite
+    /// applied it (capped at its maximum; 0 when mapping is off).
+    pub fn reader_mmap_size(&self) -> Result<u64> {
+        let size: i64 = self.pools.read(|conn| {
+            conn.query_row("PRAGMA mmap_size", [], |row| row.get(0))
+                .db()
+        })?;
+        u64::try_from(size).map_err(|_| {
+            Error::new(ErrorCode::Backend)
+                .detail("reason", "unexpected_mmap_size")
+                .detail("mmap_size", size)
+        })
+    }
+
     /// The `PRAGMA synchronous` in force on the writer connection (every
     /// commit goes through it), read back from SQLite: what an
     /// acknowledged commit survives (`SqliteConfig::synchronous`). Waits for

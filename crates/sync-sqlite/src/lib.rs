@@ -81,8 +81,8 @@ mod writer;
 pub mod harness;
 
 pub use config::{
-    valid_page_size, GroupCommit, SqliteConfig, Synchronous, WalCheckpoints, MAX_PAGE_SIZE,
-    MIN_PAGE_SIZE,
+    valid_page_size, GroupCommit, SqliteConfig, Synchronous, WalCheckpoints,
+    DEFAULT_READER_MMAP_SIZE, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use dialect::{SqliteSql, DIALECT, URL_SCHEMES};
 pub use instance::SqliteStorage;

@@ -582,12 +582,14 @@ fn writer_manager(path: &Path, config: &SqliteConfig, create: bool) -> Manager {
 
 fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
     let busy = Duration::from_millis(config.busy_timeout_ms);
+    let mmap = reader_mmap_size(config);
     let inner = SqliteConnectionManager::file(path)
         .with_flags(open_flags(false))
         .with_init(move |conn| {
             conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
             stable_plans(conn)?;
             conn.busy_timeout(busy)?;
+            conn.pragma_update(None, "mmap_size", mmap)?;
             conn.pragma_update(None, "query_only", "ON")?;
             Ok(())
         });
@@ -597,10 +599,18 @@ fn reader_manager(path: &Path, config: &SqliteConfig) -> Manager {
     }
 }
 
+/// `PRAGMA mmap_size` of a reader ([`SqliteConfig::reader_mmap_size`]);
+/// SQLite caps it at its own maximum, so a size beyond `i64` is that
+/// maximum too.
+fn reader_mmap_size(config: &SqliteConfig) -> i64 {
+    i64::try_from(config.reader_mmap_size).unwrap_or(i64::MAX)
+}
+
 /// Read-only connections: `overlay` (see `bootstrap::read_only_overlay`)
 /// runs in the `temp` schema before `query_only` is switched on.
 fn read_only_manager(path: &Path, config: &SqliteConfig, overlay: String) -> Manager {
     let busy = Duration::from_millis(config.busy_timeout_ms);
+    let mmap = reader_mmap_size(config);
     let inner = SqliteConnectionManager::file(path)
         .with_flags(
             OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -612,6 +622,7 @@ fn read_only_manager(path: &Path, config: &SqliteConfig, overlay: String) -> Man
             stable_plans(conn)?;
             conn.busy_timeout(busy)?;
             conn.execute_batch(&overlay)?;
+            conn.pragma_update(None, "mmap_size", mmap)?;
             conn.pragma_update(None, "query_only", "ON")?;
             Ok(())
         });
@@ -693,6 +704,40 @@ mod tests {
         let ddl = pools.write_ddl(|conn| Ok(temp_store(conn))).unwrap();
         assert_eq!(ddl, 1);
         assert_eq!(pools.write_once(|conn| Ok(temp_store(conn))).unwrap(), 2);
+    }
+
+    /// `PRAGMA mmap_size` of a connection.
+    fn mmap_size(conn: &rusqlite::Connection) -> i64 {
+        conn.query_row("PRAGMA mmap_size", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn readers_map_the_file_as_configured_and_the_writer_never_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let pools = Pools::open(&path, &SqliteConfig::default()).unwrap();
+        let default = i64::try_from(crate::DEFAULT_READER_MMAP_SIZE).unwrap();
+        assert_eq!(pools.read(|conn| Ok(mmap_size(conn))).unwrap(), default);
+        assert_eq!(mmap_size(&pools.writer().unwrap()), 0);
+        drop(pools);
+        let off = SqliteConfig {
+            reader_mmap_size: 0,
+            ..SqliteConfig::default()
+        };
+        let pools = Pools::open(&path, &off).unwrap();
+        assert_eq!(pools.read(|conn| Ok(mmap_size(conn))).unwrap(), 0);
+        drop(pools);
+        let huge = SqliteConfig {
+            reader_mmap_size: u64::MAX,
+            ..SqliteConfig::default()
+        };
+        let pools = Pools::open(&path, &huge).unwrap();
+        let capped = pools.read(|conn| Ok(mmap_size(conn))).unwrap();
+        assert!(
+            capped > default,
+            "capped at SQLite's maximum, not refused: {capped}"
+        );
     }
 
     #[test]
