@@ -9,8 +9,10 @@
 //!   written with the parameter after it (`sqlite:a?b.db?synchronous=full`).
 //!   A parameter `page_size=N` (a power of two from 512 to 65 536) sets the
 //!   page size of a file the storage creates (`SqliteConfig::page_size`);
-//!   an existing file keeps its own. Parameters join with `&`
-//!   (`sqlite:x.db?synchronous=normal&page_size=1024`).
+//!   an existing file keeps its own. A parameter `mmap_size=N` sets how
+//!   many bytes of the file each reader maps (`SqliteConfig::reader_mmap_size`;
+//!   default 256 MiB, `0` turns memory-mapped reads off). Parameters join
+//!   with `&` (`sqlite:x.db?synchronous=normal&page_size=1024&mmap_size=0`).
 //! - `postgres://…` / `postgresql://…`: a Postgres database. An optional
 //!   query parameter `schema=NAME` selects the schema every connection works
 //!   in (`SET search_path`); the schema is created when absent, as SQLite
@@ -126,6 +128,9 @@ pub enum DatabaseUrl {
         synchronous: Synchronous,
         /// Page size of a file created on open (`page_size` parameter).
         page_size: Option<u32>,
+        /// Bytes of the file each reader maps (`mmap_size` parameter);
+        /// `None`: the storage's default.
+        mmap_size: Option<u64>,
     },
     /// A Postgres database, optionally one schema of it.
     Postgres {
@@ -159,6 +164,7 @@ fn parse_sqlite(text: &str) -> CliResult<DatabaseUrl> {
         path: PathBuf::from(path),
         synchronous: options.synchronous,
         page_size: options.page_size,
+        mmap_size: options.mmap_size,
     })
 }
 
@@ -257,7 +263,13 @@ impl DatabaseUrl {
                 path,
                 synchronous,
                 page_size,
-            } => Backend::Sqlite(Arc::new(open_sqlite(path, *synchronous, *page_size)?)),
+                mmap_size,
+            } => Backend::Sqlite(Arc::new(open_sqlite(
+                path,
+                *synchronous,
+                *page_size,
+                *mmap_size,
+            )?)),
             Self::Postgres { url, schema } => {
                 Backend::Postgres(Arc::new(open_postgres(url, schema.as_deref())?))
             }
@@ -278,8 +290,18 @@ impl DatabaseUrl {
     /// storage tables is `sync.storage.not_a_sync_database`.
     pub fn open_read_only(&self) -> CliResult<Database> {
         let backend = match self {
-            Self::Sqlite { path, .. } => Backend::Sqlite(Arc::new(
-                SqliteStorage::open_read_only(path, SqliteConfig::default()).map_err(opening)?,
+            Self::Sqlite {
+                path, mmap_size, ..
+            } => Backend::Sqlite(Arc::new(
+                SqliteStorage::open_read_only(
+                    path,
+                    SqliteConfig {
+                        reader_mmap_size: mmap_size
+                            .unwrap_or(sync_sqlite::DEFAULT_READER_MMAP_SIZE),
+                        ..SqliteConfig::default()
+                    },
+                )
+                .map_err(opening)?,
             )),
             Self::Postgres { url, schema } => {
                 let config = PostgresConfig {
@@ -427,10 +449,12 @@ fn open_sqlite(
     path: &Path,
     synchronous: Synchronous,
     page_size: Option<u32>,
+    mmap_size: Option<u64>,
 ) -> CliResult<SqliteStorage> {
     let config = SqliteConfig {
         synchronous,
         page_size,
+        reader_mmap_size: mmap_size.unwrap_or(sync_sqlite::DEFAULT_READER_MMAP_SIZE),
         ..SqliteConfig::default()
     };
     SqliteStorage::open(path, config).map_err(opening)
@@ -461,10 +485,11 @@ pub(crate) fn opening(error: sync_core::Error) -> CliError {
 struct SqliteParameters {
     synchronous: Synchronous,
     page_size: Option<u32>,
+    mmap_size: Option<u64>,
 }
 
-/// Splits the `synchronous` and `page_size` parameters off a SQLite path
-/// (after its last `?`); no other parameter is known.
+/// Splits the `synchronous`, `page_size` and `mmap_size` parameters off a
+/// SQLite path (after its last `?`); no other parameter is known.
 fn sqlite_parameters(text: &str) -> Result<(&str, SqliteParameters), &'static str> {
     let mut options = SqliteParameters::default();
     let Some((path, query)) = text.rsplit_once('?') else {
@@ -482,6 +507,10 @@ fn sqlite_parameters(text: &str) -> Result<(&str, SqliteParameters), &'static st
                     .filter(|&size| sync_sqlite::valid_page_size(size))
                     .ok_or("bad_page_size")?;
                 options.page_size = Some(size);
+            }
+            Some(("mmap_size", value)) => {
+                let size = value.parse().map_err(|_| "bad_mmap_size")?;
+                options.mmap_size = Some(size);
             }
             _ => return Err("unknown_parameter"),
         }
@@ -660,6 +689,7 @@ mod tests {
             path: PathBuf::from(path),
             synchronous,
             page_size: None,
+            mmap_size: None,
         }
     }
 
@@ -714,6 +744,7 @@ mod tests {
                 path: PathBuf::from("x.db"),
                 synchronous: Synchronous::Normal,
                 page_size: Some(512),
+                mmap_size: None,
             }
         );
         assert_eq!(
@@ -722,8 +753,65 @@ mod tests {
                 path: PathBuf::from("x.db"),
                 synchronous: Synchronous::Full,
                 page_size: Some(65_536),
+                mmap_size: None,
             }
         );
+    }
+
+    /// The reader map size of a storage opened through `url`, for writing
+    /// and read-only.
+    fn opened_mmap_sizes(url: &str) -> (u64, u64) {
+        let parsed = DatabaseUrl::parse(url).unwrap();
+        let size = |db: Database| match &db.backend {
+            Backend::Sqlite(storage) => storage.reader_mmap_size().unwrap(),
+            _ => panic!("{url} did not open SQLite"),
+        };
+        let written = size(parsed.open().unwrap());
+        (written, size(parsed.open_read_only().unwrap()))
+    }
+
+    #[test]
+    fn the_mmap_size_parameter_reaches_the_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let default = sync_sqlite::DEFAULT_READER_MMAP_SIZE;
+        let url = format!("sqlite:{}", path.display());
+        assert_eq!(opened_mmap_sizes(&url), (default, default));
+        assert_eq!(opened_mmap_sizes(&format!("{url}?mmap_size=0")), (0, 0));
+        assert_eq!(
+            opened_mmap_sizes(&format!("{url}?mmap_size=1048576")),
+            (1 << 20, 1 << 20)
+        );
+    }
+
+    #[test]
+    fn sqlite_mmap_size_is_the_storage_default_unless_asked_for() {
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:x.db?mmap_size=0").unwrap(),
+            DatabaseUrl::Sqlite {
+                path: PathBuf::from("x.db"),
+                synchronous: Synchronous::Full,
+                page_size: None,
+                mmap_size: Some(0),
+            }
+        );
+        assert_eq!(
+            DatabaseUrl::parse("sqlite:x.db?synchronous=normal&mmap_size=1073741824").unwrap(),
+            DatabaseUrl::Sqlite {
+                path: PathBuf::from("x.db"),
+                synchronous: Synchronous::Normal,
+                page_size: None,
+                mmap_size: Some(1 << 30),
+            }
+        );
+        for url in [
+            "sqlite:x.db?mmap_size=",
+            "sqlite:x.db?mmap_size=-1",
+            "sqlite:x.db?mmap_size=256MiB",
+            "sqlite:x.db?mmap_size=18446744073709551616",
+        ] {
+            assert_eq!(invalid_reason(url), "bad_mmap_size", "{url}");
+        }
     }
 
     #[test]

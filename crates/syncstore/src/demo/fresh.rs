@@ -33,7 +33,8 @@ pub fn prepare(explicit: Option<&str>) -> CliResult<Fresh> {
             path,
             synchronous,
             page_size,
-        }) => given_sqlite(path, synchronous, page_size),
+            mmap_size,
+        }) => given_sqlite(path, synchronous, page_size, mmap_size),
         Some(DatabaseUrl::Postgres { url, schema: None }) => Ok(new_postgres_schema(url)),
         Some(DatabaseUrl::Postgres {
             url,
@@ -97,7 +98,7 @@ fn temporary_sqlite() -> CliResult<Fresh> {
     Ok(sqlite(
         path,
         Synchronous::default(),
-        None,
+        (None, None),
         "a new SQLite file in a new temporary directory",
     ))
 }
@@ -106,6 +107,7 @@ fn given_sqlite(
     path: PathBuf,
     synchronous: Synchronous,
     page_size: Option<u32>,
+    mmap_size: Option<u64>,
 ) -> CliResult<Fresh> {
     let used = std::fs::metadata(&path)
         .map(|m| m.len() > 0)
@@ -116,12 +118,19 @@ fn given_sqlite(
     Ok(sqlite(
         path,
         synchronous,
-        page_size,
+        (page_size, mmap_size),
         "the SQLite file you named",
     ))
 }
 
-fn sqlite(path: PathBuf, synchronous: Synchronous, page_size: Option<u32>, what: &str) -> Fresh {
+/// `sizes`: the URL's `page_size` and `mmap_size`.
+fn sqlite(
+    path: PathBuf,
+    synchronous: Synchronous,
+    sizes: (Option<u32>, Option<u64>),
+    what: &str,
+) -> Fresh {
+    let (page_size, mmap_size) = sizes;
     let reopen = match synchronous {
         Synchronous::Full => format!("sqlite:{}", path.display()),
         Synchronous::Normal => format!("sqlite:{}?synchronous=normal", path.display()),
@@ -132,6 +141,7 @@ fn sqlite(path: PathBuf, synchronous: Synchronous, page_size: Option<u32>, what:
             path,
             synchronous,
             page_size,
+            mmap_size,
         },
         reopen,
     }
