@@ -165,7 +165,8 @@ pub struct RawSqlite {
 impl RawSqlite {
     /// Opens the database file with the writer's pragmas
     /// (`journal_mode=WAL`, `synchronous`, `busy_timeout=5000`,
-    /// `foreign_keys=OFF`) and the query planner stability guarantee.
+    /// `foreign_keys=OFF`), the readers' `mmap_size` and the query planner
+    /// stability guarantee.
     pub fn open(path: &Path, synchronous: &str) -> Result<Self> {
         Self::open_waiting(path, synchronous, Duration::from_millis(5_000))
     }
@@ -186,6 +187,11 @@ impl RawSqlite {
             conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
         conn.pragma_update(None, "synchronous", synchronous)?;
         conn.pragma_update(None, "foreign_keys", "OFF")?;
+        // The storage's readers map the file (`reader_mmap_size`), so the
+        // baseline's one connection does too; its pushes then read pages
+        // through the map as well, which the storage's writer does not.
+        let mapped = i64::try_from(sync_sqlite::DEFAULT_READER_MMAP_SIZE)?;
+        conn.pragma_update(None, "mmap_size", mapped)?;
         // The baseline implements the storage's protocol by hand over the
         // same file, activations included: it is one of the storage's own.
         sync_sqlite::barrier_guards::register_storage_function(&conn)?;
