@@ -137,29 +137,28 @@ impl SqliteStorage {
     /// was created with ([`SqliteConfig::page_size`]). Read on a reader, so
     /// a read-only storage answers too.
     pub fn page_size(&self) -> Result<u32> {
-        let size: i64 = self.pools.read(|conn| {
-            conn.query_row("PRAGMA page_size", [], |row| row.get(0))
-                .db()
-        })?;
-        u32::try_from(size).map_err(|_| {
-            Error::new(ErrorCode::Backend)
-                .detail("reason", "unexpected_page_size")
-                .detail("page_size", size)
-        })
+        self.reader_pragma("page_size")
     }
 
     /// How many bytes of the file a reader maps (`PRAGMA mmap_size` read
     /// back from a reader): [`SqliteConfig::reader_mmap_size`] as SQLite
     /// applied it (capped at its maximum; 0 when mapping is off).
     pub fn reader_mmap_size(&self) -> Result<u64> {
-        let size: i64 = self.pools.read(|conn| {
-            conn.query_row("PRAGMA mmap_size", [], |row| row.get(0))
-                .db()
-        })?;
-        u64::try_from(size).map_err(|_| {
+        self.reader_pragma("mmap_size")
+    }
+
+    /// The number a reader's `PRAGMA name` answers (`name` is one of this
+    /// file's constants), as `T`; a number outside `T` is a backend error
+    /// with `reason = unexpected_<name>`.
+    fn reader_pragma<T: TryFrom<i64>>(&self, name: &'static str) -> Result<T> {
+        let sql = format!("PRAGMA {name}");
+        let value: i64 = self
+            .pools
+            .read(|conn| conn.query_row(&sql, [], |row| row.get(0)).db())?;
+        T::try_from(value).map_err(|_| {
             Error::new(ErrorCode::Backend)
-                .detail("reason", "unexpected_mmap_size")
-                .detail("mmap_size", size)
+                .detail("reason", format!("unexpected_{name}"))
+                .detail(name, value)
         })
     }
 
