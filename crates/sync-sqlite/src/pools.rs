@@ -680,10 +680,15 @@ mod tests {
     use crate::errors::DbResultExt;
     use crate::SqliteConfig;
 
+    /// The number `PRAGMA name` answers on `conn`.
+    fn pragma(conn: &rusqlite::Connection, name: &str) -> i64 {
+        conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+            .unwrap()
+    }
+
     /// `PRAGMA temp_store`: 1 files, 2 memory.
     fn temp_store(conn: &rusqlite::Connection) -> i64 {
-        conn.query_row("PRAGMA temp_store", [], |row| row.get(0))
-            .unwrap()
+        pragma(conn, "temp_store")
     }
 
     #[test]
@@ -708,8 +713,7 @@ mod tests {
 
     /// `PRAGMA mmap_size` of a connection.
     fn mmap_size(conn: &rusqlite::Connection) -> i64 {
-        conn.query_row("PRAGMA mmap_size", [], |row| row.get(0))
-            .unwrap()
+        pragma(conn, "mmap_size")
     }
 
     #[test]

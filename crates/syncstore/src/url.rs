@@ -296,8 +296,7 @@ impl DatabaseUrl {
                 SqliteStorage::open_read_only(
                     path,
                     SqliteConfig {
-                        reader_mmap_size: mmap_size
-                            .unwrap_or(sync_sqlite::DEFAULT_READER_MMAP_SIZE),
+                        reader_mmap_size: reader_mmap_size(*mmap_size),
                         ..SqliteConfig::default()
                     },
                 )
@@ -454,10 +453,16 @@ fn open_sqlite(
     let config = SqliteConfig {
         synchronous,
         page_size,
-        reader_mmap_size: mmap_size.unwrap_or(sync_sqlite::DEFAULT_READER_MMAP_SIZE),
+        reader_mmap_size: reader_mmap_size(mmap_size),
         ..SqliteConfig::default()
     };
     SqliteStorage::open(path, config).map_err(opening)
+}
+
+/// The readers' map size a SQLite URL asks for: its `mmap_size`
+/// parameter, else the storage's default.
+fn reader_mmap_size(parameter: Option<u64>) -> u64 {
+    parameter.unwrap_or(sync_sqlite::DEFAULT_READER_MMAP_SIZE)
 }
 
 /// An error of opening a storage: "not a syncstore database" and a

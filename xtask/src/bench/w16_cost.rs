@@ -278,23 +278,10 @@ fn measure_sqlite(env: &Env, who: Who, n: usize, tag: &str) -> Result<Cost> {
     let Location::Sqlite(path) = &db.location else {
         bail!("W16 SQLite pass without a file");
     };
-    let wal = {
-        let mut name = path.clone().into_os_string();
-        name.push("-wal");
-        std::path::PathBuf::from(name)
-    };
+    let wal = super::w16_grouped::wal_path(path);
     let mut log_bytes = 0.0;
     push_pass(&db, None, who, &pass(n, &format!("{tag}w"))?, &mut |push| {
-        let reader = rusqlite::Connection::open(path)?;
-        let (busy, _, _): (i64, i64, i64) =
-            reader.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?;
-        if busy != 0 {
-            bail!("W16: the WAL of {path:?} could not be truncated before the pass");
-        }
-        reader.execute_batch("BEGIN")?;
-        let _: i64 = reader.query_row("SELECT count(*) FROM sync_partitions", [], |r| r.get(0))?;
+        let reader = super::w16_grouped::hold_wal(path)?;
         let before = wal_size(&wal)?;
         push()?;
         log_bytes = (wal_size(&wal)? - before) as f64 / per;

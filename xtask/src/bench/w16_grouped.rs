@@ -102,20 +102,7 @@ fn pass(env: &Env, who: Grouped, n: usize, tag: &str, hold: bool) -> Result<Seen
     // `push` returns the CPU time of the threads it started and joined,
     // which the live threads after it no longer show.
     let mut around = |push: &mut dyn FnMut() -> Result<u64>| -> Result<()> {
-        let reader = if hold {
-            let reader = rusqlite::Connection::open(path)?;
-            let busy: i64 =
-                reader.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-            if busy != 0 {
-                bail!("W16: the WAL of {path:?} could not be truncated before the pass");
-            }
-            reader.execute_batch("BEGIN")?;
-            let _: i64 =
-                reader.query_row("SELECT count(*) FROM sync_partitions", [], |r| r.get(0))?;
-            Some(reader)
-        } else {
-            None
-        };
+        let reader = if hold { Some(hold_wal(path)?) } else { None };
         let cpu_before = process_cpu_ns()?;
         let joined = push()?;
         seen.cpu_ns = process_cpu_ns()? - cpu_before + joined;
@@ -219,6 +206,22 @@ pub fn describe(by_btree: &[(String, f64)]) -> String {
         .join(", ")
 }
 
+/// Empties the WAL of `path` (`TRUNCATE` checkpoint) and returns a reader
+/// inside a transaction on the snapshot after it: while it is open no
+/// checkpoint can copy a frame back or restart the log, so the WAL holds
+/// every frame written meanwhile. `COMMIT` on it releases the log.
+pub fn hold_wal(path: &Path) -> Result<rusqlite::Connection> {
+    let reader = rusqlite::Connection::open(path)?;
+    let busy: i64 = reader.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+    if busy != 0 {
+        bail!("W16: the WAL of {path:?} could not be truncated before the pass");
+    }
+    reader.execute_batch("BEGIN")?;
+    let _: i64 = reader.query_row("SELECT count(*) FROM sync_partitions", [], |r| r.get(0))?;
+    Ok(reader)
+}
+
+/// The WAL file of the database file `path`.
 pub fn wal_path(path: &Path) -> PathBuf {
     let mut name = path.to_path_buf().into_os_string();
     name.push("-wal");
