@@ -122,7 +122,9 @@ pub use rows::{
 pub use schema::{
     ColumnType, CompiledColumn, CompiledSchema, CompiledTable, IndexDef, LayoutColumn, ScopePattern,
 };
-pub use scope::{candidate_variable, matches_filter, ScopeFilter, StoredScopes};
+pub use scope::{
+    candidate_variable, matches_filter, parse_canonical_scopes, ScopeFilter, StoredScopes,
+};
 pub use segments::{
     MemorySegmentStore, NewSegment, SegmentBuildKey, SegmentFetch, SegmentMediaType, SegmentMeta,
     SegmentStore, StoredSegment,

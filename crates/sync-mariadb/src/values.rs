@@ -42,6 +42,9 @@ pub(crate) fn scopes_json(scopes: &StoredScopes) -> String {
 
 /// Parses a stored scopes JSON object (string values only).
 pub(crate) fn parse_scopes(text: &str) -> Result<StoredScopes> {
+    if let Some(scopes) = sync_core::parse_canonical_scopes(text) {
+        return Ok(scopes);
+    }
     let value: Json = serde_json::from_str(text).map_err(|_| corrupt("scopes_not_json"))?;
     let Json::Object(map) = value else {
         return Err(corrupt("scopes_not_object"));

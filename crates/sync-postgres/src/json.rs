@@ -37,6 +37,9 @@ pub(crate) fn scopes_json(scopes: &StoredScopes) -> String {
 
 /// Parses stored scopes. Non-string scalar values are kept as their JSON text.
 pub(crate) fn parse_scopes(text: &str) -> Result<StoredScopes> {
+    if let Some(scopes) = sync_core::parse_canonical_scopes(text) {
+        return Ok(scopes);
+    }
     let Some(Value::Object(map)) = read_json(text) else {
         return Err(corrupt("scopes"));
     };

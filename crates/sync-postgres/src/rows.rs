@@ -60,15 +60,10 @@ pub(crate) fn rows_from(rows: &[postgres::Row]) -> Result<Vec<StoredRow>> {
 fn read_rows(rows: &[postgres::Row], with_versions: bool) -> Result<Vec<StoredRow>> {
     rows.iter()
         .map(|r| {
-            let scopes: Option<String> = col(r, 2)?;
+            // Borrowed from the row: parsed in place, never copied.
+            let scopes: Option<&str> = col(r, 2)?;
             let versions = if with_versions { col(r, 4)? } else { None };
-            stored_row(
-                col(r, 0)?,
-                col(r, 1)?,
-                scopes.as_deref(),
-                col(r, 3)?,
-                versions,
-            )
+            stored_row(col(r, 0)?, col(r, 1)?, scopes, col(r, 3)?, versions)
         })
         .collect()
 }

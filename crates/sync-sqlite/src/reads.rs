@@ -422,26 +422,30 @@ pub(crate) fn scan_rows(
     loop {
         let mut params: Vec<&dyn ToSql> = vec![&partition, &query.table, &variable, &cursor, &page];
         params.extend(bound.iter().copied());
-        type ScanRow = (String, bool, Option<i64>, Option<String>, Option<Vec<u8>>);
-        let rows: Vec<ScanRow> = stmt
-            .query_map(params.as_slice(), |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .db()?
-            .collect::<rusqlite::Result<_>>()
-            .db()?;
-        let candidates = rows.len() as i64;
-        for (row_id, exists, version, scopes, payload) in rows {
-            cursor.clone_from(&row_id);
-            let (true, Some(version), Some(scopes), Some(payload)) =
-                (exists, version, scopes, payload)
-            else {
+        // Rows are read as the statement steps: no page of owned tuples
+        // first, and the scopes text is parsed where SQLite holds it.
+        let mut rows = stmt.query(params.as_slice()).db()?;
+        let mut candidates = 0i64;
+        // The last candidate when it was not kept (the cursor moves past it).
+        let mut skipped: Option<String> = None;
+        while let Some(r) = rows.next().db()? {
+            candidates += 1;
+            let row_id: String = r.get(0).db()?;
+            let (true, Some(version), Some(scopes), Some(payload)) = (
+                r.get::<_, bool>(1).db()?,
+                r.get::<_, Option<i64>>(2).db()?,
+                text_or_null(r, 3)?,
+                r.get::<_, Option<Vec<u8>>>(4).db()?,
+            ) else {
+                skipped = Some(row_id);
                 continue;
             };
-            let scopes = parse_scopes(&scopes)?;
+            let scopes = parse_scopes(scopes)?;
             if !matches_filter(&scopes, &query.scope_filter) {
+                skipped = Some(row_id);
                 continue;
             }
+            skipped = None;
             out.push(StoredRow {
                 row_id,
                 server_version: version,
@@ -453,10 +457,31 @@ pub(crate) fn scan_rows(
                 return Ok(out);
             }
         }
+        drop(rows);
         if candidates < page {
             return Ok(out);
         }
+        match (skipped, out.last()) {
+            (Some(row_id), _) => cursor = row_id,
+            (None, Some(last)) => cursor.clone_from(&last.row_id),
+            (None, None) => return Ok(out),
+        }
     }
+}
+
+/// A text column borrowed from the row (`None` for SQL `NULL`).
+fn text_or_null<'r>(row: &'r rusqlite::Row<'_>, index: usize) -> Result<Option<&'r str>> {
+    row.get_ref(index)
+        .db()?
+        .as_str_or_null()
+        .map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(
+                index,
+                rusqlite::types::Type::Text,
+                Box::new(e),
+            )
+        })
+        .db()
 }
 
 /// The lookup statement: exact equality (`IS NULL` where `nulls[i]`) on

@@ -75,6 +75,9 @@ pub(crate) fn scopes_json(scopes: &StoredScopes) -> String {
 /// text (double encoding by other writers) is parsed once more; scalar
 /// non-string values are rendered as text.
 pub(crate) fn parse_scopes(text: &str) -> Result<StoredScopes> {
+    if let Some(scopes) = sync_core::parse_canonical_scopes(text) {
+        return Ok(scopes);
+    }
     let value: Value = serde_json::from_str(text).map_err(|_| corrupt("scopes_not_json"))?;
     scopes_from_value(value, true)
 }

@@ -582,6 +582,52 @@ fn c337_scan_two_variable_filter(ctx: &mut Ctx<'_>) -> CheckResult {
         strings(&["d4"]),
         "scan after d1 with limit 1 skips non-matching candidates"
     );
+    c337_candidate_pages(ctx)
+}
+
+/// C-337 across candidate pages: 200 rows of org `o9`, of which only
+/// `e063`, `e150` and `e199` are in project `p1`, so whole pages of
+/// candidates (at least 64 each, `storage-contract.md` §4.7) fail the second
+/// variable and several end on a row that fails it. Every limit finds the
+/// same three rows, page after page, from the pool and in a transaction.
+fn c337_candidate_pages(ctx: &mut Ctx<'_>) -> CheckResult {
+    let schema = fix1()?;
+    let storage = ctx.ensured(&schema)?;
+    let matching = ["e063", "e150", "e199"];
+    let rows = (0..200)
+        .map(|n| {
+            let id = format!("e{n:03}");
+            let project = if matching.contains(&id.as_str()) {
+                "p1"
+            } else {
+                "p2"
+            };
+            doc(&schema, &id, "o9", project, None)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    write_rows(storage.as_ref(), P, "docs", &rows)?;
+    let both = filter(&[("org_id", &["o9"]), ("project_id", &["p1"])]);
+    for limit in [1, 2, 3, 500] {
+        let mut pool = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..4 {
+            let page =
+                storage.scan_rows(P, &row_scan("docs", both.clone(), after.as_deref(), limit))?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.row_id.clone());
+            pool.extend(ids(&page));
+        }
+        check_eq!(pool, strings(&matching), "pool scan pages of {limit}");
+        let mut tx = storage.begin(P)?;
+        let staged = tx.scan_rows(&row_scan("docs", both.clone(), None, limit));
+        tx.rollback()?;
+        let expected = &matching[..matching.len().min(usize::try_from(limit).unwrap_or(0))];
+        check_eq!(
+            ids(&staged?),
+            strings(expected),
+            "transaction scan, first page of {limit}"
+        );
+    }
     Ok(())
 }
 
