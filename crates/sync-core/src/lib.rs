@@ -123,7 +123,8 @@ pub use schema::{
     ColumnType, CompiledColumn, CompiledSchema, CompiledTable, IndexDef, LayoutColumn, ScopePattern,
 };
 pub use scope::{
-    candidate_variable, matches_filter, parse_canonical_scopes, ScopeFilter, StoredScopes,
+    candidate_variable, matches_filter, parse_canonical_scopes, FilterMatcher, ScopeFilter,
+    StoredScopes,
 };
 pub use segments::{
     MemorySegmentStore, NewSegment, SegmentBuildKey, SegmentFetch, SegmentMediaType, SegmentMeta,

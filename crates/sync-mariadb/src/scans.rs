@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 use mysql::Value;
 use sync_core::limits::MIN_CANDIDATE_PAGE;
-use sync_core::{candidate_variable, matches_filter, Result, RowScanQuery, StoredRow};
+use sync_core::{candidate_variable, FilterMatcher, Result, RowScanQuery, StoredRow};
 
 use crate::ensured::TableSql;
 use crate::pool::Conn;
@@ -186,6 +186,7 @@ pub(crate) fn scan_rows(
         table,
         partition,
         query,
+        matcher: FilterMatcher::new(&query.scope_filter),
         variable,
         values,
         page: query.limit.max(MIN_CANDIDATE_PAGE),
@@ -229,6 +230,8 @@ struct Scan<'a, 'c> {
     table: &'a TableSql,
     partition: &'a str,
     query: &'a RowScanQuery,
+    /// The query's filter, prepared for verifying candidates.
+    matcher: FilterMatcher<'a>,
     variable: &'a str,
     values: &'a [String],
     page: i64,
@@ -264,7 +267,7 @@ impl Scan<'_, '_> {
                 continue;
             };
             let scopes = parse_scopes(&scopes)?;
-            if !matches_filter(&scopes, &self.query.scope_filter) {
+            if !self.matcher.matches(&scopes) {
                 continue;
             }
             self.out.push(StoredRow {

@@ -24,8 +24,8 @@
 use mysql::Value;
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
-    candidate_variable, matches_filter, ChangeOp, CommitWindowQuery, Result, ScopeFilter,
-    StoredChange, StoredCommit,
+    candidate_variable, ChangeOp, CommitWindowQuery, FilterMatcher, Result, StoredChange,
+    StoredCommit,
 };
 
 use crate::pool::Conn;
@@ -183,6 +183,7 @@ pub(crate) fn commit_window(
         conn,
         partition,
         query,
+        matcher: FilterMatcher::new(&query.scope_filter),
         variable,
         values,
         page: query.limit_changes.max(MIN_CANDIDATE_PAGE),
@@ -209,6 +210,8 @@ struct Window<'a, 'c> {
     conn: &'c mut Conn,
     partition: &'a str,
     query: &'a CommitWindowQuery,
+    /// The query's filter, prepared for verifying changes.
+    matcher: FilterMatcher<'a>,
     variable: &'a str,
     values: &'a [String],
     page: i64,
@@ -222,7 +225,7 @@ impl Window<'_, '_> {
     /// changes are in.
     fn offer(&mut self, seq: i64, group: Vec<WindowRow>) -> Result<bool> {
         self.cursor = seq;
-        if let Some(commit) = build_commit(&self.query.table, &self.query.scope_filter, group)? {
+        if let Some(commit) = build_commit(&self.query.table, &self.matcher, group)? {
             self.matched += commit.changes.len() as i64;
             self.out.push(commit);
         }
@@ -378,7 +381,7 @@ fn group_by_commit(rows: Vec<WindowRow>) -> Vec<(i64, Vec<WindowRow>)> {
 
 fn build_commit(
     table: &str,
-    filter: &ScopeFilter,
+    filter: &FilterMatcher<'_>,
     group: Vec<WindowRow>,
 ) -> Result<Option<StoredCommit>> {
     let Some(head) = group.first() else {
@@ -393,7 +396,7 @@ fn build_commit(
             continue;
         };
         let scopes = parse_scopes(&scopes)?;
-        if !matches_filter(&scopes, filter) {
+        if !filter.matches(&scopes) {
             continue;
         }
         changes.push(StoredChange {

@@ -6,7 +6,7 @@ use sync_core::front::IndexLookup;
 use sync_core::front::{Handle, IndexScanBackend, Partition};
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
-    candidate_variable, matches_filter, CompiledTable, Error, ErrorCode, Result, RowScanQuery,
+    candidate_variable, CompiledTable, Error, ErrorCode, FilterMatcher, Result, RowScanQuery,
     StoredRow,
 };
 
@@ -67,6 +67,7 @@ pub(crate) fn scan_rows(
     let mut scan = Scan {
         partition,
         query: q,
+        matcher: FilterMatcher::new(&q.scope_filter),
         table,
         variable,
         values,
@@ -104,6 +105,8 @@ enum Step {
 struct Scan<'a> {
     partition: &'a str,
     query: &'a RowScanQuery,
+    /// The query's filter, prepared for verifying candidates.
+    matcher: FilterMatcher<'a>,
     table: &'a TableSql,
     variable: &'a str,
     values: &'a [String],
@@ -128,7 +131,7 @@ impl Scan<'_> {
     /// Keeps `stored` when the whole filter matches; `true` once the page
     /// is full.
     fn offer(&mut self, stored: StoredRow) -> bool {
-        if matches_filter(&stored.scopes, &self.query.scope_filter) {
+        if self.matcher.matches(&stored.scopes) {
             self.out.push(stored);
         }
         self.out.len() >= self.limit
@@ -187,9 +190,8 @@ impl Scan<'_> {
                     continue;
                 };
                 hits += 1;
-                let scopes: Option<String> = col(row, 2)?;
-                let stored =
-                    stored_row(row_id, col(row, 1)?, scopes.as_deref(), Some(payload), None)?;
+                let scopes: Option<&str> = col(row, 2)?;
+                let stored = stored_row(row_id, col(row, 1)?, scopes, Some(payload), None)?;
                 if self.offer(stored) {
                     return Ok(Step::Done);
                 }
@@ -236,8 +238,8 @@ impl Scan<'_> {
                 let Some(version) = col::<Option<i64>>(row, 1)? else {
                     continue;
                 };
-                let scopes: Option<String> = col(row, 2)?;
-                let stored = stored_row(row_id, version, scopes.as_deref(), col(row, 3)?, None)?;
+                let scopes: Option<&str> = col(row, 2)?;
+                let stored = stored_row(row_id, version, scopes, col(row, 3)?, None)?;
                 if self.offer(stored) {
                     return Ok(Step::Done);
                 }

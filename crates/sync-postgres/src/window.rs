@@ -10,7 +10,7 @@ use std::sync::{LazyLock, OnceLock};
 use postgres::Row;
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
-    candidate_variable, matches_filter, ChangeOp, CommitWindowQuery, Result, ScopeFilter,
+    candidate_variable, ChangeOp, CommitWindowQuery, FilterMatcher, Result, ScopeFilter,
     StoredChange, StoredCommit,
 };
 
@@ -133,7 +133,7 @@ pub(crate) fn read_commit_window(
     }
     let page = q.limit_changes.max(MIN_CANDIDATE_PAGE);
     let mut window = Window {
-        filter: &q.scope_filter,
+        filter: FilterMatcher::new(&q.scope_filter),
         table: &q.table,
         limit: q.limit_changes,
         matched: 0,
@@ -177,7 +177,8 @@ pub(crate) fn read_commit_window(
 }
 
 struct Window<'q> {
-    filter: &'q ScopeFilter,
+    /// The query's filter, prepared for verifying changes.
+    filter: FilterMatcher<'q>,
     table: &'q str,
     limit: i64,
     matched: i64,
@@ -218,9 +219,9 @@ impl Window<'_> {
         let Some(row_id) = col::<Option<String>>(row, 4)? else {
             return Ok(None);
         };
-        let scopes: String = col(row, 7)?;
-        let scopes = parse_scopes(&scopes)?;
-        if !matches_filter(&scopes, self.filter) {
+        let scopes: &str = col(row, 7)?;
+        let scopes = parse_scopes(scopes)?;
+        if !self.filter.matches(&scopes) {
             return Ok(None);
         }
         let op: i16 = col(row, 5)?;

@@ -10,7 +10,7 @@ use sync_core::front::IndexLookup;
 use sync_core::front::{Handle, IndexScanBackend, Partition};
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
-    candidate_variable, matches_filter, ChangeOp, CommitWindowQuery, Error, Result, RowScanQuery,
+    candidate_variable, ChangeOp, CommitWindowQuery, Error, FilterMatcher, Result, RowScanQuery,
     ScopeFilter, StoredChange, StoredCommit, StoredRow,
 };
 
@@ -282,6 +282,7 @@ pub(crate) fn commit_window(
     let mut out = Vec::new();
     let mut matched = 0i64;
     let mut cursor = query.after_seq;
+    let matcher = FilterMatcher::new(&query.scope_filter);
     let mut json = String::new();
     let bound = bind_values(values, &mut json)?;
     loop {
@@ -322,7 +323,7 @@ pub(crate) fn commit_window(
             while rows.peek().is_some_and(|r| r.0 == seq) {
                 group.extend(rows.next());
             }
-            if let Some(commit) = build_commit(&query.table, &query.scope_filter, group)? {
+            if let Some(commit) = build_commit(&query.table, &matcher, group)? {
                 matched += commit.changes.len() as i64;
                 out.push(commit);
                 if matched >= query.limit_changes {
@@ -339,7 +340,7 @@ pub(crate) fn commit_window(
 /// One candidate's rows → the commit with its matching changes, or `None`.
 fn build_commit(
     table: &str,
-    filter: &ScopeFilter,
+    filter: &FilterMatcher<'_>,
     group: Vec<WindowRow>,
 ) -> Result<Option<StoredCommit>> {
     let Some(head) = group.first() else {
@@ -356,7 +357,7 @@ fn build_commit(
             continue;
         };
         let scopes = parse_scopes(&scopes)?;
-        if !matches_filter(&scopes, filter) {
+        if !filter.matches(&scopes) {
             continue;
         }
         changes.push(StoredChange {
@@ -417,6 +418,7 @@ pub(crate) fn scan_rows(
     let mut stmt = seam::cached(conn, &sql).db()?;
     let mut out = Vec::new();
     let mut cursor = query.after_row_id.clone().unwrap_or_default();
+    let matcher = FilterMatcher::new(&query.scope_filter);
     let mut json = String::new();
     let bound = bind_values(values, &mut json)?;
     loop {
@@ -441,7 +443,7 @@ pub(crate) fn scan_rows(
                 continue;
             };
             let scopes = parse_scopes(scopes)?;
-            if !matches_filter(&scopes, &query.scope_filter) {
+            if !matcher.matches(&scopes) {
                 skipped = Some(row_id);
                 continue;
             }

@@ -589,7 +589,8 @@ fn c337_scan_two_variable_filter(ctx: &mut Ctx<'_>) -> CheckResult {
 /// `e063`, `e150` and `e199` are in project `p1`, so whole pages of
 /// candidates (at least 64 each, `storage-contract.md` §4.7) fail the second
 /// variable and several end on a row that fails it. Every limit finds the
-/// same three rows, page after page, from the pool and in a transaction.
+/// same three rows, page after page, from the pool and in a transaction,
+/// whether the project is the filter's only value or one of 21.
 fn c337_candidate_pages(ctx: &mut Ctx<'_>) -> CheckResult {
     let schema = fix1()?;
     let storage = ctx.ensured(&schema)?;
@@ -606,8 +607,19 @@ fn c337_candidate_pages(ctx: &mut Ctx<'_>) -> CheckResult {
         })
         .collect::<Result<Vec<_>, _>>()?;
     write_rows(storage.as_ref(), P, "docs", &rows)?;
-    let both = filter(&[("org_id", &["o9"]), ("project_id", &["p1"])]);
-    for limit in [1, 2, 3, 500] {
+    // The second filter names the project among twenty others, so a
+    // dialect that hashes long value lists verifies through its hash.
+    let others: Vec<String> = (0..20).map(|n| format!("q{n:02}")).collect();
+    let mut projects: Vec<&str> = others.iter().map(String::as_str).collect();
+    projects.push("p1");
+    let filters = [
+        filter(&[("org_id", &["o9"]), ("project_id", &["p1"])]),
+        filter(&[("org_id", &["o9"]), ("project_id", &projects)]),
+    ];
+    for (both, limit) in filters
+        .iter()
+        .flat_map(|f| [1, 2, 3, 500].map(|limit| (f, limit)))
+    {
         let mut pool = Vec::new();
         let mut after: Option<String> = None;
         for _ in 0..4 {
@@ -617,7 +629,12 @@ fn c337_candidate_pages(ctx: &mut Ctx<'_>) -> CheckResult {
             after = Some(last.row_id.clone());
             pool.extend(ids(&page));
         }
-        check_eq!(pool, strings(&matching), "pool scan pages of {limit}");
+        let values = both.get("project_id").map_or(0, Vec::len);
+        check_eq!(
+            pool,
+            strings(&matching),
+            "pool scan pages of {limit}, {values} project values"
+        );
         let mut tx = storage.begin(P)?;
         let staged = tx.scan_rows(&row_scan("docs", both.clone(), None, limit));
         tx.rollback()?;
@@ -625,7 +642,7 @@ fn c337_candidate_pages(ctx: &mut Ctx<'_>) -> CheckResult {
         check_eq!(
             ids(&staged?),
             strings(expected),
-            "transaction scan, first page of {limit}"
+            "transaction scan, first page of {limit}, {values} project values"
         );
     }
     Ok(())
