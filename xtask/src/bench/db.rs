@@ -394,6 +394,79 @@ impl Db {
         Ok(())
     }
 
+    /// A copy of this database's scan tables (`todos` and `sync_row_scopes`)
+    /// laid out as the reference server's release 0.15.48 creates them, for
+    /// W3's `reference-in own-layout` rows; removed on drop like any fresh
+    /// database. Postgres: a schema `<schema>_ref` with the two tables in the
+    /// reference's DDL — default collation, the scope index's primary key
+    /// and no `sync_row_scopes_by_row` (which the reference adds later) —
+    /// autovacuum off on both, so the copy stays unanalyzed until W3
+    /// analyzes it. SQLite: a file beside this one whose `sync_row_scopes`
+    /// is a rowid table with its primary key as a separate index (this
+    /// storage's is `WITHOUT ROWID`); `todos` is the same in both. MariaDB:
+    /// `None` (the reference has no MariaDB dialect).
+    pub fn reference_layout_copy(&self) -> Result<Option<Db>> {
+        let location = match &self.location {
+            Location::Sqlite(path) => {
+                let mut name = path.clone().into_os_string();
+                name.push("-reference");
+                let copy = PathBuf::from(name);
+                let conn = rusqlite::Connection::open(&copy)?;
+                let _mode: String =
+                    conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+                conn.execute("ATTACH DATABASE ?1 AS src", [path.to_string_lossy()])?;
+                let todos: String = conn.query_row(
+                    "SELECT sql FROM src.sqlite_schema WHERE type = 'table' AND name = 'todos'",
+                    [],
+                    |r| r.get(0),
+                )?;
+                conn.execute_batch(&format!(
+                    "BEGIN; {todos}; \
+                     CREATE TABLE sync_row_scopes(partition TEXT NOT NULL, tbl TEXT NOT NULL, \
+                       var TEXT NOT NULL, value TEXT NOT NULL, row_id TEXT NOT NULL, \
+                       PRIMARY KEY(partition, tbl, var, value, row_id)); \
+                     INSERT INTO todos SELECT * FROM src.todos; \
+                     INSERT INTO sync_row_scopes SELECT partition, tbl, var, value, row_id \
+                       FROM src.sync_row_scopes; \
+                     COMMIT; DETACH DATABASE src"
+                ))?;
+                Location::Sqlite(copy)
+            }
+            Location::Postgres { url, schema } => {
+                let copy = format!("{schema}_ref");
+                let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+                client.batch_execute(&format!(
+                    "BEGIN; CREATE SCHEMA \"{copy}\"; \
+                     CREATE TABLE \"{copy}\".sync_row_scopes(partition TEXT NOT NULL, \
+                       tbl TEXT NOT NULL, var TEXT NOT NULL, value TEXT NOT NULL, \
+                       row_id TEXT NOT NULL, PRIMARY KEY(partition, tbl, var, value, row_id)) \
+                       WITH (autovacuum_enabled = off); \
+                     CREATE TABLE \"{copy}\".todos (LIKE \"{schema}\".todos) \
+                       WITH (autovacuum_enabled = off); \
+                     ALTER TABLE \"{copy}\".todos \
+                       ALTER COLUMN _sync_partition TYPE text COLLATE \"default\", \
+                       ALTER COLUMN _sync_row_id TYPE text COLLATE \"default\", \
+                       ADD PRIMARY KEY (_sync_partition, _sync_row_id); \
+                     INSERT INTO \"{copy}\".todos SELECT * FROM \"{schema}\".todos; \
+                     INSERT INTO \"{copy}\".sync_row_scopes \
+                       SELECT partition, tbl, var, value, row_id FROM \"{schema}\".sync_row_scopes; \
+                     COMMIT"
+                ))?;
+                Location::Postgres {
+                    url: url.clone(),
+                    schema: copy,
+                }
+            }
+            Location::Mariadb { .. } => return Ok(None),
+        };
+        Ok(Some(Db {
+            dialect: self.dialect,
+            location,
+            synchronous: self.synchronous,
+            owned: true,
+        }))
+    }
+
     /// Runs a scalar `SELECT` (verification and setup checks).
     pub fn count(&self, sql: &str) -> Result<i64> {
         match &self.location {

@@ -352,21 +352,24 @@ fn every_workload_runs_at_tiny_scale_on_sqlite() {
     let scans = w3_scan::run(&fixture, &scale, false).unwrap();
     // Each variant against raw and against the reference's page shape,
     // which reads every row too (or the run fails).
-    check(&scans, "W3", 4);
+    // and on a copy in the reference's own layout.
+    check(&scans, "W3", 6);
     let variants: Vec<&str> = scans.iter().map(|m| m.variant.as_str()).collect();
     assert_eq!(
         variants,
         [
             "lists=1",
             "lists=1 reference-in",
+            "lists=1 reference-in own-layout",
             "lists=100",
-            "lists=100 reference-in"
+            "lists=100 reference-in",
+            "lists=100 reference-in own-layout"
         ]
     );
     let pulls = w4_pull::run(&fixture, &scale).unwrap();
     check(&pulls, "W4", 1);
     let analyzed = w3_scan::run(&fixture, &scale, true).unwrap();
-    check(&analyzed, "W3", 4);
+    check(&analyzed, "W3", 6);
     assert!(analyzed.iter().all(|m| m.variant.ends_with(" analyzed")));
     check(&w1_push::run_normal(&env, &scale).unwrap(), "W1", 3);
     check(&w1_push::run_prelude(&env, &scale).unwrap(), "W1", 3);
@@ -476,10 +479,96 @@ fn w3_reads_every_row_in_each_shape_on_postgres() {
             "lists=1",
             "lists=1 reference-in",
             "lists=1 reference-any",
+            "lists=1 reference-in own-layout",
             "lists=100",
             "lists=100 reference-in",
-            "lists=100 reference-any"
+            "lists=100 reference-any",
+            "lists=100 reference-in own-layout"
         ]
     );
-    check_on(d, &scans, "W3", 6);
+    check_on(d, &scans, "W3", 8);
+    // The copy is analyzed with the rest and read again; it is dropped
+    // with its run.
+    let analyzed = w3_scan::run(&fixture, &scale, true).unwrap();
+    check_on(d, &analyzed, "W3", 8);
+    let Location::Postgres { schema, .. } = &fixture.location else {
+        panic!("a Postgres fixture");
+    };
+    let copies = fixture
+        .count(&format!(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}_ref'"
+        ))
+        .unwrap();
+    assert_eq!(copies, 0, "the copy in the reference's layout is dropped");
+}
+
+/// The copy W3 reads the reference's `IN` list on holds every row of both
+/// tables, in the reference's 0.15.48 layout: on Postgres without the
+/// by-row scope index and with default-collation keys, on SQLite with a
+/// rowid scope table; it is removed with its handle.
+#[test]
+fn the_reference_layout_copy_holds_every_row_in_the_reference_layout() {
+    let url = crate::postgres_server::url(None);
+    if let Err(error) = crate::postgres_server::require(&url) {
+        panic!("{error:#}");
+    }
+    let sqlite = Env::sqlite(None).unwrap();
+    let postgres = Env::postgres(&url, None);
+    for env in [&sqlite, &postgres] {
+        let d = env.dialect;
+        let scale = tiny().for_dialect(d);
+        let fixture = w1_push::build_fixture(env, &scale).unwrap();
+        let copy = fixture.reference_layout_copy().unwrap().unwrap();
+        for table in ["todos", "sync_row_scopes"] {
+            let count = format!("SELECT count(*) FROM {table}");
+            assert!(fixture.count(&count).unwrap() > 0, "{d:?} {table}");
+            assert_eq!(
+                copy.count(&count).unwrap(),
+                fixture.count(&count).unwrap(),
+                "{d:?} {table}"
+            );
+        }
+        let location = copy.location.clone();
+        match &location {
+            Location::Sqlite(path) => {
+                let ddl = "SELECT count(*) FROM sqlite_schema WHERE name = 'sync_row_scopes' \
+                           AND sql LIKE '%WITHOUT ROWID%'";
+                assert_eq!(fixture.count(ddl).unwrap(), 1, "ours is WITHOUT ROWID");
+                assert_eq!(
+                    copy.count(ddl).unwrap(),
+                    0,
+                    "the reference's is a rowid table"
+                );
+                drop(copy);
+                assert!(!path.exists(), "the copy's file is removed");
+            }
+            Location::Postgres { schema, .. } => {
+                let by_row = "SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() \
+                              AND indexname = 'sync_row_scopes_by_row'";
+                assert_eq!(
+                    fixture.count(by_row).unwrap(),
+                    1,
+                    "ours has the by-row index"
+                );
+                assert_eq!(copy.count(by_row).unwrap(), 0, "0.15.48 has none");
+                let c_keys = "SELECT count(*) FROM information_schema.columns \
+                              WHERE table_schema = current_schema() AND table_name = 'todos' \
+                              AND column_name = '_sync_row_id' AND collation_name = 'C'";
+                assert_eq!(fixture.count(c_keys).unwrap(), 1, "ours keys in \"C\"");
+                assert_eq!(
+                    copy.count(c_keys).unwrap(),
+                    0,
+                    "the reference's in the default"
+                );
+                drop(copy);
+                let gone = format!("SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'");
+                assert_eq!(
+                    fixture.count(&gone).unwrap(),
+                    0,
+                    "the copy's schema is dropped"
+                );
+            }
+            Location::Mariadb { .. } => unreachable!("no MariaDB env here"),
+        }
+    }
 }

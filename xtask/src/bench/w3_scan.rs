@@ -7,7 +7,11 @@
 //! has a dialect (SQLite, Postgres), each variant also reads the same
 //! filters in the reference's page shapes (`RawClient::scan_reference_shape`:
 //! its `IN` list on both, its later `= ANY` array on Postgres) and reports
-//! ours against each (`… reference-in`, `… reference-any`).
+//! ours against each (`… reference-in`, `… reference-any`). Its `IN` list
+//! is read a second time on a copy of the two tables laid out as the
+//! reference's release 0.15.48 creates them (`Db::reference_layout_copy`:
+//! on Postgres without the by-row scope index its later versions add; on
+//! SQLite a rowid scope table): `… reference-in own-layout`.
 
 use anyhow::{bail, Result};
 use sync_core::{RowScanQuery, ServerStorage};
@@ -80,8 +84,15 @@ fn timed(
 pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
     let storage = db.storage(false)?;
     let mut raw: Box<dyn RawClient> = db.raw()?;
+    // The reference's own layout: a copy of the scan tables, made after
+    // the fixture is loaded (so as loaded as the original).
+    let copy = db.reference_layout_copy()?;
+    let mut own: Option<Box<dyn RawClient>> = copy.as_ref().map(Db::raw).transpose()?;
     if analyzed {
         raw.analyze()?;
+        if let Some(own) = own.as_mut() {
+            own.analyze()?;
+        }
     }
     let suffix = if analyzed { " analyzed" } else { "" };
     let mut out = Vec::new();
@@ -90,15 +101,22 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
         let variant = variant.as_str();
         let groups = groups(per_scan);
         let mut samples = Vec::new();
-        // One page tells which of the reference's shapes this dialect has.
-        let mut shapes: Vec<(ReferenceShape, Vec<Sample>)> = Vec::new();
+        // One page tells which of the reference's shapes this dialect has:
+        // each on this storage's layout, and its `IN` list on its own.
+        let mut shapes: Vec<(Reader, Vec<Sample>)> = Vec::new();
         if let Some(first) = groups.first() {
-            for shape in ReferenceShape::ALL {
-                if raw
-                    .scan_reference_shape(shape, PARTITION, first, scale.page, 1)?
+            let own_reader = own.is_some().then_some(Reader::OwnLayout);
+            for reader in ReferenceShape::ALL
+                .map(Reader::OurLayout)
+                .into_iter()
+                .chain(own_reader)
+            {
+                let client = reader.client(&mut raw, &mut own)?;
+                if client
+                    .scan_reference_shape(reader.shape(), PARTITION, first, scale.page, 1)?
                     .is_some()
                 {
-                    shapes.push((shape, Vec::new()));
+                    shapes.push((reader, Vec::new()));
                 }
             }
         }
@@ -144,13 +162,20 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
             });
             // The reference's shapes, read after both (their rows checked
             // the same way); ours of this round is their comparison.
-            for (shape, shape_samples) in &mut shapes {
-                let shape = *shape;
+            for (reader, shape_samples) in &mut shapes {
+                let reader = *reader;
+                let client = reader.client(&mut raw, &mut own)?;
                 let (rate, rows) = timed(
                     scale.min_read,
                     |l| {
-                        Ok(raw
-                            .scan_reference_shape(shape, PARTITION, l, scale.page, u64::MAX)?
+                        Ok(client
+                            .scan_reference_shape(
+                                reader.shape(),
+                                PARTITION,
+                                l,
+                                scale.page,
+                                u64::MAX,
+                            )?
                             .unwrap_or(0))
                     },
                     &groups,
@@ -158,7 +183,7 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
                 if rows != scale.fixture_rows() {
                     bail!(
                         "W3 {variant}: the reference's {} read {rows} rows, expected {}",
-                        shape.label(),
+                        reader.label(),
                         scale.fixture_rows()
                     );
                 }
@@ -166,7 +191,7 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
                     db.dialect,
                     &format!(
                         "W3 {variant} {} {}/{}",
-                        shape.label(),
+                        reader.label(),
                         round + 1,
                         scale.rounds
                     ),
@@ -186,10 +211,10 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
             Better::Higher,
             samples,
         ));
-        for (shape, shape_samples) in shapes {
+        for (reader, shape_samples) in shapes {
             out.push(Measure::from_samples(
                 "W3",
-                format!("{base} {}{suffix}", shape.label()),
+                format!("{base} {}{suffix}", reader.label()),
                 db.dialect,
                 "rows/s",
                 Better::Higher,
@@ -198,4 +223,43 @@ pub fn run(db: &Db, scale: &Scale, analyzed: bool) -> Result<Vec<Measure>> {
         }
     }
     Ok(out)
+}
+
+/// Who reads a reference shape: the raw client on this storage's layout,
+/// or a raw client on the copy laid out as the reference's release
+/// 0.15.48 lays it out (its `IN` list).
+#[derive(Debug, Clone, Copy)]
+enum Reader {
+    OurLayout(ReferenceShape),
+    OwnLayout,
+}
+
+impl Reader {
+    fn shape(self) -> ReferenceShape {
+        match self {
+            Reader::OurLayout(shape) => shape,
+            Reader::OwnLayout => ReferenceShape::InList,
+        }
+    }
+
+    /// The variant suffix of this reader's rows.
+    fn label(self) -> String {
+        match self {
+            Reader::OurLayout(shape) => shape.label().to_owned(),
+            Reader::OwnLayout => format!("{} own-layout", ReferenceShape::InList.label()),
+        }
+    }
+
+    fn client<'c>(
+        self,
+        raw: &'c mut Box<dyn RawClient>,
+        own: &'c mut Option<Box<dyn RawClient>>,
+    ) -> Result<&'c mut Box<dyn RawClient>> {
+        match self {
+            Reader::OurLayout(_) => Ok(raw),
+            Reader::OwnLayout => own
+                .as_mut()
+                .ok_or_else(|| anyhow::anyhow!("W3: no copy in the reference's layout")),
+        }
+    }
 }
