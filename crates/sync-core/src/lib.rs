@@ -77,6 +77,7 @@ mod retention;
 mod rewrite_progress;
 mod round_entry;
 mod rows;
+mod scan_output;
 mod schema;
 mod scope;
 pub mod segments;
@@ -116,9 +117,10 @@ pub use retention::{prune_commit_log, RetentionPolicy};
 pub use rewrite_progress::{RewriteObserver, RewriteProgress, RewriteTally};
 pub use round_entry::{LogBounds, RoundEntry, RoundEntryRequest};
 pub use rows::{
-    ChangeOp, CommitMetadata, CommitRecord, NewChange, NewCommit, SourceChange, StoredChange,
-    StoredCommit, StoredRow,
+    ChangeOp, CommitMetadata, CommitRecord, NewChange, NewCommit, ScannedRow, SourceChange,
+    StoredChange, StoredCommit, StoredRow,
 };
+pub use scan_output::ScanOutput;
 pub use schema::{
     ColumnType, CompiledColumn, CompiledSchema, CompiledTable, IndexDef, LayoutColumn, ScopePattern,
 };

@@ -22,6 +22,28 @@ pub struct StoredRow {
     pub column_versions: Option<Vec<u8>>,
 }
 
+/// A row as a bootstrap serves it: a [`StoredRow`] without its scopes and
+/// column versions (`ServerStorage::scan_row_payloads`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScannedRow {
+    /// Row id (rendering of the primary-key value); non-empty.
+    pub row_id: String,
+    /// The row's version.
+    pub server_version: i64,
+    /// Row codec bytes, returned byte-identical to what was written.
+    pub payload: Vec<u8>,
+}
+
+impl From<StoredRow> for ScannedRow {
+    fn from(row: StoredRow) -> Self {
+        Self {
+            row_id: row.row_id,
+            server_version: row.server_version,
+            payload: row.payload,
+        }
+    }
+}
+
 /// The operation of a change. Stored as 1 (upsert) / 2 (delete).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChangeOp {

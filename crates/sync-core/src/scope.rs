@@ -1,7 +1,12 @@
 //! Scopes: stored scope maps, scope filters and the matching rule
 //! (`storage-contract.md` §2.1, §7.1).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
 
 /// Variable → allowed values. An item matches when, for **every** variable,
 /// its stored value exists and is one of the listed values.
@@ -104,6 +109,105 @@ impl<'f> FilterMatcher<'f> {
                     .is_some_and(|value| allowed.contains(value))
             })
     }
+
+    /// [`Self::matches`] read straight from a stored map's text, without
+    /// building the map: `Some` with the answer [`Self::matches`] gives for
+    /// [`parse_canonical_scopes`]`(text)` when `text` is that canonical form,
+    /// `None` for any other text (and, to stay exact, for a canonical map
+    /// naming one of the filter's variables twice, or a filter of more than
+    /// 64 variables), which the caller then parses its own way. Keys and
+    /// values without escapes are compared where they lie in `text`.
+    ///
+    /// ```
+    /// use sync_core::{FilterMatcher, ScopeFilter};
+    ///
+    /// let filter: ScopeFilter = [("list_id".to_owned(), vec!["l1".to_owned()])].into();
+    /// let matcher = FilterMatcher::new(&filter);
+    /// assert_eq!(matcher.matches_text(r#"{"list_id":"l1","org":"o"}"#), Some(true));
+    /// assert_eq!(matcher.matches_text(r#"{"list_id":"l2"}"#), Some(false));
+    /// assert_eq!(matcher.matches_text(r#"{"list_id":1}"#), None);
+    /// ```
+    pub fn matches_text(&self, text: &str) -> Option<bool> {
+        if self.variables.len() > 64 {
+            return None;
+        }
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let matched = MatchSeed { matcher: self }.deserialize(&mut reader).ok()?;
+        reader.end().ok()?;
+        let every = u64::MAX >> (64 - self.variables.len().max(1));
+        Some(!self.variables.is_empty() && matched == every)
+    }
+}
+
+/// A JSON string, borrowed from the text unless it holds escapes.
+struct Text<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+/// Reads one canonical scope map, answering a bit per filter variable
+/// (in the matcher's order) whose value is allowed; fails on anything not
+/// canonical and on a filter variable named twice.
+struct MatchSeed<'m, 'f> {
+    matcher: &'m FilterMatcher<'f>,
+}
+
+impl<'de> DeserializeSeed<'de> for MatchSeed<'_, '_> {
+    type Value = u64;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<u64, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MatchSeed<'_, '_> {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a flat object of strings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u64, A::Error> {
+        let (mut seen, mut matched) = (0u64, 0u64);
+        while let Some((key, value)) = map.next_entry::<Text<'de>, Text<'de>>()? {
+            let Some(index) = self
+                .matcher
+                .variables
+                .iter()
+                .position(|(variable, _)| *variable == key.0)
+            else {
+                continue;
+            };
+            let bit = 1u64 << index;
+            if seen & bit != 0 {
+                return Err(serde::de::Error::custom("a filter variable named twice"));
+            }
+            seen |= bit;
+            if self.matcher.variables[index].1.contains(&value.0) {
+                matched |= bit;
+            }
+        }
+        Ok(matched)
+    }
 }
 
 #[cfg(test)]
@@ -182,6 +286,47 @@ mod tests {
             assert_eq!(matcher.matches(stored), *expected, "{f:?} {stored:?}");
             assert_eq!(matches_filter(stored, f), *expected, "{f:?} {stored:?}");
         }
+    }
+
+    #[test]
+    fn a_stored_map_is_matched_from_its_text() {
+        let many: Vec<String> = (0..40).map(|n| format!("v{n}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let one = filter(&[("a", &["1"])]);
+        let two = filter(&[("a", &many), ("b", &["2", "3"])]);
+        let cases: [(&ScopeFilter, &str, Option<bool>); 16] = [
+            (&one, r#"{"a":"1"}"#, Some(true)),
+            (&one, r#" { "b" : "x" , "a" : "1" } "#, Some(true)),
+            (&one, r#"{"a":"2"}"#, Some(false)),
+            (&one, r#"{"b":"1"}"#, Some(false)),
+            (&one, "{}", Some(false)),
+            (&one, r#"{"\u0061":"\u0031"}"#, Some(true)),
+            (&two, r#"{"a":"v39","b":"3"}"#, Some(true)),
+            (&two, r#"{"b":"3","a":"v40"}"#, Some(false)),
+            (&two, r#"{"a":"v3"}"#, Some(false)),
+            (&ScopeFilter::new(), r#"{"a":"1"}"#, Some(false)),
+            // Not the canonical form: the caller reads these its own way.
+            (&one, r#"{"a":1}"#, None),
+            (&one, r#"{"b":null,"a":"1"}"#, None),
+            (&one, r#""{\"a\":\"1\"}""#, None),
+            (&one, r#"{"a":"1"} x"#, None),
+            (&one, "not json", None),
+            // A filter variable named twice: the last value would win.
+            (&one, r#"{"a":"2","a":"1"}"#, None),
+        ];
+        for (f, text, expected) in cases {
+            let matcher = FilterMatcher::new(f);
+            assert_eq!(matcher.matches_text(text), expected, "{f:?} {text}");
+            // Wherever it answers, the answer is the parsed map's.
+            if let (Some(answer), Some(parsed)) =
+                (matcher.matches_text(text), parse_canonical_scopes(text))
+            {
+                assert_eq!(answer, matcher.matches(&parsed), "{f:?} {text}");
+            }
+        }
+        // A key that is not a filter variable may repeat.
+        let text = r#"{"b":"x","b":"y","a":"1"}"#;
+        assert_eq!(FilterMatcher::new(&one).matches_text(text), Some(true));
     }
 
     #[test]

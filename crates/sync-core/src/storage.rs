@@ -28,7 +28,9 @@ use crate::reactions::{
 };
 use crate::rewrite_progress::{RewriteObserver, RewriteTally};
 use crate::round_entry::{LogBounds, RoundEntry, RoundEntryRequest};
-use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, StoredRow};
+use crate::rows::{
+    CommitMetadata, CommitRecord, ScannedRow, SourceChange, StoredCommit, StoredRow,
+};
 use crate::schema::CompiledSchema;
 use crate::scope::{ScopeFilter, StoredScopes};
 use crate::segments::SegmentStore;
@@ -280,6 +282,17 @@ pub trait ServerStorage: Send + Sync {
     ) -> Result<i64>;
     /// Scope-filtered current rows in byte order of row id.
     fn scan_rows(&self, partition: &str, query: &RowScanQuery) -> Result<Vec<StoredRow>>;
+    /// [`Self::scan_rows`] as a bootstrap serves it: the same rows, after
+    /// the same checks and errors, without their scopes and column
+    /// versions. A storage may verify candidates without building each
+    /// row's scope map; the default projects `scan_rows`.
+    fn scan_row_payloads(&self, partition: &str, query: &RowScanQuery) -> Result<Vec<ScannedRow>> {
+        Ok(self
+            .scan_rows(partition, query)?
+            .into_iter()
+            .map(ScannedRow::from)
+            .collect())
+    }
 
     // ---- §4.8 trusted lookups and partition scans ------------------------
 

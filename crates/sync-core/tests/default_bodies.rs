@@ -117,6 +117,16 @@ impl ServerStorage for RequiredOnly {
         Err(outside_this_test())
     }
     fn scan_rows(&self, partition: &str, query: &RowScanQuery) -> Result<Vec<StoredRow>> {
+        // The one scan this test reads: the payload scan's default body.
+        if partition == "scanned" {
+            return Ok(vec![StoredRow {
+                row_id: "r1".to_owned(),
+                server_version: 2,
+                scopes: [("project_id".to_owned(), "p1".to_owned())].into(),
+                payload: vec![1, 2, 3],
+                column_versions: Some(vec![9]),
+            }]);
+        }
         Err(outside_this_test())
     }
     fn scan_partition_rows(
@@ -395,4 +405,26 @@ fn a_transaction_answers_blob_references_and_reactions_unsupported_by_default() 
 #[test]
 fn a_storage_keeps_no_segment_store_by_default() {
     assert!(RequiredOnly.segment_store().is_none());
+}
+
+#[test]
+fn the_payload_scan_projects_scan_rows_by_default() {
+    let query = RowScanQuery {
+        table: "tasks".to_owned(),
+        scope_filter: [("project_id".to_owned(), vec!["p1".to_owned()])].into(),
+        after_row_id: None,
+        limit: 10,
+    };
+    let rows = RequiredOnly.scan_row_payloads("scanned", &query).unwrap();
+    assert_eq!(
+        rows,
+        [ScannedRow {
+            row_id: "r1".to_owned(),
+            server_version: 2,
+            payload: vec![1, 2, 3],
+        }]
+    );
+    // scan_rows' error is the payload scan's.
+    let err = RequiredOnly.scan_row_payloads("p", &query).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Backend);
 }

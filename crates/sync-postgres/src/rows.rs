@@ -29,6 +29,12 @@ const SET_BLOB_REFS_SQL: &str =
     INSERT INTO sync_blob_refs (partition, tbl, row_id, blob_id) \
     SELECT $1::text, $2::text, $3::text, w.blob_id FROM wanted w ON CONFLICT DO NOTHING";
 
+/// A row's payload; SQL `NULL` is a corrupt row (`backend`).
+pub(crate) fn payload_or_corrupt(payload: Option<Vec<u8>>) -> Result<Vec<u8>> {
+    payload
+        .ok_or_else(|| Error::new(sync_core::ErrorCode::Backend).detail("reason", "payload_null"))
+}
+
 /// Builds a [`StoredRow`]; a NULL payload is a corrupt row (`backend`).
 pub(crate) fn stored_row(
     row_id: String,
@@ -37,9 +43,7 @@ pub(crate) fn stored_row(
     payload: Option<Vec<u8>>,
     column_versions: Option<Vec<u8>>,
 ) -> Result<StoredRow> {
-    let payload = payload.ok_or_else(|| {
-        Error::new(sync_core::ErrorCode::Backend).detail("reason", "payload_null")
-    })?;
+    let payload = payload_or_corrupt(payload)?;
     Ok(StoredRow {
         row_id,
         server_version,

@@ -7,11 +7,12 @@ use sync_core::front::{Handle, IndexScanBackend, Partition};
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
     candidate_variable, CompiledTable, Error, ErrorCode, FilterMatcher, Result, RowScanQuery,
-    StoredRow,
+    ScanOutput, StoredRow,
 };
 
+use crate::json::parse_scopes;
 use crate::pool::{col, Conn};
-use crate::rows::{rows_from, stored_row};
+use crate::rows::{payload_or_corrupt, rows_from};
 use crate::state::Ensured;
 use crate::table_sql::{TableSql, MERGED_SCAN_VALUES, SCAN_DENSE_MATCHES, SCAN_PROBE_ROWS};
 use crate::values::{column_value, param_refs, Param};
@@ -49,13 +50,16 @@ impl<'e> ScanPlan<'e> {
 /// where the filter is dense (see [`crate::table_sql::scan_walk_sql`]), then merges the
 /// values' ranges above the last walked row (`docs/decisions.md`, "Many-value
 /// row scans").
-pub(crate) fn scan_rows(
+///
+/// `R` is what a kept candidate becomes (a [`StoredRow`] for `scan_rows`,
+/// a [`sync_core::ScannedRow`] for `scan_row_payloads`).
+pub(crate) fn scan_rows<R: ScanOutput>(
     conn: &mut Conn,
     partition: &str,
     q: &RowScanQuery,
     plan: ScanPlan<'_>,
     max_pages: Option<usize>,
-) -> Result<Option<Vec<StoredRow>>> {
+) -> Result<Option<Vec<R>>> {
     let ScanPlan::Scan { table, variable } = plan else {
         return Ok(Some(Vec::new()));
     };
@@ -91,6 +95,24 @@ pub(crate) fn scan_rows(
     })
 }
 
+/// A scan through the pool: the common single-statement scan in
+/// autocommit, a longer one again inside one read snapshot
+/// (`storage-contract.md` §1 rule 3).
+pub(crate) fn pooled_scan<R: ScanOutput>(
+    storage: &PostgresStorage,
+    partition: &str,
+    table: &TableSql,
+    q: &RowScanQuery,
+) -> Result<Vec<R>> {
+    let plan = ScanPlan::checked(table, q);
+    if let Some(rows) = storage.with_conn(|c| scan_rows(c, partition, q, plan, Some(1)))? {
+        return Ok(rows);
+    }
+    storage
+        .with_snapshot(|c| scan_rows(c, partition, q, plan, None))
+        .map(Option::unwrap_or_default)
+}
+
 /// Where a part of a scan left it.
 enum Step {
     /// The page is complete (or the table is exhausted).
@@ -102,7 +124,7 @@ enum Step {
 }
 
 /// A scope scan in progress: its query, cursor and rows so far.
-struct Scan<'a> {
+struct Scan<'a, R> {
     partition: &'a str,
     query: &'a RowScanQuery,
     /// The query's filter, prepared for verifying candidates.
@@ -115,10 +137,10 @@ struct Scan<'a> {
     max_pages: Option<usize>,
     pages: usize,
     after: String,
-    out: Vec<StoredRow>,
+    out: Vec<R>,
 }
 
-impl Scan<'_> {
+impl<R: ScanOutput> Scan<'_, R> {
     /// Counts one more statement that returns rows; `false` past `max_pages`.
     fn next_page(&mut self) -> bool {
         if self.max_pages.is_some_and(|max| self.pages >= max) {
@@ -128,13 +150,33 @@ impl Scan<'_> {
         true
     }
 
-    /// Keeps `stored` when the whole filter matches; `true` once the page
-    /// is full.
-    fn offer(&mut self, stored: StoredRow) -> bool {
-        if self.matcher.matches(&stored.scopes) {
-            self.out.push(stored);
+    /// Keeps the candidate when its stored scopes (`None`: SQL `NULL`, an
+    /// empty map) match the whole filter; `true` once the page is full.
+    fn offer(
+        &mut self,
+        row_id: &str,
+        version: i64,
+        scopes: Option<&str>,
+        payload: Vec<u8>,
+    ) -> Result<bool> {
+        let scopes = scopes.unwrap_or("{}");
+        if let Some(row) = R::verified(
+            &self.matcher,
+            row_id,
+            version,
+            scopes,
+            payload,
+            parse_scopes,
+        )? {
+            self.out.push(row);
         }
-        self.out.len() >= self.limit
+        Ok(self.out.len() >= self.limit)
+    }
+
+    /// Records `row_id` as the last candidate read (the cursor).
+    fn passed(&mut self, row_id: &str) {
+        self.after.clear();
+        self.after.push_str(row_id);
     }
 
     /// Walks the table's primary key while the filter is dense: the first
@@ -184,15 +226,14 @@ impl Scan<'_> {
             };
             let mut hits = 0i64;
             for row in &rows {
-                let row_id: String = col(row, 0)?;
-                self.after.clone_from(&row_id);
+                let row_id: &str = col(row, 0)?;
+                self.passed(row_id);
                 let Some(payload) = col::<Option<Vec<u8>>>(row, 3)? else {
                     continue;
                 };
                 hits += 1;
                 let scopes: Option<&str> = col(row, 2)?;
-                let stored = stored_row(row_id, col(row, 1)?, scopes, Some(payload), None)?;
-                if self.offer(stored) {
+                if self.offer(row_id, col(row, 1)?, scopes, payload)? {
                     return Ok(Step::Done);
                 }
             }
@@ -233,14 +274,14 @@ impl Scan<'_> {
                 ],
             )?;
             for row in &rows {
-                let row_id: String = col(row, 0)?;
-                self.after.clone_from(&row_id);
+                let row_id: &str = col(row, 0)?;
+                self.passed(row_id);
                 let Some(version) = col::<Option<i64>>(row, 1)? else {
                     continue;
                 };
                 let scopes: Option<&str> = col(row, 2)?;
-                let stored = stored_row(row_id, version, scopes, col(row, 3)?, None)?;
-                if self.offer(stored) {
+                let payload = payload_or_corrupt(col(row, 3)?)?;
+                if self.offer(row_id, version, scopes, payload)? {
                     return Ok(Step::Done);
                 }
             }

@@ -12,8 +12,8 @@ use sync_core::{
     ActivationOutcome, CheckpointDeclaration, CheckpointKey, ClientCursorInfo, ClientRecord,
     CommitPruneQuery, CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage,
     EnsureOptions, EnsureOutcome, FenceTriggerState, PartitionRegistryEntry, Result, RoundEntry,
-    RoundEntryRequest, RowScanQuery, SchemaMarker, ScopeFilter, SegmentStore, ServeGate,
-    SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult, StoredRow,
+    RoundEntryRequest, RowScanQuery, ScannedRow, SchemaMarker, ScopeFilter, SegmentStore,
+    ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult, StoredRow,
 };
 
 use crate::instance::{Finish, PostgresStorage};
@@ -162,12 +162,16 @@ impl StorageBackend for PostgresStorage {
         table: Table<'_, Handle<Self>>,
         query: Request<'_, RowScanQuery>,
     ) -> Result<Vec<StoredRow>> {
-        let plan = scans::ScanPlan::checked(table.handle(), query.get());
-        if let Some(rows) = self.with_conn(|c| scans::scan_rows(c, &p, &query, plan, Some(1)))? {
-            return Ok(rows);
-        }
-        self.with_snapshot(|c| scans::scan_rows(c, &p, &query, plan, None))
-            .map(Option::unwrap_or_default)
+        scans::pooled_scan(self, &p, &table, &query)
+    }
+
+    fn scan_row_payloads(
+        &self,
+        p: Partition<'_>,
+        table: Table<'_, Handle<Self>>,
+        query: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<ScannedRow>> {
+        scans::pooled_scan(self, &p, &table, &query)
     }
 
     fn scan_partition_rows(

@@ -11,7 +11,7 @@ use sync_core::front::{Handle, IndexScanBackend, Partition};
 use sync_core::limits::MIN_CANDIDATE_PAGE;
 use sync_core::{
     candidate_variable, ChangeOp, CommitWindowQuery, Error, FilterMatcher, Result, RowScanQuery,
-    ScopeFilter, StoredChange, StoredCommit, StoredRow,
+    ScanOutput, ScopeFilter, StoredChange, StoredCommit, StoredRow,
 };
 
 use crate::errors::DbResultExt;
@@ -402,13 +402,15 @@ pub(crate) fn latest_scoped_seq(
     Ok(latest)
 }
 
-/// Pages through scope candidates, verifying each against the full filter.
-pub(crate) fn scan_rows(
+/// Pages through scope candidates, verifying each against the full filter;
+/// `R` is what a kept candidate becomes (a [`StoredRow`] for `scan_rows`,
+/// a [`sync_core::ScannedRow`] for `scan_row_payloads`).
+pub(crate) fn scan_rows<R: ScanOutput>(
     conn: &Connection,
     table: &TableSql,
     partition: &str,
     query: &RowScanQuery,
-) -> Result<Vec<StoredRow>> {
+) -> Result<Vec<R>> {
     let Some((variable, values)) = candidate(&query.scope_filter) else {
         return Ok(Vec::new());
     };
@@ -421,40 +423,37 @@ pub(crate) fn scan_rows(
     let matcher = FilterMatcher::new(&query.scope_filter);
     let mut json = String::new();
     let bound = bind_values(values, &mut json)?;
+    // The row id of the page's last candidate, kept or not: the next
+    // page's cursor (a buffer reused from row to row).
+    let mut last = String::new();
     loop {
         let mut params: Vec<&dyn ToSql> = vec![&partition, &query.table, &variable, &cursor, &page];
         params.extend(bound.iter().copied());
         // Rows are read as the statement steps: no page of owned tuples
-        // first, and the scopes text is parsed where SQLite holds it.
+        // first, and the row id and scopes text are read where SQLite
+        // holds them.
         let mut rows = stmt.query(params.as_slice()).db()?;
         let mut candidates = 0i64;
-        // The last candidate when it was not kept (the cursor moves past it).
-        let mut skipped: Option<String> = None;
         while let Some(r) = rows.next().db()? {
             candidates += 1;
-            let row_id: String = r.get(0).db()?;
+            let Some(row_id) = text_or_null(r, 0)? else {
+                return Err(Error::backend("a scan candidate without a row id"));
+            };
+            last.clear();
+            last.push_str(row_id);
             let (true, Some(version), Some(scopes), Some(payload)) = (
                 r.get::<_, bool>(1).db()?,
                 r.get::<_, Option<i64>>(2).db()?,
                 text_or_null(r, 3)?,
                 r.get::<_, Option<Vec<u8>>>(4).db()?,
             ) else {
-                skipped = Some(row_id);
                 continue;
             };
-            let scopes = parse_scopes(scopes)?;
-            if !matcher.matches(&scopes) {
-                skipped = Some(row_id);
+            let Some(row) = R::verified(&matcher, row_id, version, scopes, payload, parse_scopes)?
+            else {
                 continue;
-            }
-            skipped = None;
-            out.push(StoredRow {
-                row_id,
-                server_version: version,
-                scopes,
-                payload,
-                column_versions: None,
-            });
+            };
+            out.push(row);
             if out.len() >= limit {
                 return Ok(out);
             }
@@ -463,11 +462,7 @@ pub(crate) fn scan_rows(
         if candidates < page {
             return Ok(out);
         }
-        match (skipped, out.last()) {
-            (Some(row_id), _) => cursor = row_id,
-            (None, Some(last)) => cursor.clone_from(&last.row_id),
-            (None, None) => return Ok(out),
-        }
+        std::mem::swap(&mut cursor, &mut last);
     }
 }
 

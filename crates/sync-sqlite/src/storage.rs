@@ -13,7 +13,7 @@ use sync_core::{
     ActivationOutcome, CheckpointKey, ClientCursorInfo, ClientRecord, CommitPruneQuery,
     CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome,
     FenceTriggerState, PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest, RowScanQuery,
-    SchemaMarker, ScopeFilter, SegmentStore, ServeGate, SourceChange, StoredCheckpoint,
+    ScannedRow, SchemaMarker, ScopeFilter, SegmentStore, ServeGate, SourceChange, StoredCheckpoint,
     StoredCommit, StoredPushResult, StoredRow,
 };
 
@@ -188,6 +188,16 @@ impl StorageBackend for SqliteStorage {
         table: Table<'_, Handle<Self>>,
         query: Request<'_, RowScanQuery>,
     ) -> Result<Vec<StoredRow>> {
+        self.pools()
+            .read_snapshot(|conn| reads::scan_rows(conn, &table, &p, &query))
+    }
+
+    fn scan_row_payloads(
+        &self,
+        p: Partition<'_>,
+        table: Table<'_, Handle<Self>>,
+        query: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<ScannedRow>> {
         self.pools()
             .read_snapshot(|conn| reads::scan_rows(conn, &table, &p, &query))
     }

@@ -1,6 +1,9 @@
 //! §8 Scope-indexed reads, C-142…C-156.
 
-use sync_core::{ChangeOp, CommitPruneQuery, ErrorCode, ScopeFilter, ServerStorage};
+use sync_core::{
+    ChangeOp, CommitPruneQuery, ErrorCode, RowScanQuery, ScannedRow, ScopeFilter, ServerStorage,
+    StoredRow,
+};
 
 use crate::check::{expect_code, expect_message_free_of, CheckDef, CheckResult};
 use crate::checks::support_pdata::{
@@ -110,7 +113,7 @@ pub(crate) const CHECKS: &[CheckDef] = &[
     check(
         GROUP,
         "C-337",
-        "scan_rows with a two-variable filter returns only rows matching both (pool and transaction)",
+        "scan_rows with a two-variable filter returns only rows matching both (pool and transaction); scan_row_payloads returns the same rows",
         c337_scan_two_variable_filter,
     ),
     check(
@@ -557,7 +560,7 @@ fn c337_scan_two_variable_filter(ctx: &mut Ctx<'_>) -> CheckResult {
     for (orgs, projects, expected) in cases {
         let both = filter(&[("org_id", orgs), ("project_id", projects)]);
         let what = format!("org_id in {orgs:?} and project_id in {projects:?}");
-        let rows = storage.scan_rows(P, &row_scan("docs", both.clone(), None, 100))?;
+        let rows = pool_scan(storage.as_ref(), &row_scan("docs", both.clone(), None, 100))?;
         check_eq!(ids(&rows), strings(expected), "pool scan_rows {what}");
         let mut tx = storage.begin(P)?;
         let staged = tx.scan_rows(&row_scan("docs", both, None, 100));
@@ -568,8 +571,8 @@ fn c337_scan_two_variable_filter(ctx: &mut Ctx<'_>) -> CheckResult {
             "transaction scan_rows {what}"
         );
     }
-    let paged = storage.scan_rows(
-        P,
+    let paged = pool_scan(
+        storage.as_ref(),
         &row_scan(
             "docs",
             filter(&[("org_id", &["o1"]), ("project_id", &["p1"])]),
@@ -582,7 +585,63 @@ fn c337_scan_two_variable_filter(ctx: &mut Ctx<'_>) -> CheckResult {
         strings(&["d4"]),
         "scan after d1 with limit 1 skips non-matching candidates"
     );
+    c337_payload_scan_checks(storage.as_ref())?;
     c337_candidate_pages(ctx)
+}
+
+/// `scan_rows` from the pool, checked against `scan_row_payloads` of the
+/// same query: the same rows, in the same order, without their scopes.
+fn pool_scan(storage: &dyn ServerStorage, query: &RowScanQuery) -> CheckResult<Vec<StoredRow>> {
+    let rows = storage.scan_rows(P, query)?;
+    let payloads = storage.scan_row_payloads(P, query)?;
+    let projected: Vec<ScannedRow> = rows.iter().cloned().map(ScannedRow::from).collect();
+    check_eq!(
+        payloads,
+        projected,
+        "scan_row_payloads against scan_rows, filter {:?} after {:?} limit {}",
+        query.scope_filter,
+        query.after_row_id,
+        query.limit
+    );
+    Ok(rows)
+}
+
+/// `scan_row_payloads` checks its arguments as `scan_rows` does
+/// (C-152…C-155 for `scan_rows`).
+fn c337_payload_scan_checks(storage: &dyn ServerStorage) -> CheckResult {
+    let error = expect_code(
+        storage.scan_row_payloads(P, &row_scan("docs", ScopeFilter::new(), None, 10)),
+        ErrorCode::ScanRequiresScope,
+        "scan_row_payloads with {}",
+    )?;
+    expect_message_free_of(&error, &["docs"])?;
+    expect_code(
+        storage.scan_row_payloads(P, &row_scan("nope", ScopeFilter::new(), None, 10)),
+        ErrorCode::ScanRequiresScope,
+        "scan_row_payloads with {} on table nope",
+    )?;
+    let empty = storage.scan_row_payloads(
+        P,
+        &row_scan("nope", filter(&[("project_id", &[])]), None, 10),
+    )?;
+    check!(
+        empty.is_empty(),
+        "an empty value list: expected [], got {empty:?}"
+    );
+    expect_code(
+        storage.scan_row_payloads(
+            P,
+            &row_scan("nope", filter(&[("project_id", &["p1"])]), None, 10),
+        ),
+        ErrorCode::UnknownTable,
+        "scan_row_payloads of table nope",
+    )?;
+    let none = storage.scan_row_payloads(
+        P,
+        &row_scan("docs", filter(&[("project_id", &["p1"])]), None, 0),
+    )?;
+    check!(none.is_empty(), "limit 0: expected [], got {none:?}");
+    Ok(())
 }
 
 /// C-337 across candidate pages: 200 rows of org `o9`, of which only
@@ -623,8 +682,10 @@ fn c337_candidate_pages(ctx: &mut Ctx<'_>) -> CheckResult {
         let mut pool = Vec::new();
         let mut after: Option<String> = None;
         for _ in 0..4 {
-            let page =
-                storage.scan_rows(P, &row_scan("docs", both.clone(), after.as_deref(), limit))?;
+            let page = pool_scan(
+                storage.as_ref(),
+                &row_scan("docs", both.clone(), after.as_deref(), limit),
+            )?;
             let Some(last) = page.last() else { break };
             after = Some(last.row_id.clone());
             pool.extend(ids(&page));
@@ -679,7 +740,7 @@ fn c340_scan_all(
             tx.rollback()?;
             page?
         } else {
-            storage.scan_rows(P, &query)?
+            pool_scan(storage, &query)?
         };
         let done = (page.len() as i64) < limit;
         out.extend(ids(&page));

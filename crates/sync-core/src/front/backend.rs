@@ -11,7 +11,7 @@ use crate::gate::ServeGate;
 use crate::push_result::StoredPushResult;
 use crate::queries::{CommitPruneQuery, CommitPruneResult, CommitWindowQuery, RowScanQuery};
 use crate::round_entry::{LogBounds, RoundEntry, RoundEntryRequest};
-use crate::rows::{SourceChange, StoredCommit, StoredRow};
+use crate::rows::{ScannedRow, SourceChange, StoredCommit, StoredRow};
 use crate::schema::CompiledSchema;
 use crate::scope::ScopeFilter;
 use crate::segments::SegmentStore;
@@ -198,6 +198,21 @@ pub trait StorageBackend: Send + Sync {
         table: Table<'_, Handle<Self>>,
         query: Request<'_, RowScanQuery>,
     ) -> Result<Vec<StoredRow>>;
+    /// [`Self::scan_rows`] without scopes and column versions
+    /// (`ServerStorage::scan_row_payloads`), after the same checks; the
+    /// default projects `scan_rows`.
+    fn scan_row_payloads(
+        &self,
+        partition: Partition<'_>,
+        table: Table<'_, Handle<Self>>,
+        query: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<ScannedRow>> {
+        Ok(self
+            .scan_rows(partition, table, query)?
+            .into_iter()
+            .map(ScannedRow::from)
+            .collect())
+    }
 
     // ---- §4.8 trusted lookups and partition scans ------------------------
 

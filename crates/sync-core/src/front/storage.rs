@@ -22,7 +22,9 @@ use crate::reactions::{
     ReactionPruneQuery, StoredReaction,
 };
 use crate::round_entry::{RoundEntry, RoundEntryRequest};
-use crate::rows::{CommitMetadata, CommitRecord, SourceChange, StoredCommit, StoredRow};
+use crate::rows::{
+    CommitMetadata, CommitRecord, ScannedRow, SourceChange, StoredCommit, StoredRow,
+};
 use crate::schema::CompiledSchema;
 use crate::scope::{ScopeFilter, StoredScopes};
 use crate::segments::SegmentStore;
@@ -197,19 +199,15 @@ impl<B: StorageBackend> ServerStorage for B {
     }
 
     fn scan_rows(&self, p: &str, query: &RowScanQuery) -> Result<Vec<StoredRow>> {
-        let p = partition(p)?;
-        if query.scope_filter.is_empty() {
-            return Err(Error::new(ErrorCode::ScanRequiresScope));
-        }
-        if checks::candidate_values(&query.scope_filter).is_none() {
-            return Ok(Vec::new());
-        }
-        let ensured = self.ensured();
-        let table = checks::table(ensured.as_deref(), &query.table)?;
-        if query.limit <= 0 {
-            return Ok(Vec::new());
-        }
-        StorageBackend::scan_rows(self, p, table, Request::new(query))
+        scan_checked(self, p, query, |p, table| {
+            StorageBackend::scan_rows(self, p, table, Request::new(query))
+        })
+    }
+
+    fn scan_row_payloads(&self, p: &str, query: &RowScanQuery) -> Result<Vec<ScannedRow>> {
+        scan_checked(self, p, query, |p, table| {
+            StorageBackend::scan_row_payloads(self, p, table, Request::new(query))
+        })
     }
 
     fn scan_rows_by_index(&self, p: &str, query: &IndexRowScanQuery) -> Result<Vec<StoredRow>> {
@@ -556,4 +554,32 @@ impl<B: StorageBackend> ServerStorage for B {
     fn commit_feed(&self) -> Option<std::sync::Arc<dyn crate::CommitFeed>> {
         StorageBackend::commit_feed(self)
     }
+}
+
+/// The checks of a scope scan in the order of `storage-contract.md` §4.7
+/// (partition; an empty filter refused; an empty value list answered `[]`
+/// before the table is resolved; the table; a limit ≤ 0 answered `[]`),
+/// then `scan` with the checked partition and table.
+fn scan_checked<B: StorageBackend, R>(
+    backend: &B,
+    p: &str,
+    query: &RowScanQuery,
+    scan: impl FnOnce(
+        super::checked::Partition<'_>,
+        super::checked::Table<'_, super::backend::Handle<B>>,
+    ) -> Result<Vec<R>>,
+) -> Result<Vec<R>> {
+    let p = partition(p)?;
+    if query.scope_filter.is_empty() {
+        return Err(Error::new(ErrorCode::ScanRequiresScope));
+    }
+    if checks::candidate_values(&query.scope_filter).is_none() {
+        return Ok(Vec::new());
+    }
+    let ensured = backend.ensured();
+    let table = checks::table(ensured.as_deref(), &query.table)?;
+    if query.limit <= 0 {
+        return Ok(Vec::new());
+    }
+    scan(p, table)
 }

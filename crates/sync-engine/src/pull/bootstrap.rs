@@ -43,7 +43,7 @@ pub(super) fn run(
         let mut rows = round
             .engine
             .storage
-            .scan_rows(
+            .scan_row_payloads(
                 &round.ctx.partition,
                 &RowScanQuery {
                     table: sub.table.clone(),
@@ -105,7 +105,7 @@ pub(super) fn run(
 /// How many of `rows` the page carries: rows are charged in order and the
 /// page ends before a row once the round's budget is used up (the first
 /// row always goes, the budget having been checked before the page).
-fn within_budget(state: &PullState, rows: &[sync_core::StoredRow]) -> usize {
+fn within_budget(state: &PullState, rows: &[sync_core::ScannedRow]) -> usize {
     let mut kept = 0;
     for row in rows {
         if kept > 0 && state.budget.exhausted() {

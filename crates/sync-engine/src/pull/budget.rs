@@ -10,7 +10,7 @@
 
 use std::cell::Cell;
 
-use sync_core::{StoredCommit, StoredRow};
+use sync_core::{ScannedRow, StoredCommit};
 
 /// What the round's pull has emitted against its budget.
 #[derive(Debug)]
@@ -40,7 +40,7 @@ impl Budget {
 }
 
 /// The measure of one bootstrap row.
-pub(crate) fn row_bytes(row: &StoredRow) -> usize {
+pub(crate) fn row_bytes(row: &ScannedRow) -> usize {
     row.row_id.len() + row.payload.len()
 }
 
@@ -107,12 +107,10 @@ mod tests {
             ],
         };
         assert_eq!(commit_bytes(&commit), 5 + 118 + 16);
-        let row = StoredRow {
+        let row = ScannedRow {
             row_id: "t1".to_owned(),
             server_version: 3,
-            scopes: StoredScopes::new(),
             payload: vec![0; 40],
-            column_versions: None,
         };
         assert_eq!(row_bytes(&row), 42);
     }

@@ -189,6 +189,13 @@ impl ServerStorage for IdempotencyFault {
     fn scan_rows(&self, partition: &str, query: &RowScanQuery) -> Result<Vec<StoredRow>> {
         self.inner().scan_rows(partition, query)
     }
+    fn scan_row_payloads(
+        &self,
+        partition: &str,
+        query: &RowScanQuery,
+    ) -> Result<Vec<sync_core::ScannedRow>> {
+        self.inner().scan_row_payloads(partition, query)
+    }
     fn scan_rows_by_index(
         &self,
         partition: &str,
