@@ -47,8 +47,8 @@ impl ScanOutput for StoredRow {
 
 impl ScanOutput for ScannedRow {
     /// Checks the map's text where it is canonical
-    /// ([`FilterMatcher::matches_text`]), else parses it as
-    /// [`StoredRow`] does.
+    /// ([`FilterMatcher::matches_text`]); any other text goes the
+    /// [`StoredRow`] way, through the dialect's reading.
     fn verified(
         matcher: &FilterMatcher<'_>,
         row_id: &str,
@@ -57,15 +57,18 @@ impl ScanOutput for ScannedRow {
         payload: Vec<u8>,
         parse: fn(&str) -> Result<StoredScopes>,
     ) -> Result<Option<Self>> {
-        let matches = match matcher.matches_text(scopes) {
-            Some(answer) => answer,
-            None => matcher.matches(&parse(scopes)?),
-        };
-        Ok(matches.then(|| ScannedRow {
-            row_id: row_id.to_owned(),
-            server_version,
-            payload,
-        }))
+        match matcher.matches_text(scopes) {
+            Some(matches) => Ok(matches.then(|| ScannedRow {
+                row_id: row_id.to_owned(),
+                server_version,
+                payload,
+            })),
+            None => {
+                let row =
+                    StoredRow::verified(matcher, row_id, server_version, scopes, payload, parse);
+                Ok(row?.map(ScannedRow::from))
+            }
+        }
     }
 }
 

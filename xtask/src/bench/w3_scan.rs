@@ -1,10 +1,10 @@
 //! W3 scan: `scan_row_payloads` (the scope scan an engine bootstrap runs,
 //! `scan_rows` without the rows' scopes) over the 70 000 rows of W1+W2 in
 //! pages of 500 — every list on its own (`lists=1`, 100 scans) and one
-//! filter naming all 100 lists (`lists=100`). Rows/s. Ours and raw read the same database:
-//! first as loaded (no planner statistics, as a bootstrap right after a
-//! bulk load meets it), then, at the end of the run, after `ANALYZE`
-//! (`lists=1 analyzed`, `lists=100 analyzed`). Where the reference server
+//! filter naming all 100 lists (`lists=100`). Rows/s. Ours and raw read
+//! the same database: first as loaded (no planner statistics, as a
+//! bootstrap right after a bulk load meets it), then, at the end of the
+//! run, after `ANALYZE` (`lists=1 analyzed`, `lists=100 analyzed`). Where the reference server
 //! has a dialect (SQLite, Postgres), each variant also reads the same
 //! filters in the reference's page shapes (`RawClient::scan_reference_shape`:
 //! its `IN` list on both, its later `= ANY` array on Postgres) and reports
