@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 use mysql::Value;
 use sync_core::limits::MIN_CANDIDATE_PAGE;
-use sync_core::{candidate_variable, FilterMatcher, Result, RowScanQuery, StoredRow};
+use sync_core::{candidate_variable, FilterMatcher, Result, RowScanQuery, ScanOutput};
 
 use crate::ensured::TableSql;
 use crate::pool::Conn;
@@ -159,14 +159,16 @@ enum Shape {
 /// Runs a scope scan. With `max_statements`, gives up (`None`) when the
 /// scan would need more statements than that, so a pool caller can run the
 /// common single-statement page in autocommit and redo a longer scan inside
-/// a read snapshot (`storage-contract.md` §1 rule 3).
-pub(crate) fn scan_rows(
+/// a read snapshot (`storage-contract.md` §1 rule 3). Generic over what a
+/// kept candidate becomes: `StoredRow` for `scan_rows`, `ScannedRow` (no
+/// scope map built) for `scan_row_payloads`.
+pub(crate) fn scan_rows<R: ScanOutput>(
     conn: &mut Conn,
     table: &TableSql,
     partition: &str,
     query: &RowScanQuery,
     max_statements: Option<usize>,
-) -> Result<Option<Vec<StoredRow>>> {
+) -> Result<Option<Vec<R>>> {
     let Some(variable) = candidate_variable(&query.scope_filter) else {
         return Ok(Some(Vec::new()));
     };
@@ -225,7 +227,7 @@ enum Step {
 }
 
 /// A scope scan in progress: its query, cursor and rows so far.
-struct Scan<'a, 'c> {
+struct Scan<'a, 'c, R> {
     conn: &'c mut Conn,
     table: &'a TableSql,
     partition: &'a str,
@@ -239,10 +241,10 @@ struct Scan<'a, 'c> {
     max_statements: Option<usize>,
     statements: usize,
     cursor: String,
-    out: Vec<StoredRow>,
+    out: Vec<R>,
 }
 
-impl Scan<'_, '_> {
+impl<R: ScanOutput> Scan<'_, '_, R> {
     /// Counts `count` more statements; `false` past `max_statements`.
     fn spend(&mut self, count: usize) -> bool {
         if self
@@ -266,17 +268,18 @@ impl Scan<'_, '_> {
             else {
                 continue;
             };
-            let scopes = parse_scopes(&scopes)?;
-            if !self.matcher.matches(&scopes) {
-                continue;
-            }
-            self.out.push(StoredRow {
-                row_id,
+            let Some(row) = R::verified(
+                &self.matcher,
+                &row_id,
                 server_version,
-                scopes,
+                &scopes,
                 payload,
-                column_versions: None,
-            });
+                parse_scopes,
+            )?
+            else {
+                continue;
+            };
+            self.out.push(row);
             if self.out.len() >= self.limit {
                 return Ok(true);
             }

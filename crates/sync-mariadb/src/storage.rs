@@ -11,9 +11,9 @@ use sync_core::front::{
 use sync_core::{
     ActivationOutcome, CheckpointKey, ClientCursorInfo, ClientRecord, CommitPruneQuery,
     CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome,
-    PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest, RowScanQuery, SchemaMarker,
-    ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit, StoredPushResult,
-    StoredRow,
+    PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest, RowScanQuery, ScannedRow,
+    SchemaMarker, ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit,
+    StoredPushResult, StoredRow,
 };
 
 use crate::ensured::Ensured;
@@ -188,6 +188,21 @@ impl StorageBackend for MariadbStorage {
         t: Table<'_, Handle<Self>>,
         query: Request<'_, RowScanQuery>,
     ) -> Result<Vec<StoredRow>> {
+        let scan =
+            |c: &mut Conn, max| scans::scan_rows(c, t.handle(), p.as_str(), query.get(), max);
+        if let Some(rows) = self.with_conn(|c| scan(c, Some(1)))? {
+            return Ok(rows);
+        }
+        self.with_read(|c| scan(c, None))
+            .map(Option::unwrap_or_default)
+    }
+
+    fn scan_row_payloads(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        query: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<ScannedRow>> {
         let scan =
             |c: &mut Conn, max| scans::scan_rows(c, t.handle(), p.as_str(), query.get(), max);
         if let Some(rows) = self.with_conn(|c| scan(c, Some(1)))? {
