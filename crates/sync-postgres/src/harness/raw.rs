@@ -70,10 +70,18 @@ impl PgRaw {
     /// Runs one statement with the barrier's guard triggers lifted: in a
     /// transaction with `session_replication_role = replica` (superuser
     /// only), in which ordinary triggers do not fire — fixtures that set
-    /// fences and checkpoint rows directly.
+    /// fences and checkpoint rows directly. On Citus the setting must reach
+    /// the workers, where the shard's triggers fire: the coordinator
+    /// propagates `SET LOCAL` only when told to.
     fn execute_lifted(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<()> {
+        let begin = if self.citus {
+            "BEGIN; SET LOCAL citus.propagate_set_commands = 'local'; \
+             SET LOCAL session_replication_role = replica"
+        } else {
+            "BEGIN; SET LOCAL session_replication_role = replica"
+        };
         self.with(|c| {
-            c.simple("BEGIN; SET LOCAL session_replication_role = replica")?;
+            c.simple(begin)?;
             match c.execute(sql, params) {
                 Ok(_) => c.simple("COMMIT").map(|_| ()),
                 Err(error) => {
