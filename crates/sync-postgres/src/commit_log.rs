@@ -151,26 +151,30 @@ pub(crate) const MAX_LITERAL_SQL: usize = 32 * 1024;
 const DIVERGED: &str = "sync: commit_seq diverged from the locked counter";
 
 /// Column arrays of one batch of changes.
-struct Batch<'c> {
-    idx: Vec<i32>,
-    tbl: Vec<&'c str>,
-    row_id: Vec<&'c str>,
-    op: Vec<i16>,
-    row_version: Vec<Option<i64>>,
-    scopes: Vec<String>,
-    payload: Vec<Option<&'c [u8]>>,
-    scope_tbl: Vec<&'c str>,
-    scope_var: Vec<&'c str>,
-    scope_value: Vec<&'c str>,
-    tomb_tbl: Vec<&'c str>,
-    tomb_row: Vec<&'c str>,
+pub(crate) struct Batch<'c> {
+    pub(crate) idx: Vec<i32>,
+    pub(crate) tbl: Vec<&'c str>,
+    pub(crate) row_id: Vec<&'c str>,
+    pub(crate) op: Vec<i16>,
+    pub(crate) row_version: Vec<Option<i64>>,
+    pub(crate) scopes: Vec<String>,
+    pub(crate) payload: Vec<Option<&'c [u8]>>,
+    pub(crate) scope_tbl: Vec<&'c str>,
+    pub(crate) scope_var: Vec<&'c str>,
+    pub(crate) scope_value: Vec<&'c str>,
+    pub(crate) tomb_tbl: Vec<&'c str>,
+    pub(crate) tomb_row: Vec<&'c str>,
 }
 
 impl<'c> Batch<'c> {
     /// The batch of `changes` (the commit's from `first_idx` on);
     /// `tombstones[i]` says whether `changes[i]` leaves a tombstone
     /// ([`NewCommit::tombstones`]).
-    fn new(first_idx: usize, changes: &'c [NewChange], tombstones: &[bool]) -> Result<Self> {
+    pub(crate) fn new(
+        first_idx: usize,
+        changes: &'c [NewChange],
+        tombstones: &[bool],
+    ) -> Result<Self> {
         let mut scope_keys = BTreeSet::new();
         let mut tomb_keys = BTreeSet::new();
         let mut batch = Batch {

@@ -117,6 +117,7 @@ mod reactions;
 mod registry;
 mod rewrites;
 mod round_entry;
+mod routed_writes;
 mod rows;
 mod scans;
 mod segments;

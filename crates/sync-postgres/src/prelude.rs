@@ -17,6 +17,7 @@ use crate::push_results;
 use crate::rows;
 use crate::sql::quote_literal;
 use crate::state::{resolve, Ensured};
+use crate::table_sql::TableSql;
 
 /// Largest prelude message this sends (larger ones read row by row).
 const MAX_PRELUDE_SQL: usize = 256 * 1024;
@@ -47,10 +48,15 @@ pub(crate) struct Plan {
 /// Renders the prelude's reads; `None` when a value cannot be a literal
 /// (NUL), a table is unknown or the message would be too large: the
 /// caller then reads one by one, where each method reports its own error.
+///
+/// `routed` (on Citus): a deferred row write is the row upsert alone after
+/// plain scope statements (`routed_writes`), so that statement is the one
+/// prepared.
 pub(crate) fn plan(
     ensured: Option<&Ensured>,
     partition: &str,
     request: &PushPreludeRequest,
+    routed: bool,
 ) -> Option<Plan> {
     let p = quote_literal(partition)?;
     let mut statements = vec![named::GET_PUSH_RESULT.execute_sql(&[
@@ -66,8 +72,19 @@ pub(crate) fn plan(
         if ids.is_empty() {
             continue;
         }
-        if request.deferred_violations && !upserts.iter().any(|(n, _)| *n == sql.upsert_name) {
-            upserts.push((sql.upsert_name.clone(), sql.upsert_prepare()));
+        let (name, prepare) = if routed {
+            (
+                &sql.row_put_name,
+                TableSql::row_put_prepare as fn(&TableSql) -> String,
+            )
+        } else {
+            (
+                &sql.upsert_name,
+                TableSql::upsert_prepare as fn(&TableSql) -> String,
+            )
+        };
+        if request.deferred_violations && !upserts.iter().any(|(n, _)| n == name) {
+            upserts.push((name.clone(), prepare(sql)));
         }
         let ids: Vec<String> = ids
             .iter()
@@ -206,13 +223,13 @@ mod tests {
             client_commit_id: "k".into(),
             ..PushPreludeRequest::default()
         };
-        assert!(plan(None, "p", &request).is_none());
+        assert!(plan(None, "p", &request, false).is_none());
         let request = PushPreludeRequest {
             client_id: "c".into(),
             client_commit_id: "k".into(),
             ..PushPreludeRequest::default()
         };
-        let plan = plan(None, "p", &request).unwrap();
+        let plan = plan(None, "p", &request, false).unwrap();
         assert_eq!(plan.statements.len(), 1);
         assert!(plan.statements[0].starts_with("EXECUTE sync_prelude_push_result("));
     }

@@ -28,6 +28,14 @@ pub struct TableSql {
     /// deferred row write (`EXECUTE` with literal arguments, sent with the
     /// statements after it): a hash of its text.
     pub upsert_name: String,
+    /// The row upsert of [`upsert`](Self::upsert) without its scope
+    /// replacement, with the same parameters (`$3`…`$5` unused): the
+    /// statement a Citus coordinator routes whole, sent after the scope
+    /// replacement as plain statements (`routed_writes`).
+    pub row_put: String,
+    /// The server-side name of [`row_put`](Self::row_put): a hash of its
+    /// text.
+    pub row_put_name: String,
     /// The set-based form of [`upsert`](Self::upsert) (rows distinct by id):
     /// `$1` partition, `$2` table, `$3` row ids, `$4` server versions, `$5`
     /// scopes JSON, `$6` payloads (one element per row), `$7`/`$8`/`$9` scope
@@ -68,6 +76,16 @@ impl TableSql {
     /// by its cast in the text).
     pub(crate) fn upsert_prepare(&self) -> String {
         format!("PREPARE {} AS {}", self.upsert_name, self.upsert)
+    }
+
+    /// `PREPARE` of [`row_put`](Self::row_put) under
+    /// [`row_put_name`](Self::row_put_name): the types of the unused `$3`…`$5`
+    /// are given, the others fixed by their casts.
+    pub(crate) fn row_put_prepare(&self) -> String {
+        format!(
+            "PREPARE {}(text, text, text, text[], text[]) AS {}",
+            self.row_put_name, self.row_put
+        )
     }
 }
 
@@ -146,9 +164,12 @@ impl TableSql {
             Vec::new()
         };
         let upsert = upsert_sql(&quoted, &projection, &projection_names);
+        let row_put = row_put_sql(&quoted, &projection, &projection_names);
         Self {
             upsert_name: format!("sync_upsert_{:016x}", fnv1a(&upsert)),
             upsert,
+            row_put_name: format!("sync_row_put_{:016x}", fnv1a(&row_put)),
+            row_put,
             upsert_batch: upsert_batch_sql(&quoted, &projection, &projection_names),
             delete: delete_sql(&quoted),
             get_row: format!(
@@ -263,6 +284,19 @@ pub fn index_lookup_sql(table: &CompiledTable, index: &IndexDef, nulls: &[bool])
 /// table, instead of `sync_row_scopes_by_row` (measured by `cargo xtask
 /// bench`, W2).
 fn upsert_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -> String {
+    format!(
+        "WITH new_scopes AS (SELECT s.var, s.value FROM unnest($4::text[], $5::text[]) AS s(var, value)), \
+         removed AS (DELETE FROM sync_row_scopes o WHERE o.partition = $1::text AND o.tbl = $3::text \
+           AND o.row_id = $2::text AND (o.var, o.value) NOT IN (SELECT n.var, n.value FROM new_scopes n)), \
+         added AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
+           SELECT $1::text, $3::text, n.var, n.value, $2::text FROM new_scopes n ON CONFLICT DO NOTHING) \
+         {}",
+        row_put_sql(quoted, projection, names)
+    )
+}
+
+/// The row upsert of [`upsert_sql`] alone ([`TableSql::row_put`]).
+fn row_put_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -> String {
     let mut values = vec!["$1::text".to_owned(), "$2::text".to_owned()];
     for (i, column_type) in projection.iter().enumerate() {
         values.push(column_param(
@@ -275,15 +309,7 @@ fn upsert_sql(quoted: &str, projection: &[ColumnType], names: &[String]) -> Stri
         "${}::bytea",
         UPSERT_FIRST_PROJECTION_PARAM + projection.len()
     ));
-    format!(
-        "WITH new_scopes AS (SELECT s.var, s.value FROM unnest($4::text[], $5::text[]) AS s(var, value)), \
-         removed AS (DELETE FROM sync_row_scopes o WHERE o.partition = $1::text AND o.tbl = $3::text \
-           AND o.row_id = $2::text AND (o.var, o.value) NOT IN (SELECT n.var, n.value FROM new_scopes n)), \
-         added AS (INSERT INTO sync_row_scopes (partition, tbl, var, value, row_id) \
-           SELECT $1::text, $3::text, n.var, n.value, $2::text FROM new_scopes n ON CONFLICT DO NOTHING) \
-         {}",
-        row_upsert(quoted, names, &format!("VALUES ({})", values.join(", ")))
-    )
+    row_upsert(quoted, names, &format!("VALUES ({})", values.join(", ")))
 }
 
 /// The set-based [`upsert_sql`]: the same scope replacement for every row of

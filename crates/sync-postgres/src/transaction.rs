@@ -53,7 +53,7 @@ use crate::table_sql::TableSql;
 use crate::values::Typed;
 use crate::{
     checkpoints, clients, commit_log, coverage, gate, named, prelude, push_results, query,
-    reactions, rows, scans,
+    reactions, routed_writes, rows, scans,
 };
 
 /// A gate read together with the push lock, valid until the next statement.
@@ -237,19 +237,30 @@ impl<'s> PgTransaction<'s> {
         if !self.push_locked || self.fence_blocks {
             return None;
         }
-        if !self.conn.as_ref()?.has_named(&named::APPEND) {
-            return None;
-        }
         let seq = self.known_seq?.checked_add(1)?;
-        let args =
-            commit_log::deferred_append_args(&self.partition, self.writer_version, commit, seq)?;
+        // On Citus one plain statement per table, which the coordinator
+        // routes whole; elsewhere the one-statement append, prepared.
+        let sql = if self.storage.is_citus() {
+            routed_writes::routed_append_sql(&self.partition, self.writer_version, commit, seq)?
+        } else {
+            if !self.conn.as_ref()?.has_named(&named::APPEND) {
+                return None;
+            }
+            let args = commit_log::deferred_append_args(
+                &self.partition,
+                self.writer_version,
+                commit,
+                seq,
+            )?;
+            named::APPEND.execute_sql(&args)
+        };
         if self.release_before.is_none() {
             self.release_before = Some(match &self.pending_writes {
                 Some(earlier) => earlier.len() + 2,
                 None => 0,
             });
         }
-        self.defer(named::APPEND.execute_sql(&args));
+        self.defer(sql);
         self.known_seq = Some(seq);
         Some(seq)
     }
@@ -474,7 +485,12 @@ impl TransactionBackend for PgTransaction<'_> {
         running: Checked<i32>,
     ) -> Result<Option<PushPrelude>> {
         let plan = match self.push_locked {
-            false => prelude::plan(self.ensured.as_deref(), &self.partition, request),
+            false => prelude::plan(
+                self.ensured.as_deref(),
+                &self.partition,
+                request,
+                self.storage.is_citus(),
+            ),
             true => None,
         };
         let Some(plan) = plan else {
@@ -531,6 +547,18 @@ impl TransactionBackend for PgTransaction<'_> {
         let typed = rows::typed(&t, row)?;
         if self.deferred_upsert_sent(t, stored, &typed, op_index)? {
             return Ok(());
+        }
+        if self.storage.is_citus() {
+            if let Some(statements) = self.routed_upsert(t, stored, &typed) {
+                let sql: &TableSql = &t;
+                return self.run(|c| {
+                    c.conn
+                        .ensure_named_text(&sql.row_put_name, &sql.row_put_prepare())?;
+                    c.conn
+                        .simple_at(&statements, Site::UpsertRow(op_index))
+                        .map(|_| ())
+                });
+            }
         }
         let projection = rows::params(typed);
         self.run(|c| {
@@ -829,6 +857,33 @@ impl PgTransaction<'_> {
             .map_or(Site::General, Site::UpsertRow)
     }
 
+    /// A row upsert as statements a Citus coordinator routes whole: the
+    /// scope replacement as plain statements, then the table's
+    /// [`TableSql::row_put`] executed with literal arguments
+    /// (`routed_writes`). `None` when a value cannot be a literal or the
+    /// arguments are too large: the caller then runs the one-statement
+    /// upsert with bound parameters.
+    fn routed_upsert(
+        &self,
+        t: Table<'_, TxHandle<Self>>,
+        row: &StoredRow,
+        typed: &[Typed],
+    ) -> Option<String> {
+        let sql: &TableSql = &t;
+        let args = rows::deferred_upsert_args(t.compiled(), &self.partition, row, typed)?;
+        let scopes = routed_writes::routed_scopes_sql(
+            &self.partition,
+            &t.compiled().name,
+            &row.row_id,
+            &row.scopes,
+        )?;
+        Some(format!(
+            "{scopes}; EXECUTE {}({})",
+            sql.row_put_name,
+            args.join(", ")
+        ))
+    }
+
     /// Queues the row write when the push defers its violations, the push
     /// lock is held, the table's named upsert is prepared on this
     /// connection and every value can be a literal; a row write still
@@ -845,15 +900,28 @@ impl PgTransaction<'_> {
             return Ok(false);
         }
         let sql: &TableSql = &t;
+        // On Citus the scope replacement travels as plain statements before
+        // the row upsert alone (`routed_writes`).
+        let routed = self.storage.is_citus();
+        let name = if routed {
+            &sql.row_put_name
+        } else {
+            &sql.upsert_name
+        };
         if !self
             .conn
             .as_ref()
-            .is_some_and(|conn| conn.has_named_text(&sql.upsert_name))
+            .is_some_and(|conn| conn.has_named_text(name))
         {
             return Ok(false);
         }
-        let Some(args) = rows::deferred_upsert_args(t.compiled(), &self.partition, row, typed)
-        else {
+        let statement = if routed {
+            self.routed_upsert(t, row, typed)
+        } else {
+            rows::deferred_upsert_args(t.compiled(), &self.partition, row, typed)
+                .map(|args| format!("EXECUTE {name}({})", args.join(", ")))
+        };
+        let Some(statement) = statement else {
             return Ok(false);
         };
         if self.deferred_upsert.is_some() {
@@ -862,7 +930,7 @@ impl PgTransaction<'_> {
         // A row write after the append may still be rejected: the
         // savepoint must stay.
         self.release_before = None;
-        self.defer(format!("EXECUTE {}({})", sql.upsert_name, args.join(", ")));
+        self.defer(statement);
         self.deferred_upsert = Some(op_index);
         Ok(true)
     }

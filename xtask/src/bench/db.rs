@@ -92,6 +92,11 @@ impl Env {
         })
     }
 
+    /// Whether fresh Postgres schemas are laid out on a Citus coordinator.
+    pub fn on_citus(&self) -> bool {
+        self.citus.is_some()
+    }
+
     /// Postgres schemas on the server at `url`, laid out by `citus` when
     /// the server is a Citus coordinator.
     pub fn postgres(url: &str, citus: Option<CitusLayout>) -> Self {

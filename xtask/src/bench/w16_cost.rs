@@ -310,11 +310,20 @@ fn measure_postgres(env: &Env, who: Who, n: usize, tag: &str) -> Result<Cost> {
         bail!("W16 Postgres pass without a server");
     };
     let mut monitor = postgres::Client::connect(url, postgres::NoTls)?;
-    let walinspect = walinspect_schema(&mut monitor, schema);
+    // On Citus the shards' log is the workers': the coordinator's shows
+    // none of it, and functions created in a distributed schema run on a
+    // worker, against another log than the coordinator's positions.
+    let walinspect = if env.on_citus() {
+        None
+    } else {
+        walinspect_schema(&mut monitor, schema)
+    };
     progress(
         env.dialect,
         "W16 WAL bytes",
-        if walinspect.is_some() {
+        if env.on_citus() {
+            "the coordinator's pg_current_wal_lsn() difference (the shards' log is the workers')"
+        } else if walinspect.is_some() {
             "records of this schema's relations and transactions (pg_walinspect)"
         } else {
             "pg_current_wal_lsn() difference (every session's; pg_walinspect unavailable)"
