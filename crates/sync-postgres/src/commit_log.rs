@@ -148,7 +148,7 @@ pub(crate) const MAX_LITERAL_SQL: usize = 32 * 1024;
 /// The message a deferred append raises (as a failed `int4` cast, the one
 /// way plain SQL can raise) when the sequence it allocated is not the one
 /// predicted from the locked counter.
-const DIVERGED: &str = "sync: commit_seq diverged from the locked counter";
+pub(crate) const DIVERGED: &str = "sync: commit_seq diverged from the locked counter";
 
 /// Column arrays of one batch of changes.
 pub(crate) struct Batch<'c> {

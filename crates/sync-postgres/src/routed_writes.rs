@@ -26,11 +26,8 @@
 
 use sync_core::{NewCommit, StoredScopes};
 
-use crate::commit_log::{Batch, CHANGE_BATCH, MAX_LITERAL_SQL};
+use crate::commit_log::{Batch, CHANGE_BATCH, DIVERGED, MAX_LITERAL_SQL};
 use crate::sql::{bytea_literal, quote_literal};
-
-/// The message the counter upsert raises when the counter moved.
-const DIVERGED: &str = "sync: commit_seq diverged from the locked counter";
 
 /// The append of `commit` at the predicted sequence `seq`, as `;`-joined
 /// statements; `None` when it does not fit the literal form (the same
@@ -264,5 +261,81 @@ mod tests {
             routed_scopes_sql("p1", "todos", "r1", &scopes(&[("a", "\0")])),
             None
         );
+    }
+
+    /// The statements run on any Postgres: against temporary tables of the
+    /// same columns and keys, an append moves the counter and writes every
+    /// row; an append predicted from a counter that moved raises and
+    /// writes nothing; a scope replacement leaves exactly the new entries.
+    #[test]
+    fn the_statements_write_what_the_one_statement_forms_write() {
+        use crate::pool::Conn;
+        let url = std::env::var("SYNCSTORE_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let client = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| {
+            panic!("cannot reach PostgreSQL at {url} ({e}); start one with `pg_ctlcluster <version> main start`")
+        });
+        let mut conn = Conn::from_client(client);
+        conn.simple(
+            "CREATE TEMP TABLE sync_partitions (partition text PRIMARY KEY, max_commit_seq int8); \
+             CREATE TEMP TABLE sync_commits (partition text, commit_seq int8, client_id text, \
+               client_commit_id text, actor_id text, created_at_ms int8, writer_version int4, \
+               PRIMARY KEY (partition, commit_seq)); \
+             CREATE TEMP TABLE sync_changes (partition text, commit_seq int8, idx int4, tbl text, \
+               row_id text, op int2, row_version int8, scopes jsonb, payload bytea, \
+               PRIMARY KEY (partition, commit_seq, idx)); \
+             CREATE TEMP TABLE sync_change_scopes (partition text, tbl text, var text, value text, \
+               commit_seq int8, PRIMARY KEY (partition, tbl, var, value, commit_seq)); \
+             CREATE TEMP TABLE sync_tombstones (partition text, tbl text, row_id text, \
+               commit_seq int8, PRIMARY KEY (partition, tbl, row_id)); \
+             CREATE TEMP TABLE sync_row_scopes (partition text, tbl text, var text, value text, \
+               row_id text, PRIMARY KEY (partition, tbl, var, value, row_id)); \
+             INSERT INTO sync_partitions VALUES ('p1', 7)",
+        )
+        .unwrap();
+        let two = commit(vec![
+            NewChange::upsert("todos", "r1", 3, scopes(&[("list_id", "l1")]), vec![1]),
+            NewChange::delete("todos", "r2", scopes(&[("list_id", "l2")])),
+        ]);
+        conn.simple(&routed_append_sql("p1", 2, &two, 8).unwrap())
+            .unwrap();
+        let counts = "SELECT (SELECT max_commit_seq FROM sync_partitions)::text || ' ' || \
+            (SELECT count(*) FROM sync_commits WHERE commit_seq = 8) || ' ' || \
+            (SELECT count(*) FROM sync_changes WHERE commit_seq = 8) || ' ' || \
+            (SELECT count(*) FROM sync_change_scopes WHERE commit_seq = 8) || ' ' || \
+            (SELECT count(*) FROM sync_tombstones WHERE commit_seq = 8 AND row_id = 'r2')";
+        assert_eq!(read(&mut conn, counts), "8 1 2 2 1");
+        // Predicted from 7 again: the counter stands at 8.
+        let err = conn
+            .simple(&routed_append_sql("p1", 2, &commit(Vec::new()), 8).unwrap())
+            .unwrap_err();
+        assert!(format!("{err:?}").contains("diverged"), "{err:?}");
+        assert_eq!(read(&mut conn, counts), "8 1 2 2 1");
+
+        let replace = |conn: &mut Conn, pairs: &[(&str, &str)]| {
+            conn.simple(&routed_scopes_sql("p1", "todos", "r1", &scopes(pairs)).unwrap())
+                .unwrap();
+            read(
+                conn,
+                "SELECT coalesce(string_agg(var || '=' || value, ',' ORDER BY var), '') \
+                 FROM sync_row_scopes WHERE row_id = 'r1'",
+            )
+        };
+        assert_eq!(replace(&mut conn, &[("a", "1"), ("b", "2")]), "a=1,b=2");
+        assert_eq!(replace(&mut conn, &[("b", "2"), ("c", "3")]), "b=2,c=3");
+        assert_eq!(replace(&mut conn, &[]), "");
+    }
+
+    fn read(conn: &mut crate::pool::Conn, sql: &str) -> String {
+        conn.simple(sql)
+            .unwrap()
+            .iter()
+            .find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => {
+                    Some(row.get(0).unwrap_or_default().to_owned())
+                }
+                _ => None,
+            })
+            .unwrap()
     }
 }
