@@ -11,8 +11,8 @@ use sync_core::front::{
 use sync_core::{
     ActivationOutcome, CheckpointKey, ClientCursorInfo, ClientRecord, CommitPruneQuery,
     CommitPruneResult, CommitWindowQuery, CompiledSchema, Coverage, EnsureOptions, EnsureOutcome,
-    PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest, RowScanQuery, ScannedRow,
-    SchemaMarker, ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit,
+    PartitionRegistryEntry, Result, RoundEntry, RoundEntryRequest, RowScanQuery, ScanOutput,
+    ScannedRow, SchemaMarker, ScopeFilter, ServeGate, SourceChange, StoredCheckpoint, StoredCommit,
     StoredPushResult, StoredRow,
 };
 
@@ -188,13 +188,7 @@ impl StorageBackend for MariadbStorage {
         t: Table<'_, Handle<Self>>,
         query: Request<'_, RowScanQuery>,
     ) -> Result<Vec<StoredRow>> {
-        let scan =
-            |c: &mut Conn, max| scans::scan_rows(c, t.handle(), p.as_str(), query.get(), max);
-        if let Some(rows) = self.with_conn(|c| scan(c, Some(1)))? {
-            return Ok(rows);
-        }
-        self.with_read(|c| scan(c, None))
-            .map(Option::unwrap_or_default)
+        self.scan(p, t, query)
     }
 
     fn scan_row_payloads(
@@ -203,13 +197,7 @@ impl StorageBackend for MariadbStorage {
         t: Table<'_, Handle<Self>>,
         query: Request<'_, RowScanQuery>,
     ) -> Result<Vec<ScannedRow>> {
-        let scan =
-            |c: &mut Conn, max| scans::scan_rows(c, t.handle(), p.as_str(), query.get(), max);
-        if let Some(rows) = self.with_conn(|c| scan(c, Some(1)))? {
-            return Ok(rows);
-        }
-        self.with_read(|c| scan(c, None))
-            .map(Option::unwrap_or_default)
+        self.scan(p, t, query)
     }
 
     fn scan_partition_rows(
@@ -449,5 +437,25 @@ impl StorageBackend for MariadbStorage {
 
     fn authoritative_query(&self) -> Option<&dyn QueryBackend<Ensured>> {
         Some(self)
+    }
+}
+
+impl MariadbStorage {
+    /// A scope scan with either output: the common one-statement page in
+    /// autocommit, a longer scan again inside a read snapshot
+    /// (`storage-contract.md` §1 rule 3).
+    fn scan<R: ScanOutput>(
+        &self,
+        p: Partition<'_>,
+        t: Table<'_, Handle<Self>>,
+        query: Request<'_, RowScanQuery>,
+    ) -> Result<Vec<R>> {
+        let scan =
+            |c: &mut Conn, max| scans::scan_rows(c, t.handle(), p.as_str(), query.get(), max);
+        if let Some(rows) = self.with_conn(|c| scan(c, Some(1)))? {
+            return Ok(rows);
+        }
+        self.with_read(|c| scan(c, None))
+            .map(Option::unwrap_or_default)
     }
 }

@@ -353,6 +353,25 @@ pub(crate) fn deferred_append_sql() -> String {
     )
 }
 
+/// The commit's changes as one [`Batch`] for a literal append, or `None`
+/// when it cannot be one: more than one batch of changes, or more
+/// payload and row-id bytes than [`MAX_LITERAL_SQL`] (checked before any
+/// literal is rendered).
+pub(crate) fn literal_batch(commit: &NewCommit) -> Option<Batch<'_>> {
+    if commit.changes.len() > CHANGE_BATCH {
+        return None;
+    }
+    let lower_bound: usize = commit
+        .changes
+        .iter()
+        .map(|c| 2 * c.payload.as_ref().map_or(0, Vec::len) + c.row_id.len())
+        .sum();
+    if lower_bound > MAX_LITERAL_SQL {
+        return None;
+    }
+    Batch::new(0, &commit.changes, &commit.tombstones()).ok()
+}
+
 /// The arguments of [`deferred_append_sql`] as literals, so the append can
 /// travel as an `EXECUTE` with a later statement or the `COMMIT` in one
 /// simple-query message; the caller holds the partition lock and predicts
@@ -368,18 +387,7 @@ pub(crate) fn deferred_append_args(
     commit: &NewCommit,
     seq: i64,
 ) -> Option<Vec<String>> {
-    if commit.changes.len() > CHANGE_BATCH {
-        return None;
-    }
-    let lower_bound: usize = commit
-        .changes
-        .iter()
-        .map(|c| 2 * c.payload.as_ref().map_or(0, Vec::len) + c.row_id.len())
-        .sum();
-    if lower_bound > MAX_LITERAL_SQL {
-        return None;
-    }
-    let batch = Batch::new(0, &commit.changes, &commit.tombstones()).ok()?;
+    let batch = literal_batch(commit)?;
     let mut args = vec![
         quote_literal(partition)?,
         quote_literal(&commit.client_id)?,

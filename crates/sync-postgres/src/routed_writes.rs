@@ -26,30 +26,20 @@
 
 use sync_core::{NewCommit, StoredScopes};
 
-use crate::commit_log::{Batch, CHANGE_BATCH, DIVERGED, MAX_LITERAL_SQL};
+use crate::commit_log::{literal_batch, DIVERGED, MAX_LITERAL_SQL};
 use crate::sql::{bytea_literal, quote_literal};
 
 /// The append of `commit` at the predicted sequence `seq`, as `;`-joined
-/// statements; `None` when it does not fit the literal form (the same
-/// bounds as [`commit_log::deferred_append_args`]): the caller then
-/// appends at once.
+/// statements; `None` when it does not fit the literal form
+/// ([`literal_batch`], or a text holding NUL): the caller then appends at
+/// once.
 pub(crate) fn routed_append_sql(
     partition: &str,
     writer_version: i32,
     commit: &NewCommit,
     seq: i64,
 ) -> Option<String> {
-    if commit.changes.len() > CHANGE_BATCH {
-        return None;
-    }
-    let lower_bound: usize = commit
-        .changes
-        .iter()
-        .map(|c| 2 * c.payload.as_ref().map_or(0, Vec::len) + c.row_id.len())
-        .sum();
-    if lower_bound > MAX_LITERAL_SQL {
-        return None;
-    }
+    let batch = literal_batch(commit)?;
     if seq < 1 {
         return None;
     }
@@ -72,7 +62,6 @@ pub(crate) fn routed_append_sql(
             commit.created_at_ms,
         ),
     ];
-    let batch = Batch::new(0, &commit.changes, &commit.tombstones()).ok()?;
     let mut changes = Vec::with_capacity(batch.idx.len());
     for i in 0..batch.idx.len() {
         changes.push(format!(
