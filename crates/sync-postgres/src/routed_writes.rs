@@ -300,6 +300,17 @@ mod tests {
             .unwrap_err();
         assert!(format!("{err:?}").contains("diverged"), "{err:?}");
         assert_eq!(read(&mut conn, counts), "8 1 2 2 1");
+        // A later delete of the same row moves its tombstone on.
+        let again = commit(vec![NewChange::delete("todos", "r2", scopes(&[]))]);
+        conn.simple(&routed_append_sql("p1", 2, &again, 9).unwrap())
+            .unwrap();
+        assert_eq!(
+            read(
+                &mut conn,
+                "SELECT commit_seq::text FROM sync_tombstones WHERE row_id = 'r2'"
+            ),
+            "9"
+        );
 
         let replace = |conn: &mut Conn, pairs: &[(&str, &str)]| {
             conn.simple(&routed_scopes_sql("p1", "todos", "r1", &scopes(pairs)).unwrap())
